@@ -1,1 +1,20 @@
-//! placeholder
+//! Tern's domain layer: the rules of the product, with no I/O.
+//!
+//! Everything here is plain data and pure functions so it can be unit-tested without a
+//! server or a database. The HTTP layer (`tern-api`) and the store (`tern-store`) build on it.
+
+pub mod auth;
+pub mod crypto;
+pub mod cursor;
+pub mod error;
+pub mod phone;
+pub mod plan;
+pub mod time;
+
+pub use error::{ErrorCode, FieldError, Problem};
+
+/// New identifiers are UUID v7: unique, and sortable by creation time, which keeps keyset
+/// pagination and B-tree inserts cheap.
+pub fn new_id() -> uuid::Uuid {
+    uuid::Uuid::now_v7()
+}

@@ -1,0 +1,416 @@
+//! Plans and per-organisation billing settings.
+//!
+//! An organisation has a plan name plus overrides set by an operator. The effective
+//! settings are the plan's defaults with the overrides laid on top, so changing the plan
+//! keeps deliberate per-organisation exceptions.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+macro_rules! name_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $s),+ }
+            }
+
+            pub fn parse(s: &str) -> Option<$name> {
+                match s { $($s => Some($name::$variant),)+ _ => None }
+            }
+
+            /// The accepted names, for error messages.
+            pub fn names() -> String {
+                Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+            }
+        }
+    };
+}
+
+name_enum!(
+    /// Features a plan may include.
+    Feature { PublicApi = "public_api", Media = "media", Campaigns = "campaigns" }
+);
+name_enum!(
+    /// Count limits of a plan.
+    Entitlement {
+        ApiKeys = "api_keys",
+        PhoneNumbers = "phone_numbers",
+        Contacts = "contacts",
+        Templates = "templates",
+        WebhookSubscriptions = "webhook_subscriptions",
+        Campaigns = "campaigns",
+    }
+);
+name_enum!(
+    /// Per-billing-period allowances.
+    Meter { ApiRequests = "api_requests", MessagesSent = "messages_sent" }
+);
+name_enum!(
+    /// Fixed request-quota windows.
+    RateWindow {
+        KeyMinute = "key-minute",
+        KeyDay = "key-day",
+        TenantMinute = "tenant-minute",
+        TenantDay = "tenant-day",
+    }
+);
+name_enum!(
+    /// Template categories, each with a price.
+    Category { Marketing = "marketing", Utility = "utility", Authentication = "authentication" }
+);
+name_enum!(
+    SubscriptionStatus {
+        Active = "active",
+        PastDue = "past_due",
+        Restricted = "restricted",
+        Cancelled = "cancelled",
+    }
+);
+
+impl RateWindow {
+    pub fn seconds(self) -> u64 {
+        match self {
+            RateWindow::KeyMinute | RateWindow::TenantMinute => 60,
+            RateWindow::KeyDay | RateWindow::TenantDay => 86_400,
+        }
+    }
+}
+
+/// A plan's defaults. `None` as a limit means unlimited.
+#[derive(Debug, Clone)]
+pub struct PlanDefaults {
+    pub name: &'static str,
+    pub features: &'static [Feature],
+    pub limits: &'static [(Entitlement, Option<u64>)],
+    pub allowances: &'static [(Meter, Option<u64>)],
+    pub rate_limits: &'static [(RateWindow, u64)],
+    pub prices_minor: &'static [(Category, i64)],
+}
+
+use Category::*;
+use Entitlement as E;
+use Feature::*;
+use Meter::*;
+use RateWindow::*;
+
+const PRICES: &[(Category, i64)] = &[(Marketing, 80), (Utility, 20), (Authentication, 15)];
+
+/// Plans in upgrade order: the first plan after the current one that has a feature is the
+/// one suggested in `upgrade_plan`.
+pub static PLANS: &[PlanDefaults] = &[
+    PlanDefaults {
+        name: "free",
+        features: &[Media],
+        limits: &[
+            (E::ApiKeys, Some(2)),
+            (E::PhoneNumbers, Some(1)),
+            (E::Contacts, Some(500)),
+            (E::Templates, Some(5)),
+            (E::WebhookSubscriptions, Some(1)),
+            (E::Campaigns, Some(0)),
+        ],
+        allowances: &[(ApiRequests, Some(10_000)), (MessagesSent, Some(1_000))],
+        rate_limits: &[
+            (KeyMinute, 60),
+            (KeyDay, 10_000),
+            (TenantMinute, 120),
+            (TenantDay, 20_000),
+        ],
+        prices_minor: PRICES,
+    },
+    PlanDefaults {
+        name: "starter",
+        features: &[PublicApi, Media],
+        limits: &[
+            (E::ApiKeys, Some(10)),
+            (E::PhoneNumbers, Some(2)),
+            (E::Contacts, Some(10_000)),
+            (E::Templates, Some(50)),
+            (E::WebhookSubscriptions, Some(5)),
+            (E::Campaigns, Some(0)),
+        ],
+        allowances: &[
+            (ApiRequests, Some(1_000_000)),
+            (MessagesSent, Some(100_000)),
+        ],
+        rate_limits: &[
+            (KeyMinute, 600),
+            (KeyDay, 200_000),
+            (TenantMinute, 1_200),
+            (TenantDay, 400_000),
+        ],
+        prices_minor: PRICES,
+    },
+    PlanDefaults {
+        name: "growth",
+        features: &[PublicApi, Media, Campaigns],
+        limits: &[
+            (E::ApiKeys, Some(50)),
+            (E::PhoneNumbers, Some(10)),
+            (E::Contacts, Some(250_000)),
+            (E::Templates, Some(500)),
+            (E::WebhookSubscriptions, Some(25)),
+            (E::Campaigns, Some(1_000)),
+        ],
+        allowances: &[
+            (ApiRequests, Some(20_000_000)),
+            (MessagesSent, Some(2_000_000)),
+        ],
+        rate_limits: &[
+            (KeyMinute, 6_000),
+            (KeyDay, 2_000_000),
+            (TenantMinute, 12_000),
+            (TenantDay, 4_000_000),
+        ],
+        prices_minor: PRICES,
+    },
+    PlanDefaults {
+        name: "enterprise",
+        features: &[PublicApi, Media, Campaigns],
+        limits: &[
+            (E::ApiKeys, None),
+            (E::PhoneNumbers, None),
+            (E::Contacts, None),
+            (E::Templates, None),
+            (E::WebhookSubscriptions, None),
+            (E::Campaigns, None),
+        ],
+        allowances: &[(ApiRequests, None), (MessagesSent, None)],
+        rate_limits: &[
+            (KeyMinute, 60_000),
+            (KeyDay, 50_000_000),
+            (TenantMinute, 120_000),
+            (TenantDay, 100_000_000),
+        ],
+        prices_minor: PRICES,
+    },
+];
+
+/// The plan given to an organisation created without `--plan`.
+pub const DEFAULT_PLAN: &str = "growth";
+
+pub fn plan(name: &str) -> Option<&'static PlanDefaults> {
+    PLANS.iter().find(|p| p.name == name)
+}
+
+pub fn plan_names() -> String {
+    PLANS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The cheapest plan after `current` that includes `feature`.
+pub fn upgrade_plan_for(current: &str, feature: Feature) -> Option<&'static str> {
+    let start = PLANS
+        .iter()
+        .position(|p| p.name == current)
+        .map_or(0, |i| i + 1);
+    PLANS[start..]
+        .iter()
+        .find(|p| p.features.contains(&feature))
+        .map(|p| p.name)
+}
+
+/// Operator overrides, stored as JSON on the organisation. Absent keys fall back to the
+/// plan. A limit or allowance of `null` in JSON cannot be expressed here on purpose: to make
+/// something unlimited an operator moves the organisation to a plan without the limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, bool>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub allowances: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rate_limits: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices_minor: BTreeMap<String, i64>,
+}
+
+impl Overrides {
+    /// Tolerant read: a stored value that no longer parses counts as "no overrides" rather
+    /// than locking the organisation out.
+    pub fn from_json(v: &serde_json::Value) -> Overrides {
+        serde_json::from_value(v.clone()).unwrap_or_default()
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Plan defaults with overrides applied.
+#[derive(Debug, Clone)]
+pub struct Effective<'a> {
+    pub plan: &'static PlanDefaults,
+    pub overrides: &'a Overrides,
+}
+
+impl<'a> Effective<'a> {
+    /// Unknown plan names (a plan retired from the code) fall back to the free plan, the
+    /// safe choice.
+    pub fn new(plan_name: &str, overrides: &'a Overrides) -> Self {
+        Effective {
+            plan: plan(plan_name).unwrap_or(&PLANS[0]),
+            overrides,
+        }
+    }
+
+    pub fn has_feature(&self, f: Feature) -> bool {
+        self.overrides
+            .features
+            .get(f.as_str())
+            .copied()
+            .unwrap_or_else(|| self.plan.features.contains(&f))
+    }
+
+    pub fn limit(&self, e: Entitlement) -> Option<u64> {
+        if let Some(v) = self.overrides.limits.get(e.as_str()) {
+            return Some(*v);
+        }
+        self.plan
+            .limits
+            .iter()
+            .find(|(k, _)| *k == e)
+            .and_then(|(_, v)| *v)
+    }
+
+    pub fn allowance(&self, m: Meter) -> Option<u64> {
+        if let Some(v) = self.overrides.allowances.get(m.as_str()) {
+            return Some(*v);
+        }
+        self.plan
+            .allowances
+            .iter()
+            .find(|(k, _)| *k == m)
+            .and_then(|(_, v)| *v)
+    }
+
+    pub fn rate_limit(&self, w: RateWindow) -> u64 {
+        if let Some(v) = self.overrides.rate_limits.get(w.as_str()) {
+            return *v;
+        }
+        self.plan
+            .rate_limits
+            .iter()
+            .find(|(k, _)| *k == w)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    pub fn price_minor(&self, c: Category) -> i64 {
+        if let Some(v) = self.overrides.prices_minor.get(c.as_str()) {
+            return *v;
+        }
+        self.plan
+            .prices_minor
+            .iter()
+            .find(|(k, _)| *k == c)
+            .map_or(0, |(_, v)| *v)
+    }
+}
+
+/// Parses `NAME=VALUE` as given on the operator command line.
+pub fn parse_assignment(s: &str) -> Option<(&str, &str)> {
+    let (k, v) = s.split_once('=')?;
+    let (k, v) = (k.trim(), v.trim());
+    (!k.is_empty() && !v.is_empty()).then_some((k, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_plan_defines_every_setting() {
+        for p in PLANS {
+            for e in Entitlement::ALL {
+                assert!(
+                    p.limits.iter().any(|(k, _)| k == e),
+                    "{} lacks {:?}",
+                    p.name,
+                    e
+                );
+            }
+            for m in Meter::ALL {
+                assert!(p.allowances.iter().any(|(k, _)| k == m));
+            }
+            for w in RateWindow::ALL {
+                assert!(p.rate_limits.iter().any(|(k, _)| k == w));
+            }
+            for c in Category::ALL {
+                assert!(p.prices_minor.iter().any(|(k, _)| k == c));
+            }
+        }
+        assert!(plan(DEFAULT_PLAN).is_some());
+    }
+
+    #[test]
+    fn overrides_win_over_plan() {
+        let mut o = Overrides::default();
+        let eff = Effective::new("free", &o);
+        assert!(!eff.has_feature(Feature::PublicApi));
+        assert_eq!(eff.limit(Entitlement::ApiKeys), Some(2));
+        o.features.insert("public_api".into(), true);
+        o.limits.insert("api_keys".into(), 7);
+        o.rate_limits.insert("key-minute".into(), 5);
+        o.prices_minor.insert("marketing".into(), 1);
+        let eff = Effective::new("free", &o);
+        assert!(eff.has_feature(Feature::PublicApi));
+        assert_eq!(eff.limit(Entitlement::ApiKeys), Some(7));
+        assert_eq!(eff.rate_limit(RateWindow::KeyMinute), 5);
+        assert_eq!(eff.price_minor(Category::Marketing), 1);
+        assert_eq!(eff.price_minor(Category::Utility), 20);
+    }
+
+    #[test]
+    fn enterprise_is_unlimited() {
+        let o = Overrides::default();
+        let eff = Effective::new("enterprise", &o);
+        assert_eq!(eff.limit(Entitlement::Contacts), None);
+        assert_eq!(eff.allowance(Meter::MessagesSent), None);
+    }
+
+    #[test]
+    fn upgrade_suggestion() {
+        assert_eq!(
+            upgrade_plan_for("free", Feature::PublicApi),
+            Some("starter")
+        );
+        assert_eq!(
+            upgrade_plan_for("starter", Feature::Campaigns),
+            Some("growth")
+        );
+        assert_eq!(upgrade_plan_for("enterprise", Feature::Campaigns), None);
+    }
+
+    #[test]
+    fn overrides_json_round_trip_and_tolerance() {
+        let mut o = Overrides::default();
+        o.allowances.insert("messages_sent".into(), 10);
+        assert_eq!(Overrides::from_json(&o.to_json()), o);
+        assert_eq!(
+            Overrides::from_json(&serde_json::json!("garbage")),
+            Overrides::default()
+        );
+        assert_eq!(
+            Overrides::from_json(&serde_json::json!({})),
+            Overrides::default()
+        );
+    }
+
+    #[test]
+    fn assignments() {
+        assert_eq!(
+            parse_assignment("key-minute=10"),
+            Some(("key-minute", "10"))
+        );
+        assert_eq!(parse_assignment("x="), None);
+        assert_eq!(parse_assignment("novalue"), None);
+    }
+}
