@@ -1,1 +1,87 @@
-fn main() {}
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tern::{admin, app, config::Config, demo, telemetry};
+
+/// Tern: a self-hosted business-messaging service for the WhatsApp Cloud API.
+#[derive(Debug, Parser)]
+#[command(name = "tern", version)]
+struct Cli {
+    /// Optional TOML file with the same settings as the TERN_* variables (lower case,
+    /// without the prefix). Environment variables win.
+    #[arg(long, global = true, env = "TERN_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the API server and its background workers.
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Run everything on one machine: SQLite, the network simulator, a demo organisation.
+    Demo(demo::DemoArgs),
+    /// Operator provisioning; prints one JSON object.
+    #[command(subcommand)]
+    Admin(admin::AdminCmd),
+    /// Print the public API's OpenAPI document.
+    Openapi,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    if let Cmd::Openapi = cli.cmd {
+        let doc = tern_api::openapi::finish(tern_api::routes::public_api().into_openapi());
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    let config = Config::load(cli.config.as_deref())?;
+    match cli.cmd {
+        Cmd::Serve => {
+            telemetry::init_logging(&config, &config.log);
+            app::serve(config).await
+        }
+        Cmd::Migrate => {
+            telemetry::init_logging(&config, "warn");
+            let db = app::open_db(&config).await?;
+            println!(
+                "{}",
+                serde_json::json!({"migrated": true, "backend": format!("{:?}", db.backend()).to_lowercase()})
+            );
+            Ok(())
+        }
+        Cmd::Demo(args) => demo::run(config, args).await,
+        Cmd::Admin(cmd) => {
+            telemetry::init_logging(&config, "warn");
+            let db = app::open_db(&config).await?;
+            let key = app::master_key(&db, &config).await?;
+            let out = admin::run(&db, &key, cmd).await?;
+            println!("{}", serde_json::to_string(&out)?);
+            Ok(())
+        }
+        Cmd::Openapi => Ok(()),
+    }
+}

@@ -1,1 +1,24 @@
-//! placeholder
+//! Tern's persistence layer: one [`Db`] facade over SQLite (embedded default) and
+//! PostgreSQL (production), with the same SQL text, migrations per backend and a
+//! conformance suite that runs every method on both (see `tests/conformance`).
+//!
+//! Conventions: instants are `i64` epoch milliseconds; ids are `Uuid` (v7) except phone
+//! numbers (the network's id); JSON columns are whole `serde_json::Value`s / typed values.
+//! Every write is safe with several `tern serve` processes on one PostgreSQL: single-statement
+//! conditional updates, upserts and unique constraints, or transactions with row locks.
+
+mod api_keys;
+mod contact_fields;
+mod db;
+mod error;
+mod orgs;
+mod phone_numbers;
+mod settings;
+pub mod testkit;
+
+pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
+pub use contact_fields::ContactField;
+pub use db::{Backend, Db};
+pub use error::{Result, StoreError};
+pub use orgs::{Member, Org};
+pub use phone_numbers::PhoneNumber;

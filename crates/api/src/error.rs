@@ -1,0 +1,79 @@
+//! `ApiError` carries a domain [`Problem`] out of a handler. The body is rendered later by
+//! the frame middleware, which knows the request id and the public URL, so the body's
+//! `request_id` always equals the `X-Request-Id` header.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use tern_domain::{ErrorCode, FieldError, Problem};
+use tern_store::StoreError;
+
+#[derive(Debug)]
+pub struct ApiError(pub Problem);
+
+/// Marker left in the response extensions for the frame middleware to render.
+#[derive(Clone)]
+pub struct PendingProblem(pub Arc<Problem>);
+
+impl From<Problem> for ApiError {
+    fn from(p: Problem) -> Self {
+        ApiError(p)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => ApiError(Problem::not_found()),
+            StoreError::Conflict { constraint } => {
+                ApiError(Problem::conflict("already_exists").with_detail("constraint", constraint))
+            }
+            other => {
+                // Storage failures are ours, not the caller's: log the cause, answer 503 so
+                // the client retries, and never leak internals into the body.
+                tracing::error!(error = %other, "store error");
+                ApiError(Problem::unavailable())
+            }
+        }
+    }
+}
+
+impl ApiError {
+    pub fn code(&self) -> ErrorCode {
+        self.0.code
+    }
+
+    pub fn fields(fields: Vec<FieldError>) -> Self {
+        ApiError(Problem::validation(fields))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        problem_response(self.0)
+    }
+}
+
+pub fn problem_response(p: Problem) -> Response {
+    let status = StatusCode::from_u16(p.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut res = status.into_response();
+    if let Some(secs) = p.retry_after {
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    res.extensions_mut().insert(PendingProblem(Arc::new(p)));
+    res
+}
+
+/// The flat error body of the contract.
+pub fn render_body(p: &Problem, request_id: &str, docs_url: String) -> serde_json::Value {
+    let entry = p.code.entry();
+    serde_json::json!({
+        "code": p.code.as_str(),
+        "message": p.message,
+        "request_id": request_id,
+        "details": p.details,
+        "fix": entry.fix,
+        "docs_url": docs_url,
+    })
+}

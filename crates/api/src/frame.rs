@@ -1,0 +1,126 @@
+//! The outermost middleware: gives every request an id, a tracing span and metrics, and
+//! renders every error response — ours and the framework's (unknown route, wrong method,
+//! body too large, panics) — as the contract's flat JSON body.
+
+use crate::error::{PendingProblem, render_body};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::Instant;
+use tern_domain::{ErrorCode, Problem};
+use tracing::Instrument;
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// The request's id, available to handlers as an extension.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    // Always our own id: a client-supplied value could be arbitrary bytes and must not end
+    // up in logs or bodies unchecked.
+    let request_id = uuid::Uuid::now_v7().to_string();
+    req.extensions_mut().insert(RequestId(request_id.clone()));
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let span = tracing::info_span!(
+        "request",
+        request_id = %request_id,
+        method = %method,
+        path = %path,
+        org_id = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let res = next.run(req).instrument(span.clone()).await;
+    let mut res = finish(&state, res, &request_id);
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(REQUEST_ID_HEADER, v);
+    }
+    let elapsed = started.elapsed();
+    let status = res.status().as_u16();
+    metrics::counter!("tern_http_requests_total", "method" => method.to_string(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!("tern_http_request_duration_seconds", "method" => method.to_string())
+        .record(elapsed.as_secs_f64());
+    span.in_scope(|| {
+        tracing::info!(
+            status,
+            latency_ms = elapsed.as_secs_f64() * 1000.0,
+            "request finished"
+        );
+    });
+    res
+}
+
+/// Renders a pending problem, or turns a bare framework error into one.
+fn finish(state: &AppState, res: Response, request_id: &str) -> Response {
+    let problem = if let Some(p) = res.extensions().get::<PendingProblem>() {
+        Some((*p.0).clone())
+    } else if res.status().as_u16() >= 400 && !is_json(&res) {
+        Some(framework_problem(&res))
+    } else {
+        None
+    };
+    let Some(problem) = problem else { return res };
+    let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let body = render_body(&problem, request_id, state.docs_url(problem.code.as_str()));
+    let (mut parts, _) = res.into_parts();
+    parts.status = status;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(secs) = problem.retry_after {
+        parts
+            .headers
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    parts.extensions.remove::<PendingProblem>();
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+fn is_json(res: &Response) -> bool {
+    res.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// Errors produced by the framework itself (no handler ran, or an extractor we do not
+/// wrap refused the request).
+fn framework_problem(res: &Response) -> Problem {
+    match res.status().as_u16() {
+        404 => Problem::not_found(),
+        405 => {
+            let allow = res
+                .headers()
+                .get(header::ALLOW)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            Problem::new(ErrorCode::MethodNotAllowed).with_detail("allow", allow)
+        }
+        413 => Problem::new(ErrorCode::RequestTooLarge)
+            .with_detail("limit_bytes", crate::JSON_BODY_LIMIT as u64),
+        401 => Problem::unauthenticated(),
+        429 => Problem::new(ErrorCode::RateLimited).with_retry_after(1),
+        s if s >= 500 => Problem::unavailable(),
+        _ => Problem::field("request", "is not valid"),
+    }
+}
+
+/// Turns a caught panic into a 503 with a logged cause; the process keeps serving.
+pub fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| (*s).to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    tracing::error!(panic = %detail, "handler panicked");
+    crate::error::ApiError(Problem::unavailable()).into_response()
+}

@@ -1,0 +1,110 @@
+//! The OpenAPI 3.1 document. Operations come from the handlers' `#[utoipa::path]`
+//! annotations (so the document cannot drift from the routes); this module adds what is
+//! common to every operation: the security scheme, the error body, the standard error
+//! responses and the `X-Request-Id` header — all derived from the error catalog.
+
+use serde_json::{Value, json};
+use tern_domain::ErrorCode;
+use utoipa::openapi::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+pub fn base() -> OpenApi {
+    let mut doc = OpenApi::default();
+    doc.info.title = "Tern public API".into();
+    doc.info.version = "1".into();
+    doc.info.description = Some(
+        "Send WhatsApp messages and manage contacts, conversations, templates, campaigns and \
+         event webhooks of one organisation. The organisation is derived from the API key. \
+         Errors share one body: see /docs/errors."
+            .into(),
+    );
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("tern_<40 characters>")
+                .build(),
+        ),
+    );
+    doc
+}
+
+/// Standard error responses of an operation: (status, description, codes that may occur).
+fn standard_errors(method: &str, has_path_params: bool) -> Vec<(&'static str, &'static str)> {
+    let mut v = vec![
+        ("400", "The request is not valid (`validation_failed`)."),
+        ("401", "No valid API key (`unauthenticated`)."),
+        (
+            "402",
+            "The plan, subscription or balance stops the request.",
+        ),
+        ("403", "The key lacks the permission (`permission_denied`)."),
+        ("429", "A quota or the burst limit is exceeded."),
+        (
+            "503",
+            "The service cannot answer now; retry (`unavailable`).",
+        ),
+    ];
+    if has_path_params {
+        v.push(("404", "No such item in the organisation (`not_found`)."));
+    }
+    if matches!(method, "post" | "put" | "patch") {
+        v.push(("409", "The current state refuses the request."));
+        v.push(("413", "The body is too large (`request_too_large`)."));
+    }
+    v
+}
+
+/// Serialises the generated document and adds the shared parts.
+pub fn finish(doc: OpenApi) -> Value {
+    let mut v = serde_json::to_value(&doc).unwrap_or_else(|_| json!({}));
+    v["servers"] = json!([{"url": crate::PUBLIC_PREFIX}]);
+    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+    let components = &mut v["components"];
+    components["schemas"]["Error"] = json!({
+        "type": "object",
+        "description": "The body of every error response.",
+        "required": ["code", "message", "request_id", "details"],
+        "properties": {
+            "code": {"type": "string", "enum": codes, "description": "Stable; switch on it."},
+            "message": {"type": "string", "description": "For people; may change."},
+            "request_id": {"type": "string", "description": "Equals the X-Request-Id header."},
+            "details": {"type": "object", "additionalProperties": true},
+            "fix": {"type": "string"},
+            "docs_url": {"type": "string", "format": "uri"}
+        }
+    });
+    components["headers"]["RequestId"] = json!({
+        "description": "Identifies the request; quote it when reporting a problem.",
+        "required": true,
+        "schema": {"type": "string"}
+    });
+    if let Some(paths) = v["paths"].as_object_mut() {
+        for (path, item) in paths.iter_mut() {
+            let has_params = path.contains('{');
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, op) in item.iter_mut() {
+                let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                    continue;
+                };
+                for (status, desc) in standard_errors(method, has_params) {
+                    responses.entry(status).or_insert_with(|| {
+                        json!({
+                            "description": desc,
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+                        })
+                    });
+                }
+                for resp in responses.values_mut() {
+                    resp["headers"]["X-Request-Id"] =
+                        json!({"$ref": "#/components/headers/RequestId"});
+                }
+            }
+        }
+    }
+    v
+}

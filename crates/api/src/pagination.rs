@@ -1,0 +1,98 @@
+//! The list primitive: `limit` (1–100, default 25) and an opaque signed `cursor`, with
+//! pages shaped `{"data": [...], "next_cursor": "..." | null}`.
+
+use crate::auth::AuthContext;
+use crate::error::ApiError;
+use crate::extract::QueryParams;
+use crate::state::AppState;
+use serde::Serialize;
+use tern_domain::cursor;
+use tern_domain::{FieldError, Problem};
+use utoipa::ToSchema;
+
+/// A page of a list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T> {
+    /// The items of this page.
+    pub data: Vec<T>,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A decoded list request.
+pub struct ListRequest {
+    pub limit: i64,
+    /// Keyset position after which the page starts.
+    pub after: Option<Vec<String>>,
+    fingerprint: String,
+}
+
+impl ListRequest {
+    /// `filters` are the list's own filter values; they are bound into the cursor so a
+    /// cursor only continues the query that produced it.
+    pub fn parse(
+        state: &AppState,
+        auth: &AuthContext,
+        params: &QueryParams,
+        list: &str,
+        filters: &[(&str, Option<&str>)],
+    ) -> Result<Self, ApiError> {
+        let mut errors = Vec::new();
+        let limit = cursor::parse_limit(params.get("limit")).unwrap_or_else(|m| {
+            errors.push(FieldError::new("limit", m));
+            25
+        });
+        let fingerprint = cursor::fingerprint(list, filters);
+        let after = match params.get("cursor") {
+            None => None,
+            Some(c) => match cursor::decode(&state.key, c, auth.org_id, &fingerprint) {
+                Ok(pos) => Some(pos),
+                Err(_) => {
+                    errors.push(FieldError::new(
+                        "cursor",
+                        "is not valid for this list; pass back next_cursor unchanged with the same filters",
+                    ));
+                    None
+                }
+            },
+        };
+        if !errors.is_empty() {
+            return Err(ApiError(Problem::validation(errors)));
+        }
+        Ok(ListRequest {
+            limit,
+            after,
+            fingerprint,
+        })
+    }
+
+    /// Rows to fetch: one more than the page, to learn whether a next page exists.
+    pub fn fetch_limit(&self) -> i64 {
+        self.limit + 1
+    }
+
+    /// Builds the page from `limit + 1` fetched rows; `position` gives an item's keyset
+    /// position.
+    pub fn page<R, T>(
+        &self,
+        state: &AppState,
+        auth: &AuthContext,
+        mut rows: Vec<R>,
+        position: impl Fn(&R) -> Vec<String>,
+        to_dto: impl Fn(R) -> T,
+    ) -> Page<T> {
+        let has_more = rows.len() as i64 > self.limit;
+        rows.truncate(self.limit as usize);
+        let next_cursor = if has_more {
+            rows.last().map(|last| {
+                cursor::encode(&state.key, auth.org_id, &self.fingerprint, position(last))
+            })
+        } else {
+            None
+        };
+        Page {
+            data: rows.into_iter().map(to_dto).collect(),
+            next_cursor,
+        }
+    }
+}

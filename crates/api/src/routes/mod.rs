@@ -1,0 +1,71 @@
+//! The route table. Public API routes are declared once, with their OpenAPI annotations,
+//! and the served document is produced from the same list.
+
+pub mod docs;
+pub mod health;
+pub mod phone_numbers;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::{JSON_BODY_LIMIT, PUBLIC_PREFIX, frame, openapi};
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderMap, Uri, header};
+use axum::routing::{any, get};
+use tern_domain::Problem;
+use tower_http::catch_panic::CatchPanicLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The public API's routes with their OpenAPI operations.
+pub fn public_api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base()).routes(routes!(phone_numbers::list_phone_numbers))
+}
+
+/// The whole HTTP surface of `tern serve`.
+pub fn router(state: AppState) -> Router {
+    let (public, spec) = public_api().split_for_parts();
+    let spec_json = openapi::finish(spec);
+    let public = public
+        .route(
+            "/openapi.json",
+            get(move || async move { axum::Json(spec_json.clone()) }),
+        )
+        .fallback(not_found);
+    Router::new()
+        .nest(PUBLIC_PREFIX, public)
+        // Tern's own (app) API: sessions only. A public API key is refused here.
+        .route("/api/{*rest}", any(app_api))
+        .route("/api", any(app_api))
+        .merge(health::router())
+        .merge(docs::router())
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(CatchPanicLayer::custom(frame::panic_response))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            frame::frame,
+        ))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError(Problem::not_found())
+}
+
+async fn app_api(uri: Uri, headers: HeaderMap) -> ApiError {
+    // axum's wildcard wins over the nested router's fallback for unknown public paths.
+    if uri.path() == PUBLIC_PREFIX || uri.path().starts_with(&format!("{PUBLIC_PREFIX}/")) {
+        return ApiError(Problem::not_found());
+    }
+    let reason = if headers.contains_key(header::AUTHORIZATION) {
+        "api_key_not_accepted"
+    } else {
+        "session_required"
+    };
+    ApiError(
+        Problem::unauthenticated()
+            .with_message("API keys work only under /api/public/v1.")
+            .with_detail("reason", reason),
+    )
+}

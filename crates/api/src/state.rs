@@ -1,0 +1,58 @@
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tern_domain::crypto::MasterKey;
+use tern_store::Db;
+
+/// Shared, cheaply cloned application state.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub db: Db,
+    pub key: MasterKey,
+    /// Base of links Tern hands out (`docs_url`, media downloads), without trailing slash.
+    pub public_url: String,
+    pub metrics: Option<PrometheusHandle>,
+    draining: AtomicBool,
+}
+
+pub struct StateConfig {
+    pub db: Db,
+    pub key: MasterKey,
+    pub public_url: String,
+    pub metrics: Option<PrometheusHandle>,
+}
+
+impl AppState {
+    pub fn new(c: StateConfig) -> Self {
+        AppState(Arc::new(Inner {
+            db: c.db,
+            key: c.key,
+            public_url: c.public_url.trim_end_matches('/').to_string(),
+            metrics: c.metrics,
+            draining: AtomicBool::new(false),
+        }))
+    }
+
+    /// Marks the instance as shutting down: `/readyz` fails so load balancers stop
+    /// sending traffic while in-flight requests finish.
+    pub fn start_draining(&self) {
+        self.0.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.0.draining.load(Ordering::SeqCst)
+    }
+
+    pub fn docs_url(&self, code: &str) -> String {
+        format!("{}/docs/errors/{code}", self.0.public_url)
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}

@@ -1,0 +1,645 @@
+//! `tern admin …`: operator provisioning. Each command prints one JSON object on stdout;
+//! a refusal exits non-zero with the reason on stderr.
+
+use anyhow::{Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use tern_domain::auth::{self, Preset, Role};
+use tern_domain::crypto::{MasterKey, Purpose};
+use tern_domain::plan::{
+    self, Category, Effective, Entitlement, Feature, Meter, Overrides, RateWindow,
+    SubscriptionStatus,
+};
+use tern_domain::{new_id, phone, time::now_ms};
+use tern_store::{ApiKey, ContactField, Db, Member, Org, PhoneNumber, StoreError};
+use uuid::Uuid;
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCmd {
+    /// Organisations: create, update billing and limits.
+    #[command(subcommand)]
+    Org(OrgCmd),
+    /// Business phone numbers.
+    #[command(subcommand)]
+    Number(NumberCmd),
+    /// Members of an organisation.
+    #[command(subcommand)]
+    Member(MemberCmd),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCmd),
+    /// Custom contact fields.
+    #[command(subcommand, name = "contact-field")]
+    ContactField(ContactFieldCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrgCmd {
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = plan::DEFAULT_PLAN)]
+        plan: String,
+    },
+    Update(OrgUpdate),
+}
+
+#[derive(Debug, Args)]
+pub struct OrgUpdate {
+    #[arg(long)]
+    org: Uuid,
+    #[arg(long)]
+    plan: Option<String>,
+    #[arg(long = "subscription-status")]
+    subscription_status: Option<String>,
+    #[arg(long = "wallet-balance-minor", allow_negative_numbers = true)]
+    wallet_balance_minor: Option<i64>,
+    /// CATEGORY=MINOR, e.g. marketing=80
+    #[arg(long = "price")]
+    prices: Vec<String>,
+    /// WINDOW=QUOTA, e.g. key-minute=600
+    #[arg(long = "rate-limit")]
+    rate_limits: Vec<String>,
+    /// METER=N, e.g. messages_sent=1000
+    #[arg(long = "allowance")]
+    allowances: Vec<String>,
+    /// ENTITLEMENT=N, e.g. contacts=5000
+    #[arg(long = "limit")]
+    limits: Vec<String>,
+    /// NAME=on|off, e.g. public_api=off
+    #[arg(long = "feature")]
+    features: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NumberCmd {
+    Add {
+        #[arg(long)]
+        org: Uuid,
+        #[arg(long = "phone-number-id")]
+        phone_number_id: String,
+        #[arg(long = "display-phone-number")]
+        display_phone_number: String,
+        #[arg(long = "waba-id")]
+        waba_id: String,
+        #[arg(long = "access-token")]
+        access_token: String,
+        #[arg(long = "throughput-mps", default_value_t = 80)]
+        throughput_mps: i64,
+    },
+    Update {
+        #[arg(long = "phone-number-id")]
+        phone_number_id: String,
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long = "throughput-mps")]
+        throughput_mps: Option<i64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemberCmd {
+    Add {
+        #[arg(long)]
+        org: Uuid,
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        role: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCmd {
+    Create {
+        #[arg(long)]
+        org: Uuid,
+        #[arg(long)]
+        member: Uuid,
+        #[arg(long)]
+        name: String,
+        #[arg(
+            long,
+            conflicts_with = "permissions",
+            required_unless_present = "permissions"
+        )]
+        preset: Option<String>,
+        /// Comma-separated permissions, e.g. messages.read,contacts.read
+        #[arg(long, value_delimiter = ',')]
+        permissions: Vec<String>,
+    },
+    Revoke {
+        #[arg(long = "key-id")]
+        key_id: Uuid,
+    },
+    Rotate {
+        #[arg(long = "key-id")]
+        key_id: Uuid,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ContactFieldCmd {
+    Add {
+        #[arg(long)]
+        org: Uuid,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        label: String,
+        #[arg(long = "type")]
+        field_type: String,
+    },
+}
+
+/// Parses `admin` arguments (without the leading `admin`), for in-process callers such as
+/// the demo and tests.
+pub fn parse(args: &[&str]) -> Result<AdminCmd> {
+    use clap::{FromArgMatches, Subcommand};
+    let cmd = AdminCmd::augment_subcommands(clap::Command::new("admin").no_binary_name(true));
+    let matches = cmd.try_get_matches_from(args).map_err(|e| anyhow!("{e}"))?;
+    AdminCmd::from_arg_matches(&matches).map_err(|e| anyhow!("{e}"))
+}
+
+pub async fn run(db: &Db, key: &MasterKey, cmd: AdminCmd) -> Result<Value> {
+    match cmd {
+        AdminCmd::Org(OrgCmd::Create { name, plan }) => create_org(db, &name, &plan).await,
+        AdminCmd::Org(OrgCmd::Update(u)) => update_org(db, u).await,
+        AdminCmd::Number(NumberCmd::Add {
+            org,
+            phone_number_id,
+            display_phone_number,
+            waba_id,
+            access_token,
+            throughput_mps,
+        }) => {
+            add_number(
+                db,
+                key,
+                org,
+                &phone_number_id,
+                &display_phone_number,
+                &waba_id,
+                &access_token,
+                throughput_mps,
+            )
+            .await
+        }
+        AdminCmd::Number(NumberCmd::Update {
+            phone_number_id,
+            status,
+            throughput_mps,
+        }) => update_number(db, &phone_number_id, status.as_deref(), throughput_mps).await,
+        AdminCmd::Member(MemberCmd::Add { org, email, role }) => {
+            add_member(db, org, &email, &role).await
+        }
+        AdminCmd::Key(KeyCmd::Create {
+            org,
+            member,
+            name,
+            preset,
+            permissions,
+        }) => create_key(db, org, member, &name, preset.as_deref(), &permissions).await,
+        AdminCmd::Key(KeyCmd::Revoke { key_id }) => revoke_key(db, key_id).await,
+        AdminCmd::Key(KeyCmd::Rotate { key_id }) => rotate_key(db, key_id).await,
+        AdminCmd::ContactField(ContactFieldCmd::Add {
+            org,
+            key,
+            label,
+            field_type,
+        }) => add_contact_field(db, org, &key, &label, &field_type).await,
+    }
+}
+
+pub fn org_json(o: &Org) -> Value {
+    let overrides = Overrides::from_json(&o.overrides);
+    let eff = Effective::new(&o.plan, &overrides);
+    let map = |pairs: Vec<(&str, Value)>| {
+        Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    };
+    json!({
+        "id": o.id,
+        "name": o.name,
+        "plan": o.plan,
+        "subscription_status": o.subscription_status,
+        "wallet": {"balance_minor": o.wallet_balance_minor, "currency": o.wallet_currency},
+        "features": map(Feature::ALL.iter().map(|f| (f.as_str(), json!(eff.has_feature(*f)))).collect()),
+        "limits": map(Entitlement::ALL.iter().map(|e| (e.as_str(), json!(eff.limit(*e)))).collect()),
+        "allowances": map(Meter::ALL.iter().map(|m| (m.as_str(), json!(eff.allowance(*m)))).collect()),
+        "rate_limits": map(RateWindow::ALL.iter().map(|w| (w.as_str(), json!(eff.rate_limit(*w)))).collect()),
+        "prices_minor": map(Category::ALL.iter().map(|c| (c.as_str(), json!(eff.price_minor(*c)))).collect()),
+        "overrides": overrides.to_json(),
+        "created_at": tern_domain::time::format_ms(o.created_at),
+        "updated_at": tern_domain::time::format_ms(o.updated_at),
+    })
+}
+
+async fn create_org(db: &Db, name: &str, plan_name: &str) -> Result<Value> {
+    let name = name.trim();
+    if name.is_empty() {
+        bail!("--name must not be empty");
+    }
+    if plan::plan(plan_name).is_none() {
+        bail!(
+            "unknown plan {plan_name:?}; plans are: {}",
+            plan::plan_names()
+        );
+    }
+    let now = now_ms();
+    let org = Org {
+        id: new_id(),
+        name: name.to_string(),
+        plan: plan_name.to_string(),
+        subscription_status: SubscriptionStatus::Active.as_str().to_string(),
+        wallet_balance_minor: 0,
+        wallet_currency: "USD".to_string(),
+        overrides: Overrides::default().to_json(),
+        billing_period_start: now,
+        created_at: now,
+        updated_at: now,
+    };
+    db.insert_org(&org).await?;
+    Ok(org_json(&org))
+}
+
+async fn get_org(db: &Db, id: Uuid) -> Result<Org> {
+    db.get_org(id)
+        .await?
+        .ok_or_else(|| anyhow!("organisation {id} does not exist"))
+}
+
+fn parse_u64(kind: &str, name: &str, v: &str) -> Result<u64> {
+    v.parse()
+        .map_err(|_| anyhow!("{kind} {name}: {v:?} is not a non-negative whole number"))
+}
+
+async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
+    let mut org = get_org(db, u.org).await?;
+    let mut o = Overrides::from_json(&org.overrides);
+    if let Some(p) = u.plan {
+        if plan::plan(&p).is_none() {
+            bail!("unknown plan {p:?}; plans are: {}", plan::plan_names());
+        }
+        org.plan = p;
+    }
+    if let Some(s) = u.subscription_status {
+        if SubscriptionStatus::parse(&s).is_none() {
+            bail!(
+                "unknown subscription status {s:?}; use one of: {}",
+                SubscriptionStatus::names()
+            );
+        }
+        org.subscription_status = s;
+    }
+    if let Some(b) = u.wallet_balance_minor {
+        org.wallet_balance_minor = b;
+    }
+    for a in &u.prices {
+        let (k, v) = plan::parse_assignment(a)
+            .ok_or_else(|| anyhow!("--price takes CATEGORY=MINOR, got {a:?}"))?;
+        let c = Category::parse(k)
+            .ok_or_else(|| anyhow!("unknown category {k:?}; use one of: {}", Category::names()))?;
+        let v: i64 = v
+            .parse()
+            .ok()
+            .filter(|v| *v >= 0)
+            .ok_or_else(|| anyhow!("price {k}: {v:?} is not a non-negative whole number"))?;
+        o.prices_minor.insert(c.as_str().into(), v);
+    }
+    for a in &u.rate_limits {
+        let (k, v) = plan::parse_assignment(a)
+            .ok_or_else(|| anyhow!("--rate-limit takes WINDOW=QUOTA, got {a:?}"))?;
+        let w = RateWindow::parse(k).ok_or_else(|| {
+            anyhow!(
+                "unknown rate-limit window {k:?}; use one of: {}",
+                RateWindow::names()
+            )
+        })?;
+        o.rate_limits
+            .insert(w.as_str().into(), parse_u64("rate limit", k, v)?);
+    }
+    for a in &u.allowances {
+        let (k, v) = plan::parse_assignment(a)
+            .ok_or_else(|| anyhow!("--allowance takes METER=N, got {a:?}"))?;
+        let m = Meter::parse(k)
+            .ok_or_else(|| anyhow!("unknown meter {k:?}; use one of: {}", Meter::names()))?;
+        o.allowances
+            .insert(m.as_str().into(), parse_u64("allowance", k, v)?);
+    }
+    for a in &u.limits {
+        let (k, v) = plan::parse_assignment(a)
+            .ok_or_else(|| anyhow!("--limit takes ENTITLEMENT=N, got {a:?}"))?;
+        let e = Entitlement::parse(k).ok_or_else(|| {
+            anyhow!(
+                "unknown entitlement {k:?}; use one of: {}",
+                Entitlement::names()
+            )
+        })?;
+        o.limits
+            .insert(e.as_str().into(), parse_u64("limit", k, v)?);
+    }
+    for a in &u.features {
+        let (k, v) = plan::parse_assignment(a)
+            .ok_or_else(|| anyhow!("--feature takes NAME=on|off, got {a:?}"))?;
+        let f = Feature::parse(k)
+            .ok_or_else(|| anyhow!("unknown feature {k:?}; use one of: {}", Feature::names()))?;
+        let on = match v {
+            "on" | "true" => true,
+            "off" | "false" => false,
+            _ => bail!("feature {k}: use on or off, got {v:?}"),
+        };
+        o.features.insert(f.as_str().into(), on);
+    }
+    org.overrides = o.to_json();
+    org.updated_at = now_ms();
+    db.update_org(&org).await?;
+    Ok(org_json(&org))
+}
+
+/// Refuses a new item when the plan's count limit is reached.
+fn check_limit(org: &Org, e: Entitlement, used: i64) -> Result<()> {
+    let o = Overrides::from_json(&org.overrides);
+    if let Some(limit) = Effective::new(&org.plan, &o).limit(e)
+        && used >= limit as i64
+    {
+        bail!(
+            "plan_limit_reached: the plan allows {limit} {} and {used} are in use",
+            e.as_str()
+        );
+    }
+    Ok(())
+}
+
+fn number_json(n: &PhoneNumber) -> Value {
+    json!({
+        "id": n.id,
+        "org_id": n.org_id,
+        "display_phone_number": n.display_phone_number,
+        "waba_id": n.waba_id,
+        "status": n.status,
+        "throughput_mps": n.throughput_mps,
+        "created_at": tern_domain::time::format_ms(n.created_at),
+        "updated_at": tern_domain::time::format_ms(n.updated_at),
+    })
+}
+
+fn check_network_id(what: &str, v: &str) -> Result<()> {
+    if v.is_empty()
+        || v.len() > 64
+        || !v
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        bail!("{what} must be 1 to 64 letters, digits, '_' or '-', got {v:?}");
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn add_number(
+    db: &Db,
+    key: &MasterKey,
+    org_id: Uuid,
+    pnid: &str,
+    display: &str,
+    waba: &str,
+    token: &str,
+    mps: i64,
+) -> Result<Value> {
+    check_network_id("--phone-number-id", pnid)?;
+    check_network_id("--waba-id", waba)?;
+    let display = phone::parse_international(display)
+        .map_err(|e| anyhow!("--display-phone-number {e}"))?
+        .e164;
+    if token.trim().is_empty() {
+        bail!("--access-token must not be empty");
+    }
+    if !(1..=10_000).contains(&mps) {
+        bail!("--throughput-mps must be from 1 to 10000");
+    }
+    let org = get_org(db, org_id).await?;
+    check_limit(
+        &org,
+        Entitlement::PhoneNumbers,
+        db.count_phone_numbers(org_id).await?,
+    )?;
+    let now = now_ms();
+    let n = PhoneNumber {
+        id: pnid.to_string(),
+        org_id,
+        display_phone_number: display,
+        waba_id: waba.to_string(),
+        access_token_enc: key.seal(Purpose::TokenEncryption, token.as_bytes()),
+        status: "connected".to_string(),
+        throughput_mps: mps,
+        created_at: now,
+        updated_at: now,
+    };
+    match db.insert_phone_number(&n).await {
+        Err(StoreError::Conflict { .. }) => bail!("phone number id {pnid} is already registered"),
+        r => r?,
+    }
+    Ok(number_json(&n))
+}
+
+async fn update_number(
+    db: &Db,
+    pnid: &str,
+    status: Option<&str>,
+    mps: Option<i64>,
+) -> Result<Value> {
+    if let Some(s) = status
+        && !matches!(s, "connected" | "disconnected")
+    {
+        bail!("--status must be connected or disconnected, got {s:?}");
+    }
+    if let Some(m) = mps
+        && !(1..=10_000).contains(&m)
+    {
+        bail!("--throughput-mps must be from 1 to 10000");
+    }
+    if status.is_none() && mps.is_none() {
+        bail!("nothing to update: give --status and/or --throughput-mps");
+    }
+    match db.update_phone_number(pnid, status, mps, now_ms()).await {
+        Ok(n) => Ok(number_json(&n)),
+        Err(StoreError::NotFound) => bail!("phone number id {pnid} does not exist"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn add_member(db: &Db, org_id: Uuid, email: &str, role: &str) -> Result<Value> {
+    let role = Role::parse(role)
+        .ok_or_else(|| anyhow!("--role must be owner, admin or developer, got {role:?}"))?;
+    let email = email.trim().to_lowercase();
+    let valid = email
+        .split_once('@')
+        .is_some_and(|(a, b)| !a.is_empty() && b.contains('.') && !b.starts_with('.'));
+    if !valid || email.contains(char::is_whitespace) {
+        bail!("--email {email:?} is not an e-mail address");
+    }
+    get_org(db, org_id).await?;
+    let m = Member {
+        id: new_id(),
+        org_id,
+        email,
+        role: role.as_str().to_string(),
+        created_at: now_ms(),
+    };
+    let m = match db.insert_member(&m).await {
+        Err(StoreError::Conflict { .. }) => {
+            bail!("{} is already a member of this organisation", m.email)
+        }
+        r => r?,
+    };
+    Ok(json!({"id": m.id, "org_id": m.org_id, "email": m.email, "role": m.role}))
+}
+
+async fn create_key(
+    db: &Db,
+    org_id: Uuid,
+    member_id: Uuid,
+    name: &str,
+    preset: Option<&str>,
+    permissions: &[String],
+) -> Result<Value> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        bail!("--name must be 1 to 100 characters");
+    }
+    let org = get_org(db, org_id).await?;
+    let member = db
+        .get_member(member_id)
+        .await?
+        .filter(|m| m.org_id == org_id)
+        .ok_or_else(|| anyhow!("member {member_id} is not a member of organisation {org_id}"))?;
+    let overrides = Overrides::from_json(&org.overrides);
+    if !Effective::new(&org.plan, &overrides).has_feature(Feature::PublicApi) {
+        bail!(
+            "plan_feature_unavailable: the plan {:?} does not include the public API{}",
+            org.plan,
+            plan::upgrade_plan_for(&org.plan, Feature::PublicApi)
+                .map(|p| format!("; upgrade to {p}"))
+                .unwrap_or_default()
+        );
+    }
+    let role = Role::parse(&member.role).ok_or_else(|| anyhow!("member has an unknown role"))?;
+    let preset = match preset {
+        Some(p) => Some(Preset::parse(p).ok_or_else(|| {
+            anyhow!("unknown preset {p:?}; use send_messages, read_only or full_access")
+        })?),
+        None => None,
+    };
+    let perms = auth::resolve_grant(role, preset, permissions)
+        .map_err(|e| anyhow!("permission_denied: {e}"))?;
+    check_limit(
+        &org,
+        Entitlement::ApiKeys,
+        db.count_active_api_keys(org_id).await?,
+    )?;
+    let new = auth::generate_key();
+    let perm_names: Vec<String> = perms.iter().map(|p| p.as_str().to_string()).collect();
+    let k = ApiKey {
+        id: new_id(),
+        org_id,
+        member_id,
+        name: name.to_string(),
+        prefix: new.display_prefix,
+        key_hash: new.hash.to_vec(),
+        permissions: perm_names.clone(),
+        created_at: now_ms(),
+        last_used_at: None,
+        revoked_at: None,
+        replaced_by: None,
+    };
+    db.insert_api_key(&k).await?;
+    Ok(json!({"id": k.id, "key": new.plaintext, "permissions": perm_names}))
+}
+
+async fn revoke_key(db: &Db, id: Uuid) -> Result<Value> {
+    match db.revoke_api_key(id, now_ms()).await {
+        Ok(k) => Ok(json!({
+            "id": k.id,
+            "revoked_at": k.revoked_at.map(tern_domain::time::format_ms),
+        })),
+        Err(StoreError::NotFound) => bail!("API key {id} does not exist"),
+        Err(StoreError::Conflict { .. }) => bail!("API key {id} is already revoked"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn rotate_key(db: &Db, id: Uuid) -> Result<Value> {
+    let old = db
+        .get_api_key(id)
+        .await?
+        .ok_or_else(|| anyhow!("API key {id} does not exist"))?;
+    if old.revoked_at.is_some() {
+        bail!("API key {id} is revoked; create a new key instead");
+    }
+    let new = auth::generate_key();
+    let now = now_ms();
+    let k = ApiKey {
+        id: new_id(),
+        org_id: old.org_id,
+        member_id: old.member_id,
+        name: old.name.clone(),
+        prefix: new.display_prefix,
+        key_hash: new.hash.to_vec(),
+        permissions: old.permissions.clone(),
+        created_at: now,
+        last_used_at: None,
+        revoked_at: None,
+        replaced_by: None,
+    };
+    match db.rotate_api_key(id, &k, now).await {
+        Ok(()) => Ok(json!({"id": k.id, "key": new.plaintext})),
+        Err(StoreError::NotFound | StoreError::Conflict { .. }) => {
+            bail!("API key {id} was revoked meanwhile; create a new key instead")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn add_contact_field(
+    db: &Db,
+    org_id: Uuid,
+    key: &str,
+    label: &str,
+    field_type: &str,
+) -> Result<Value> {
+    let valid_key = !key.is_empty()
+        && key.len() <= 64
+        && key.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !valid_key {
+        bail!(
+            "--key must start with a lower-case letter and hold only a-z, 0-9 and _ (at most 64), got {key:?}"
+        );
+    }
+    if label.trim().is_empty() {
+        bail!("--label must not be empty");
+    }
+    if !matches!(field_type, "text" | "number" | "date" | "boolean") {
+        bail!("--type must be text, number, date or boolean, got {field_type:?}");
+    }
+    get_org(db, org_id).await?;
+    let f = ContactField {
+        id: new_id(),
+        org_id,
+        key: key.to_string(),
+        label: label.trim().to_string(),
+        field_type: field_type.to_string(),
+        created_at: now_ms(),
+    };
+    match db.insert_contact_field(&f).await {
+        Err(StoreError::Conflict { .. }) => {
+            bail!("contact field {key:?} already exists in this organisation")
+        }
+        r => r?,
+    }
+    Ok(
+        json!({"id": f.id, "org_id": f.org_id, "key": f.key, "label": f.label, "type": f.field_type}),
+    )
+}

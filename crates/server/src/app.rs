@@ -1,0 +1,105 @@
+//! Building and running the server.
+
+use crate::config::Config;
+use anyhow::{Context, Result};
+use std::future::Future;
+use std::net::SocketAddr;
+use tern_api::{AppState, StateConfig};
+use tern_domain::crypto::MasterKey;
+use tern_store::Db;
+use tokio::net::TcpListener;
+
+/// Connects to the database and applies pending migrations.
+pub async fn open_db(config: &Config) -> Result<Db> {
+    let db = Db::connect(&config.database_url).await.with_context(|| {
+        format!(
+            "cannot open database {}",
+            crate::config::redact_url(&config.database_url)
+        )
+    })?;
+    db.migrate()
+        .await
+        .context("cannot apply database migrations")?;
+    Ok(db)
+}
+
+/// The master secret: from `TERN_SECRET_KEY`, or generated once and kept in the database
+/// so that every instance sharing the database agrees on it.
+pub async fn master_key(db: &Db, config: &Config) -> Result<MasterKey> {
+    if let Some(s) = &config.secret_key {
+        return MasterKey::from_config(s).context("TERN_SECRET_KEY is too short");
+    }
+    let stored = db
+        .secret_get_or_insert("master_key", &MasterKey::generate())
+        .await?;
+    let bytes: [u8; 32] = stored
+        .as_slice()
+        .try_into()
+        .context("the stored master key is damaged (not 32 bytes)")?;
+    Ok(MasterKey::from_bytes(bytes))
+}
+
+pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
+    AppState::new(StateConfig {
+        db,
+        key,
+        public_url: config.public_url.clone(),
+        metrics: crate::telemetry::metrics_handle(),
+    })
+}
+
+/// Serves until `shutdown` completes, then drains in-flight requests.
+pub async fn serve_on(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let router = tern_api::router(state.clone());
+    let draining = state.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            draining.start_draining();
+            tracing::info!("shutting down: finishing in-flight requests");
+        })
+        .await
+        .context("server error")?;
+    Ok(())
+}
+
+/// `tern serve`.
+pub async fn serve(config: Config) -> Result<()> {
+    let db = open_db(&config).await?;
+    let key = master_key(&db, &config).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (TERN_LISTEN)", config.listen))?;
+    let addr: SocketAddr = listener.local_addr()?;
+    tracing::info!(%addr, backend = ?db.backend(), "tern listening");
+    serve_on(listener, state(db.clone(), key, &config), shutdown_signal()).await?;
+    db.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,325 @@
+//! Configuration: `TERN_*` environment variables, optionally on top of a TOML file given
+//! with `--config` whose keys are the same names in lower case without the prefix
+//! (`database_url = "postgres://…"`). Everything is validated at start-up; a bad value
+//! stops the process with a message naming the variable.
+
+use anyhow::{Context, Result, anyhow, bail};
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use ipnet::IpNet;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Default, Deserialize)]
+struct Raw {
+    database_url: Option<String>,
+    listen: Option<String>,
+    public_url: Option<String>,
+    secret_key: Option<String>,
+    graph_url: Option<String>,
+    graph_version: Option<String>,
+    app_secret: Option<String>,
+    verify_token: Option<String>,
+    redis_url: Option<String>,
+    media_store: Option<String>,
+    allow_networks: Option<String>,
+    extra_ca_file: Option<String>,
+    log: Option<String>,
+    log_format: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+/// Validated configuration.
+#[derive(Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub listen: SocketAddr,
+    pub public_url: String,
+    pub secret_key: Option<String>,
+    pub graph_url: String,
+    pub graph_version: String,
+    pub app_secret: Option<String>,
+    pub verify_token: Option<String>,
+    pub redis_url: Option<String>,
+    pub media_store: PathBuf,
+    pub allow_networks: Vec<IpNet>,
+    pub extra_ca_file: Option<PathBuf>,
+    pub log: String,
+    pub log_format: LogFormat,
+}
+
+impl std::fmt::Debug for Config {
+    // Secrets never reach logs, even at debug level.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &redact_url(&self.database_url))
+            .field("listen", &self.listen)
+            .field("public_url", &self.public_url)
+            .field("graph_url", &self.graph_url)
+            .field("graph_version", &self.graph_version)
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("media_store", &self.media_store)
+            .field("allow_networks", &self.allow_networks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hides a password in a connection URL.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
+        _ => url.to_string(),
+    }
+}
+
+impl Config {
+    pub fn load(file: Option<&Path>) -> Result<Config> {
+        let mut fig = Figment::new();
+        if let Some(path) = file {
+            if !path.exists() {
+                bail!("config file {} does not exist", path.display());
+            }
+            fig = fig.merge(Toml::file(path));
+        }
+        fig = fig.merge(Env::prefixed("TERN_").filter(|k| !k.as_str().starts_with("test_")));
+        let raw: Raw = fig
+            .extract()
+            .map_err(|e| anyhow!("invalid configuration: {e}"))?;
+        Self::validate(raw)
+    }
+
+    fn validate(raw: Raw) -> Result<Config> {
+        let database_url = raw
+            .database_url
+            .unwrap_or_else(|| "sqlite://tern.db".into());
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
+            bail!(
+                "TERN_DATABASE_URL must be sqlite://PATH or postgres://…, got {:?}",
+                redact_url(&database_url)
+            );
+        }
+        let listen_raw = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_raw.parse().map_err(|_| {
+            anyhow!("TERN_LISTEN must be an address like 127.0.0.1:8080, got {listen_raw:?}")
+        })?;
+        let public_url = match raw.public_url {
+            Some(u) => {
+                check_http_url(&u).context("TERN_PUBLIC_URL")?;
+                u.trim_end_matches('/').to_string()
+            }
+            None => format!("http://{listen}"),
+        };
+        if let Some(s) = &raw.secret_key
+            && s.chars().count() < tern_domain::crypto::MIN_SECRET_LEN
+        {
+            bail!(
+                "TERN_SECRET_KEY must be at least {} characters",
+                tern_domain::crypto::MIN_SECRET_LEN
+            );
+        }
+        let graph_url = raw
+            .graph_url
+            .unwrap_or_else(|| "https://graph.facebook.com".into());
+        check_http_url(&graph_url).context("TERN_GRAPH_URL")?;
+        let graph_version = raw.graph_version.unwrap_or_else(|| "v25.0".into());
+        if !is_graph_version(&graph_version) {
+            bail!("TERN_GRAPH_VERSION must look like v25.0, got {graph_version:?}");
+        }
+        for (name, v) in [
+            ("TERN_APP_SECRET", &raw.app_secret),
+            ("TERN_VERIFY_TOKEN", &raw.verify_token),
+        ] {
+            if v.as_deref().is_some_and(str::is_empty) {
+                bail!("{name} must not be empty when set");
+            }
+        }
+        if let Some(u) = &raw.redis_url
+            && !(u.starts_with("redis://") || u.starts_with("rediss://"))
+        {
+            bail!("TERN_REDIS_URL must be redis://… or rediss://…");
+        }
+        let media_raw = raw
+            .media_store
+            .unwrap_or_else(|| "file://./tern-media".into());
+        let media_store = media_raw
+            .strip_prefix("file://")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow!("TERN_MEDIA_STORE must be file://PATH, got {media_raw:?}"))?;
+        let allow_networks = match raw.allow_networks.as_deref() {
+            None | Some("") => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(|s| {
+                    s.trim().parse::<IpNet>().map_err(|_| {
+                        anyhow!(
+                            "TERN_ALLOW_NETWORKS: {:?} is not a CIDR like 127.0.0.0/8",
+                            s.trim()
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        let extra_ca_file = match raw.extra_ca_file {
+            None => None,
+            Some(p) => {
+                let text = std::fs::read_to_string(&p)
+                    .map_err(|e| anyhow!("TERN_EXTRA_CA_FILE: cannot read {p}: {e}"))?;
+                if !text.contains("-----BEGIN CERTIFICATE-----") {
+                    bail!("TERN_EXTRA_CA_FILE: {p} holds no PEM certificate");
+                }
+                Some(PathBuf::from(p))
+            }
+        };
+        let log_format = match raw.log_format.as_deref() {
+            None | Some("json") => LogFormat::Json,
+            Some("pretty") => LogFormat::Pretty,
+            Some(other) => bail!("TERN_LOG_FORMAT must be json or pretty, got {other:?}"),
+        };
+        Ok(Config {
+            database_url,
+            listen,
+            public_url,
+            secret_key: raw.secret_key,
+            graph_url: graph_url.trim_end_matches('/').to_string(),
+            graph_version,
+            app_secret: raw.app_secret,
+            verify_token: raw.verify_token,
+            redis_url: raw.redis_url,
+            media_store,
+            allow_networks,
+            extra_ca_file,
+            log: raw.log.unwrap_or_else(|| "info".into()),
+            log_format,
+        })
+    }
+}
+
+fn check_http_url(u: &str) -> Result<()> {
+    let rest = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"))
+        .ok_or_else(|| anyhow!("must start with http:// or https://, got {u:?}"))?;
+    if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+        bail!("is not a valid URL: {u:?}");
+    }
+    Ok(())
+}
+
+fn is_graph_version(v: &str) -> bool {
+    v.strip_prefix('v')
+        .and_then(|r| r.split_once('.'))
+        .is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = Config::validate(Raw::default()).unwrap();
+        assert_eq!(c.database_url, "sqlite://tern.db");
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.public_url, "http://127.0.0.1:8080");
+        assert_eq!(c.graph_url, "https://graph.facebook.com");
+        assert_eq!(c.graph_version, "v25.0");
+        assert_eq!(c.media_store, PathBuf::from("./tern-media"));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let cases: Vec<(Raw, &str)> = vec![
+            (
+                Raw {
+                    listen: Some("nope".into()),
+                    ..Default::default()
+                },
+                "TERN_LISTEN",
+            ),
+            (
+                Raw {
+                    database_url: Some("mysql://x".into()),
+                    ..Default::default()
+                },
+                "TERN_DATABASE_URL",
+            ),
+            (
+                Raw {
+                    secret_key: Some("short".into()),
+                    ..Default::default()
+                },
+                "TERN_SECRET_KEY",
+            ),
+            (
+                Raw {
+                    graph_version: Some("25".into()),
+                    ..Default::default()
+                },
+                "TERN_GRAPH_VERSION",
+            ),
+            (
+                Raw {
+                    allow_networks: Some("10.0.0.0/8,bad".into()),
+                    ..Default::default()
+                },
+                "TERN_ALLOW_NETWORKS",
+            ),
+            (
+                Raw {
+                    redis_url: Some("http://x".into()),
+                    ..Default::default()
+                },
+                "TERN_REDIS_URL",
+            ),
+            (
+                Raw {
+                    media_store: Some("s3://x".into()),
+                    ..Default::default()
+                },
+                "TERN_MEDIA_STORE",
+            ),
+            (
+                Raw {
+                    public_url: Some("ftp://x".into()),
+                    ..Default::default()
+                },
+                "TERN_PUBLIC_URL",
+            ),
+            (
+                Raw {
+                    extra_ca_file: Some("/nonexistent.pem".into()),
+                    ..Default::default()
+                },
+                "TERN_EXTRA_CA_FILE",
+            ),
+        ];
+        for (raw, name) in cases {
+            let err = format!("{:#}", Config::validate(raw).err().unwrap());
+            assert!(err.contains(name), "{err} should name {name}");
+        }
+    }
+
+    #[test]
+    fn redaction() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h/db"),
+            "postgres://***@h/db"
+        );
+        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}

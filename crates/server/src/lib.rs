@@ -1,0 +1,8 @@
+//! The `tern` binary's wiring: configuration, start-up, the operator CLI and the demo.
+//! Only this crate knows every concrete part; the layers below stay independent.
+
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod demo;
+pub mod telemetry;

@@ -1,0 +1,41 @@
+//! Logs and metrics set-up.
+
+use crate::config::{Config, LogFormat};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+use tracing_subscriber::EnvFilter;
+
+/// Structured logs on stderr (stdout is reserved for command output such as admin JSON).
+pub fn init_logging(config: &Config, default_filter: &str) {
+    let filter = std::env::var("TERN_LOG")
+        .ok()
+        .map(|_| config.log.clone())
+        .unwrap_or_else(|| default_filter.to_string());
+    let filter = EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests start several servers) is harmless and ignored.
+    let _ = match config.log_format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+        LogFormat::Pretty => builder.try_init(),
+    };
+}
+
+/// The process-wide Prometheus recorder; installed once, shared by every server started
+/// in this process.
+pub fn metrics_handle() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok().map(|_| handle)
+        })
+        .clone()
+}

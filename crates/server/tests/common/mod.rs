@@ -1,0 +1,246 @@
+//! Test harness: a real `tern` server on 127.0.0.1:0 over a fresh SQLite file or a fresh
+//! PostgreSQL schema, provisioned through the same admin code the CLI uses.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::net::SocketAddr;
+use tern::config::Config;
+use tern_domain::crypto::MasterKey;
+use tern_store::Db;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub db: Db,
+    pub key: MasterKey,
+    pub backend: Backend,
+    /// A provisioned organisation with an owner and a developer.
+    pub org_id: String,
+    pub owner_id: String,
+    pub developer_id: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+pub fn test_config() -> Config {
+    // Defaults, as if no TERN_* variable were set.
+    Config::load(None).expect("default config")
+}
+
+impl TestApp {
+    pub async fn start(backend: Backend) -> TestApp {
+        let (db, tmp) = match backend {
+            Backend::Sqlite => {
+                let (db, tmp) = tern_store::testkit::fresh_sqlite().await;
+                (db, Some(tmp))
+            }
+            Backend::Postgres => (tern_store::testkit::fresh_postgres().await, None),
+        };
+        let key = MasterKey::from_bytes(MasterKey::generate());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = test_config();
+        config.public_url = format!("http://{addr}");
+        let state = tern::app::state(db.clone(), key.clone(), &config);
+        let (tx, rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            tern::app::serve_on(listener, state, async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        let mut app = TestApp {
+            base: format!("http://{addr}"),
+            addr,
+            http: reqwest::Client::new(),
+            db,
+            key,
+            backend,
+            org_id: String::new(),
+            owner_id: String::new(),
+            developer_id: String::new(),
+            shutdown: Some(tx),
+            server: Some(server),
+            _tmp: tmp,
+        };
+        app.org_id = app.new_org("Acme", "growth").await;
+        app.owner_id = app
+            .member(&app.org_id.clone(), "owner@acme.test", "owner")
+            .await;
+        app.developer_id = app
+            .member(&app.org_id.clone(), "dev@acme.test", "developer")
+            .await;
+        app
+    }
+
+    pub async fn admin(&self, args: &[&str]) -> anyhow::Result<Value> {
+        let cmd = tern::admin::parse(args)?;
+        tern::admin::run(&self.db, &self.key, cmd).await
+    }
+
+    pub async fn new_org(&self, name: &str, plan: &str) -> String {
+        let v = self
+            .admin(&["org", "create", "--name", name, "--plan", plan])
+            .await
+            .unwrap();
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    pub async fn member(&self, org: &str, email: &str, role: &str) -> String {
+        let v = self
+            .admin(&[
+                "member", "add", "--org", org, "--email", email, "--role", role,
+            ])
+            .await
+            .unwrap();
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    /// A key of the default organisation's owner with a preset.
+    pub async fn owner_key(&self, preset: &str) -> (String, String) {
+        self.key_for(&self.org_id, &self.owner_id, &["--preset", preset])
+            .await
+    }
+
+    /// (key id, key) for a member, with `--preset P` or `--permissions a,b`.
+    pub async fn key_for(&self, org: &str, member: &str, grant: &[&str]) -> (String, String) {
+        let mut args = vec![
+            "key", "create", "--org", org, "--member", member, "--name", "test",
+        ];
+        args.extend_from_slice(grant);
+        let v = self.admin(&args).await.unwrap();
+        (
+            v["id"].as_str().unwrap().to_string(),
+            v["key"].as_str().unwrap().to_string(),
+        )
+    }
+
+    pub async fn add_number(&self, org: &str, pnid: &str, display: &str) {
+        self.admin(&[
+            "number",
+            "add",
+            "--org",
+            org,
+            "--phone-number-id",
+            pnid,
+            "--display-phone-number",
+            display,
+            "--waba-id",
+            "waba1",
+            "--access-token",
+            "token",
+        ])
+        .await
+        .unwrap();
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(
+        &self,
+        path: &str,
+        key: Option<&str>,
+    ) -> (u16, reqwest::header::HeaderMap, Value) {
+        let mut req = self.http.get(self.url(path));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        send(req).await
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.server.take() {
+            let _ = h.await;
+        }
+        let db = self.db.clone();
+        if let Backend::Postgres = self.backend {
+            db.drop_test_schema().await.unwrap();
+        }
+    }
+}
+
+pub async fn send(req: reqwest::RequestBuilder) -> (u16, reqwest::header::HeaderMap, Value) {
+    let res = req.send().await.expect("request failed");
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    let bytes = res.bytes().await.unwrap();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+/// Asserts the flat error body of the contract and returns it.
+pub fn assert_error(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    body: &Value,
+    want_status: u16,
+    code: &str,
+) {
+    assert_eq!(status, want_status, "body: {body}");
+    assert_eq!(body["code"], code, "body: {body}");
+    assert!(body["message"].is_string());
+    assert!(body["details"].is_object());
+    assert!(body.get("error").is_none());
+    let rid = headers
+        .get("x-request-id")
+        .expect("X-Request-Id")
+        .to_str()
+        .unwrap();
+    assert_eq!(body["request_id"], rid);
+    assert!(
+        body["docs_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/docs/errors/{code}"))
+    );
+    assert!(body["fix"].is_string());
+}
+
+/// Runs an async test body once per backend.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident => $body:expr;)+) => {
+        mod sqlite {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let app = $crate::common::TestApp::start($crate::common::Backend::Sqlite).await;
+                    let f = $body;
+                    f(&app).await;
+                    app.stop().await;
+                }
+            )+
+        }
+        mod postgres {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let app = $crate::common::TestApp::start($crate::common::Backend::Postgres).await;
+                    let f = $body;
+                    f(&app).await;
+                    app.stop().await;
+                }
+            )+
+        }
+    };
+}

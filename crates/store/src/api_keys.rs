@@ -1,0 +1,233 @@
+//! API keys and the per-request authentication lookup.
+
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use crate::db::{BeginWrite as _, Db, with_pool};
+use crate::error::{Result, StoreError};
+use crate::orgs::Org;
+
+/// Granularity of `api_keys.last_used_at`: [`Db::touch_api_key_last_used`] only writes when
+/// the stored value is at least this much older, so authenticated requests rarely write.
+pub const LAST_USED_GRANULARITY_MS: i64 = 60_000;
+
+/// An API key. Only the SHA-256 hash of the key and a short display prefix are stored.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    /// The member who created the key; the key never exceeds this member's role.
+    pub member_id: Uuid,
+    pub name: String,
+    pub prefix: String,
+    /// SHA-256 of the full key (32 bytes).
+    pub key_hash: Vec<u8>,
+    #[sqlx(json)]
+    pub permissions: Vec<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    /// Set when the key was revoked by [`Db::rotate_api_key`].
+    pub replaced_by: Option<Uuid>,
+}
+
+/// What the API needs to authenticate a request: the key (possibly revoked, the caller
+/// decides), its creator's current role and the organisation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthRecord {
+    pub key: ApiKey,
+    pub member_role: String,
+    pub org: Org,
+}
+
+macro_rules! key_columns {
+    () => {
+        "id, org_id, member_id, name, prefix, key_hash, permissions, created_at, last_used_at, \
+         revoked_at, replaced_by"
+    };
+}
+
+/// Flat row of the auth join; columns are aliased because keys and orgs share names.
+#[derive(sqlx::FromRow)]
+struct AuthRow {
+    #[sqlx(flatten)]
+    key: ApiKey,
+    member_role: String,
+    o_name: String,
+    o_plan: String,
+    o_subscription_status: String,
+    o_wallet_balance_minor: i64,
+    o_wallet_currency: String,
+    o_overrides: Json<serde_json::Value>,
+    o_billing_period_start: i64,
+    o_created_at: i64,
+    o_updated_at: i64,
+}
+
+impl From<AuthRow> for AuthRecord {
+    fn from(r: AuthRow) -> Self {
+        let org = Org {
+            id: r.key.org_id,
+            name: r.o_name,
+            plan: r.o_plan,
+            subscription_status: r.o_subscription_status,
+            wallet_balance_minor: r.o_wallet_balance_minor,
+            wallet_currency: r.o_wallet_currency,
+            overrides: r.o_overrides.0,
+            billing_period_start: r.o_billing_period_start,
+            created_at: r.o_created_at,
+            updated_at: r.o_updated_at,
+        };
+        AuthRecord {
+            key: r.key,
+            member_role: r.member_role,
+            org,
+        }
+    }
+}
+
+/// The insert statement for a key, bound and ready to execute on a pool or a transaction.
+macro_rules! insert_key {
+    ($key:expr) => {{
+        let key: &ApiKey = $key;
+        sqlx::query(concat!(
+            "INSERT INTO api_keys (",
+            key_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        ))
+        .bind(key.id)
+        .bind(key.org_id)
+        .bind(key.member_id)
+        .bind(&key.name)
+        .bind(&key.prefix)
+        .bind(&key.key_hash)
+        .bind(Json(&key.permissions))
+        .bind(key.created_at)
+        .bind(key.last_used_at)
+        .bind(key.revoked_at)
+        .bind(key.replaced_by)
+    }};
+}
+
+impl Db {
+    /// Inserts a key. `Conflict { "api_keys_pkey" }` or `Conflict { "api_keys_key_hash_key" }`
+    /// on a duplicate id or hash.
+    pub async fn insert_api_key(&self, key: &ApiKey) -> Result<()> {
+        with_pool!(self, pool => insert_key!(key).execute(pool).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    pub async fn get_api_key(&self, id: Uuid) -> Result<Option<ApiKey>> {
+        let key = with_pool!(self, pool => sqlx::query_as::<_, ApiKey>(concat!(
+                "SELECT ", key_columns!(), " FROM api_keys WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(key)
+    }
+
+    /// Revokes a key at `at` and returns it. `NotFound` if missing;
+    /// `Conflict { "already_revoked" }` if it was already revoked (the first revocation time
+    /// is kept).
+    pub async fn revoke_api_key(&self, id: Uuid, at: i64) -> Result<ApiKey> {
+        let revoked = with_pool!(self, pool => sqlx::query_as::<_, ApiKey>(concat!(
+                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
+                 RETURNING ", key_columns!()))
+            .bind(id)
+            .bind(at)
+            .fetch_optional(pool)
+            .await)?;
+        match revoked {
+            Some(key) => Ok(key),
+            // The update is the atomic part; this read only tells the two failures apart.
+            None => match self.get_api_key(id).await? {
+                Some(_) => Err(StoreError::conflict("already_revoked")),
+                None => Err(StoreError::NotFound),
+            },
+        }
+    }
+
+    /// Replaces `old_id` by `new` in one transaction: inserts `new` and marks the old key
+    /// revoked at `at` with `replaced_by = new.id`. The old key must exist in `new.org_id`
+    /// (`NotFound` otherwise) and not be revoked (`Conflict { "already_revoked" }`); on any
+    /// error nothing is written.
+    pub async fn rotate_api_key(&self, old_id: Uuid, new: &ApiKey, at: i64) -> Result<()> {
+        let replaced = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            insert_key!(new).execute(&mut *tx).await?;
+            // Conditional update: of two concurrent rotations only one matches the row.
+            let done = sqlx::query(
+                "UPDATE api_keys SET revoked_at = $2, replaced_by = $3 \
+                 WHERE id = $1 AND org_id = $4 AND revoked_at IS NULL")
+                .bind(old_id)
+                .bind(at)
+                .bind(new.id)
+                .bind(new.org_id)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 1 {
+                tx.commit().await?;
+                true
+            } else {
+                tx.rollback().await?;
+                false
+            }
+        });
+        if replaced {
+            return Ok(());
+        }
+        match self.get_api_key(old_id).await? {
+            Some(old) if old.org_id == new.org_id => Err(StoreError::conflict("already_revoked")),
+            _ => Err(StoreError::NotFound),
+        }
+    }
+
+    /// Looks a key up by the SHA-256 of its value, with its creator's role and its
+    /// organisation, in one indexed join. Revoked keys are returned too.
+    pub async fn find_auth_by_hash(&self, hash: &[u8]) -> Result<Option<AuthRecord>> {
+        let row = with_pool!(self, pool => sqlx::query_as::<_, AuthRow>(
+                "SELECT k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
+                        k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
+                        m.role AS member_role, \
+                        o.name AS o_name, o.plan AS o_plan, \
+                        o.subscription_status AS o_subscription_status, \
+                        o.wallet_balance_minor AS o_wallet_balance_minor, \
+                        o.wallet_currency AS o_wallet_currency, o.overrides AS o_overrides, \
+                        o.billing_period_start AS o_billing_period_start, \
+                        o.created_at AS o_created_at, o.updated_at AS o_updated_at \
+                 FROM api_keys k \
+                 JOIN members m ON m.id = k.member_id \
+                 JOIN organisations o ON o.id = k.org_id \
+                 WHERE k.key_hash = $1")
+            .bind(hash)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(row.map(AuthRecord::from))
+    }
+
+    /// Number of keys of the organisation that are not revoked (plan count limits).
+    pub async fn count_active_api_keys(&self, org_id: Uuid) -> Result<i64> {
+        let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM api_keys WHERE org_id = $1 AND revoked_at IS NULL")
+            .bind(org_id)
+            .fetch_one(pool)
+            .await)?;
+        Ok(n)
+    }
+
+    /// Records that the key was used at `at`. Writes only when the stored value is older
+    /// than [`LAST_USED_GRANULARITY_MS`] (or absent), and never moves it backwards, so it
+    /// is cheap to call on every request. Unknown ids are ignored.
+    pub async fn touch_api_key_last_used(&self, id: Uuid, at: i64) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+                "UPDATE api_keys SET last_used_at = $2 \
+                 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $2 - $3)")
+            .bind(id)
+            .bind(at)
+            .bind(LAST_USED_GRANULARITY_MS)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+}

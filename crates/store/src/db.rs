@@ -1,0 +1,231 @@
+//! The `Db` facade: one handle over either a SQLite or a PostgreSQL pool.
+//!
+//! Queries are written once in the common dialect (`$N` placeholders, `ON CONFLICT`,
+//! `RETURNING`, epoch-ms integers, UUIDs bound as `Uuid`, JSON via `Json<T>`) and run on
+//! whichever pool backs the `Db` through [`with_pool!`]. The macro duplicates the body per
+//! backend, so binds and row decoding are type-checked for both.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+
+use crate::error::{Result, StoreError};
+
+static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Default pool size for a file-backed SQLite database: WAL allows many readers, and
+/// writers queue on the busy timeout.
+const SQLITE_MAX_CONNECTIONS: u32 = 8;
+/// Default pool size for PostgreSQL (per `tern serve` process).
+const POSTGRES_MAX_CONNECTIONS: u32 = 16;
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which database engine backs a [`Db`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Handle to the database. Cheap to clone (it wraps a connection pool).
+#[derive(Clone, Debug)]
+pub struct Db {
+    pub(crate) pool: Pool,
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool (`&SqlitePool` or `&PgPool`).
+macro_rules! with_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match &$db.pool {
+            $crate::db::Pool::Sqlite($pool) => $body,
+            $crate::db::Pool::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_pool;
+
+/// Starting a transaction that will write after reading.
+///
+/// SQLite must take the write lock up front (`BEGIN IMMEDIATE`): a deferred transaction that
+/// upgrades from read to write gets `SQLITE_BUSY` immediately, which the busy timeout does
+/// not cover. PostgreSQL uses a plain `BEGIN` plus row locks in the statements.
+pub(crate) trait BeginWrite {
+    type Database: sqlx::Database;
+    async fn begin_write(&self) -> Result<Transaction<'static, Self::Database>>;
+}
+
+impl BeginWrite for SqlitePool {
+    type Database = Sqlite;
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
+        Ok(self.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Database = Postgres;
+    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {
+        Ok(self.begin().await?)
+    }
+}
+
+impl Db {
+    /// Connects to `sqlite://PATH` / `sqlite:PATH` (created if missing) or
+    /// `postgres://…` / `postgresql://…`. Does not run migrations.
+    pub async fn connect(url: &str) -> Result<Db> {
+        Self::connect_with(url, None).await
+    }
+
+    /// Like [`Db::connect`] with an explicit pool size (`None` = the backend's default).
+    pub async fn connect_with(url: &str, max_connections: Option<u32>) -> Result<Db> {
+        if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(|e| StoreError::InvalidUrl(format!("{url}: {e}")))?;
+            let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+            Self::connect_sqlite(options, in_memory, max_connections).await
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)
+                .map_err(|e| StoreError::InvalidUrl(format!("{}: {e}", redact(url))))?;
+            Self::connect_postgres(options, max_connections).await
+        } else {
+            Err(StoreError::InvalidUrl(format!(
+                "{}: expected sqlite:PATH, sqlite://PATH, postgres://… or postgresql://…",
+                redact(url)
+            )))
+        }
+    }
+
+    /// Connects to PostgreSQL with every pooled connection's `search_path` set to `schema`
+    /// (used by the test kit to isolate each test in its own schema).
+    pub async fn connect_postgres_in_schema(
+        url: &str,
+        schema: &str,
+        max_connections: Option<u32>,
+    ) -> Result<Db> {
+        if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+            return Err(StoreError::InvalidUrl(redact(url)));
+        }
+        if schema.is_empty()
+            || !schema
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(StoreError::InvalidUrl(format!(
+                "invalid schema name {schema:?}"
+            )));
+        }
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::InvalidUrl(format!("{}: {e}", redact(url))))?
+            .options([("search_path", schema)]);
+        Self::connect_postgres(options, max_connections).await
+    }
+
+    async fn connect_sqlite(
+        options: SqliteConnectOptions,
+        in_memory: bool,
+        max_connections: Option<u32>,
+    ) -> Result<Db> {
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let mut pool = SqlitePoolOptions::new()
+            .max_connections(max_connections.unwrap_or(SQLITE_MAX_CONNECTIONS))
+            .acquire_timeout(ACQUIRE_TIMEOUT);
+        if in_memory {
+            // An in-memory database lives only while a connection is open.
+            pool = pool
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        }
+        let pool = pool.connect_with(options).await?;
+        Ok(Db {
+            pool: Pool::Sqlite(pool),
+        })
+    }
+
+    async fn connect_postgres(
+        options: PgConnectOptions,
+        max_connections: Option<u32>,
+    ) -> Result<Db> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.unwrap_or(POSTGRES_MAX_CONNECTIONS))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Db {
+            pool: Pool::Postgres(pool),
+        })
+    }
+
+    /// Applies pending migrations (idempotent; safe to run from several processes at once
+    /// on PostgreSQL, where sqlx takes an advisory lock).
+    pub async fn migrate(&self) -> Result<()> {
+        match &self.pool {
+            Pool::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Pool::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Which engine this handle talks to.
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Round-trips a trivial query (readiness checks).
+    pub async fn ping(&self) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for checked-out connections to be returned.
+    pub async fn close(&self) {
+        with_pool!(self, pool => pool.close().await)
+    }
+}
+
+/// Drops the password from a URL before it goes into an error message.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_password() {
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("sqlite://a.db"), "sqlite://a.db");
+    }
+
+    #[tokio::test]
+    async fn rejects_unknown_scheme() {
+        let err = Db::connect("mysql://x").await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidUrl(_)), "{err:?}");
+    }
+}
