@@ -633,7 +633,7 @@ fn serve_and_signal(signal: &str) {
         .env("TERN_LISTEN", format!("127.0.0.1:{port}"))
         .arg("serve")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -318,6 +318,11 @@ async fn openapi_and_docs(app: &TestApp) {
     let res = app.http.get(app.url("/docs/api/")).send().await.unwrap();
     assert_eq!(res.status(), 200);
     assert!(res.text().await.unwrap().to_lowercase().contains("swagger"));
+    // The UI's assets are served by Tern itself (works offline).
+    for asset in ["/docs/api/swagger-ui-bundle.js", "/docs/api/swagger-ui.css"] {
+        let res = app.http.get(app.url(asset)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{asset}");
+    }
 }
 
 async fn health_and_metrics(app: &TestApp) {
