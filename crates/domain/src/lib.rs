@@ -7,6 +7,7 @@ pub mod auth;
 pub mod crypto;
 pub mod cursor;
 pub mod error;
+pub mod message;
 pub mod phone;
 pub mod plan;
 pub mod time;

@@ -1,0 +1,185 @@
+//! Message status rules.
+//!
+//! Statuses only move forward (`accepted < sending < sent < delivered < read`); `failed` is
+//! terminal and may follow anything before `read`. Network webhooks arrive late, twice or
+//! out of order, so applying one is a decision over the current state, never a blind write:
+//! a stale status never moves a message back, but its timestamp still fills the matching
+//! `*_at` field when that is empty.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Status {
+    Accepted,
+    Sending,
+    Sent,
+    Delivered,
+    Read,
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Accepted => "accepted",
+            Status::Sending => "sending",
+            Status::Sent => "sent",
+            Status::Delivered => "delivered",
+            Status::Read => "read",
+            Status::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "accepted" => Status::Accepted,
+            "sending" => Status::Sending,
+            "sent" => Status::Sent,
+            "delivered" => Status::Delivered,
+            "read" => Status::Read,
+            "failed" => Status::Failed,
+            _ => return None,
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Read | Status::Failed)
+    }
+
+    /// Position on the forward path; `failed` is off the path.
+    fn rank(self) -> Option<u8> {
+        match self {
+            Status::Accepted => Some(0),
+            Status::Sending => Some(1),
+            Status::Sent => Some(2),
+            Status::Delivered => Some(3),
+            Status::Read => Some(4),
+            Status::Failed => None,
+        }
+    }
+}
+
+/// The timestamps a message carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Times {
+    pub sent_at: Option<i64>,
+    pub delivered_at: Option<i64>,
+    pub read_at: Option<i64>,
+    pub failed_at: Option<i64>,
+}
+
+/// What applying an incoming status does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The status after the update.
+    pub status: Status,
+    pub times: Times,
+    /// The status itself changed (an event is due).
+    pub status_changed: bool,
+    /// Anything changed (a write is due).
+    pub changed: bool,
+}
+
+/// Applies a status reported at `at` (epoch ms) to a message in `current` with `times`.
+pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcome {
+    let mut t = times;
+    // Implied steps: a `read` proves delivery and sending; fill what is missing so the
+    // timeline is never "read" without "delivered".
+    let fill = |slot: &mut Option<i64>| {
+        if slot.is_none() {
+            *slot = Some(at);
+        }
+    };
+    let next = match (current.rank(), incoming.rank()) {
+        // Terminal: a failed message stays failed; a read message cannot fail.
+        (None, _) => current,
+        (Some(4), _) => current,
+        (Some(_), None) => Status::Failed,
+        (Some(c), Some(i)) if i > c => incoming,
+        _ => current,
+    };
+    match incoming {
+        Status::Sent => fill(&mut t.sent_at),
+        Status::Delivered => {
+            fill(&mut t.delivered_at);
+            fill(&mut t.sent_at);
+        }
+        Status::Read => {
+            fill(&mut t.read_at);
+            fill(&mut t.delivered_at);
+            fill(&mut t.sent_at);
+        }
+        // A failure only counts when it takes effect; a late "failed" after "read" is
+        // ignored entirely rather than leaving a contradictory failed_at.
+        Status::Failed if next == Status::Failed && current != Status::Failed => fill(&mut t.failed_at),
+        _ => {}
+    }
+    // Only fill the timestamps the resulting status can have: a `sent` arriving after
+    // `failed` records when it was sent, which is true and useful.
+    Outcome { status: next, times: t, status_changed: next != current, changed: next != current || t != times }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Status::*;
+
+    #[test]
+    fn forward_path() {
+        let o = apply(Sending, Times::default(), Sent, 10);
+        assert_eq!(o.status, Sent);
+        assert_eq!(o.times.sent_at, Some(10));
+        assert!(o.status_changed);
+        let o = apply(Sent, o.times, Delivered, 20);
+        assert_eq!((o.status, o.times.delivered_at), (Delivered, Some(20)));
+        let o = apply(Delivered, o.times, Read, 30);
+        assert_eq!((o.status, o.times.read_at), (Read, Some(30)));
+    }
+
+    #[test]
+    fn out_of_order_never_moves_back_but_fills_time() {
+        let read = apply(Sent, Times { sent_at: Some(10), ..Default::default() }, Read, 30);
+        assert_eq!(read.status, Read);
+        // read implies delivered; the late delivered keeps the status and its time stays.
+        assert_eq!(read.times.delivered_at, Some(30));
+        let late = apply(Read, read.times, Delivered, 20);
+        assert_eq!(late.status, Read);
+        assert!(!late.changed);
+        // A late `sent` after `delivered` with no sent_at fills it.
+        let o = apply(Delivered, Times { delivered_at: Some(20), ..Default::default() }, Sent, 15);
+        assert_eq!(o.status, Delivered);
+        assert_eq!(o.times.sent_at, Some(15));
+        assert!(o.changed && !o.status_changed);
+    }
+
+    #[test]
+    fn duplicates_change_nothing() {
+        let t = Times { sent_at: Some(10), ..Default::default() };
+        let o = apply(Sent, t, Sent, 99);
+        assert!(!o.changed);
+        assert_eq!(o.times.sent_at, Some(10));
+    }
+
+    #[test]
+    fn failed_is_terminal_and_can_follow_sent_or_delivered() {
+        for from in [Accepted, Sending, Sent, Delivered] {
+            let o = apply(from, Times::default(), Failed, 50);
+            assert_eq!(o.status, Failed, "{from:?}");
+            assert_eq!(o.times.failed_at, Some(50));
+        }
+        let o = apply(Failed, Times { failed_at: Some(50), ..Default::default() }, Delivered, 60);
+        assert_eq!(o.status, Failed);
+        assert!(!o.status_changed);
+        // Never after read.
+        let o = apply(Read, Times { read_at: Some(5), ..Default::default() }, Failed, 60);
+        assert_eq!(o.status, Read);
+        assert_eq!(o.times.failed_at, None);
+        assert!(!o.changed);
+    }
+
+    #[test]
+    fn parse_round_trip() {
+        for s in [Accepted, Sending, Sent, Delivered, Read, Failed] {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("played"), None);
+    }
+}
