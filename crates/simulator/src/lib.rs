@@ -1,1 +1,225 @@
-//! placeholder
+//! A Cloud-API-compatible WhatsApp network simulator.
+//!
+//! It serves the Graph endpoints Tern uses (`/{version}/{pnid}/messages`, media, templates,
+//! number info) with the network's validation and error shapes, emits signed status /
+//! inbound / template webhooks to a callback URL, and offers a `/_sim/…` control API for
+//! tests (register numbers and recipients, inject inbound messages, force errors, read back
+//! every request). See `docs/simulator.md`.
+//!
+//! Embedding:
+//! ```no_run
+//! # async fn demo() -> Result<(), tern_simulator::SimError> {
+//! let sim = tern_simulator::start(tern_simulator::SimArgs::local("app-secret")).await?;
+//! sim.set_callback_url(Some("http://127.0.0.1:8080/webhooks/whatsapp".into()));
+//! // point tern_cloudapi::ClientConfig::base_url at sim.base_url()
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod cloud;
+mod config;
+mod control;
+mod graph;
+mod model;
+mod state;
+mod validate;
+mod webhooks;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use config::{NumberSpec, ReviewMode, SimArgs};
+pub use graph::{ERROR_HREF, GraphErr, webhook_error};
+pub use model::{
+    Behaviour, DeliveryRecord, ForcedAction, MessageRecord, Number, NumberPatch, RecipientSpec,
+    RequestRecord, TemplateRec, TemplateSeed,
+};
+pub use state::CtlError;
+pub use validate::{ValidSend, placeholders, validate_send};
+pub use webhooks::ascii_json;
+
+use state::Sim;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("cannot listen: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot build HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("{0}")]
+    Control(#[from] CtlError),
+}
+
+/// A running simulator. Dropping it does not stop the server; call [`SimHandle::shutdown`].
+pub struct SimHandle {
+    addr: SocketAddr,
+    sim: Arc<Sim>,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<()>,
+}
+
+/// Bind, register the `--number`s, start the webhook dispatcher and serve.
+pub async fn start(args: SimArgs) -> Result<SimHandle, SimError> {
+    let numbers = args.validate().map_err(SimError::Config)?;
+    if args.app_secret.is_empty() {
+        return Err(SimError::Config("--app-secret must not be empty".into()));
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let addr = listener.local_addr()?;
+    let public_url = args
+        .public_url
+        .clone()
+        .map(|u| u.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| format!("http://{addr}"));
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let sim = Sim::new(args, public_url, events_tx, stop_rx.clone())?;
+    for n in numbers {
+        sim.register_number(n)?;
+    }
+    tokio::spawn(webhooks::run_dispatcher(Arc::clone(&sim), events_rx));
+    let app = cloud::router(Arc::clone(&sim)).merge(control::router(Arc::clone(&sim)));
+    let mut stop = stop_rx;
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!(error = %e, "simulator server failed");
+        }
+    });
+    tracing::info!(%addr, "network simulator listening");
+    Ok(SimHandle {
+        addr,
+        sim,
+        stop: stop_tx,
+        server,
+    })
+}
+
+/// Run until `shutdown` completes (for `tern simulator`).
+pub async fn run(args: SimArgs, shutdown: impl Future<Output = ()>) -> Result<(), SimError> {
+    let handle = start(args).await?;
+    shutdown.await;
+    handle.shutdown().await;
+    Ok(())
+}
+
+impl SimHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`: the `base_url` for `tern_cloudapi::ClientConfig`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Set or replace (or with `None` clear) the webhook callback URL.
+    pub fn set_callback_url(&self, url: Option<String>) {
+        self.sim.set_callback(url);
+    }
+
+    pub fn callback_url(&self) -> Option<String> {
+        self.sim.callback()
+    }
+
+    /// Perform the `hub.challenge` handshake against the callback URL.
+    pub async fn verify_callback(&self) -> Result<Value, SimError> {
+        Ok(webhooks::verify_callback(&self.sim, None).await?)
+    }
+
+    pub fn register_number(&self, spec: NumberSpec) -> Result<Number, SimError> {
+        Ok(self.sim.register_number(spec)?)
+    }
+
+    pub fn patch_number(&self, pnid: &str, patch: NumberPatch) -> Result<Number, SimError> {
+        Ok(self.sim.patch_number(pnid, patch)?)
+    }
+
+    pub fn register_recipient(&self, spec: RecipientSpec) -> Result<RecipientSpec, SimError> {
+        Ok(self.sim.register_recipient(spec)?)
+    }
+
+    /// Queue a forced reaction for the next `times` sends on `pnid`.
+    pub fn force(&self, pnid: &str, action: ForcedAction, times: u32) -> Result<(), SimError> {
+        self.sim.force(pnid, action, times)?;
+        Ok(())
+    }
+
+    /// Inject an inbound customer message (same body as `POST /_sim/inbound`).
+    pub fn inject_inbound(&self, body: Value) -> Result<Value, SimError> {
+        Ok(self.sim.inject_inbound(body)?)
+    }
+
+    /// Set or close (`None`) a customer service window.
+    pub fn set_window(&self, pnid: &str, wa_id: &str, last_inbound_at: Option<i64>) {
+        self.sim.set_window(pnid, wa_id, last_inbound_at);
+    }
+
+    /// Move simulator time forward; returns the new "now" (unix seconds).
+    pub fn advance_clock(&self, secs: i64) -> i64 {
+        self.sim.advance_clock(secs)
+    }
+
+    /// Store a template directly (default APPROVED, no review webhook).
+    pub fn seed_template(&self, seed: TemplateSeed) -> TemplateRec {
+        self.sim.insert_template(seed)
+    }
+
+    /// Change a template's status and send `message_template_status_update`.
+    pub fn set_template_status(
+        &self,
+        id: &str,
+        event: &str,
+        reason: Option<String>,
+    ) -> Result<TemplateRec, SimError> {
+        Ok(self.sim.set_template_status(id, event, reason)?)
+    }
+
+    pub fn templates(&self) -> Vec<TemplateRec> {
+        self.sim.lock().templates.clone()
+    }
+
+    /// Every request received on the Cloud API surface, in arrival order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.sim.lock().requests.clone()
+    }
+
+    /// Every message accepted by the simulated network.
+    pub fn messages(&self) -> Vec<MessageRecord> {
+        self.sim.lock().messages.clone()
+    }
+
+    /// Every webhook POST attempt.
+    pub fn deliveries(&self) -> Vec<DeliveryRecord> {
+        self.sim.lock().deliveries.clone()
+    }
+
+    pub fn reset(&self, keep_numbers: bool) {
+        self.sim.reset(keep_numbers);
+    }
+
+    /// Stop serving and stop background tasks (pending webhooks are dropped).
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let mut server = self.server;
+        if tokio::time::timeout(Duration::from_secs(5), &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
+    }
+}

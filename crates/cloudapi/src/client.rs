@@ -1,0 +1,503 @@
+//! HTTP client for the Graph API (reqwest + rustls).
+//!
+//! # Error mapping ([`SendError`])
+//! The question that matters for a send is "may the network have acted on it?":
+//!
+//! | what happened | reqwest signal | variant |
+//! |---|---|---|
+//! | invalid id / header / MIME, request could not be built | `is_builder()`, own checks | `NotSent` |
+//! | DNS failure, connection refused, TLS handshake failure, connect timeout | `is_connect()` (also set on connect timeouts) | `NotSent` — nothing left the machine, safe to retry |
+//! | timeout after connecting (request written, no answer) | `is_timeout()` without `is_connect()` | `OutcomeUnknown` |
+//! | connection reset / closed before or during the response | `is_request()` / `is_body()` / `is_decode()` | `OutcomeUnknown` |
+//! | 2xx whose body cannot be read or lacks the wamid | — | `OutcomeUnknown` (send) / `UnexpectedResponse` (other calls) |
+//! | non-2xx | — | `Graph(GraphError)`, parsed leniently (HTML 502 → `code: None`, `RetryLater`) |
+//!
+//! `OutcomeUnknown` sends must not be repeated blindly: Tern waits for a status webhook,
+//! matched by `biz_opaque_callback_data`, before deciding. For read-only calls
+//! (`list_templates`, `get_phone_number`, …) the same variants are used but retrying is harmless.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::{StatusCode, Url};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{FailureInfo, GraphError, RetryClass, outcome_unknown_failure};
+use crate::send::{MarkReadPayload, SendPayload};
+
+/// Where and how to reach the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Default `https://graph.facebook.com`; tests point it at the simulator.
+    pub base_url: String,
+    /// Graph API version path segment, default `v25.0`.
+    pub version: String,
+    pub connect_timeout: Duration,
+    /// Total time for one call, including reading the answer.
+    pub request_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://graph.facebook.com".to_owned(),
+            version: "v25.0".to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Failure of a Graph API call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The request never left this machine; retrying cannot cause a duplicate.
+    #[error("request not sent: {reason}")]
+    NotSent { reason: String },
+    /// The request may have reached the network, but no answer was read.
+    #[error("outcome unknown: {reason}")]
+    OutcomeUnknown { reason: String },
+    /// The network answered with an error.
+    /// Boxed to keep `Result<_, SendError>` small.
+    #[error("{0}")]
+    Graph(Box<GraphError>),
+    /// A 2xx answer that could not be understood (non-send calls only).
+    #[error("unexpected response (HTTP {http_status}): {reason}")]
+    UnexpectedResponse { http_status: u16, reason: String },
+}
+
+impl SendError {
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            // Nothing reached the network; it is down or unreachable from here.
+            Self::NotSent { .. } => RetryClass::RetryLater,
+            Self::OutcomeUnknown { .. } => RetryClass::OutcomeUnknown,
+            Self::Graph(g) => g.retry_class(),
+            Self::UnexpectedResponse { .. } => RetryClass::RetryLater,
+        }
+    }
+
+    /// Failure description for the Message `failure` object.
+    pub fn failure(&self) -> FailureInfo {
+        match self {
+            Self::Graph(g) => g.failure(),
+            Self::OutcomeUnknown { .. } => outcome_unknown_failure(),
+            Self::NotSent { reason } | Self::UnexpectedResponse { reason, .. } => FailureInfo {
+                code: crate::error::FAILURE_NETWORK_ERROR,
+                explanation: format!("The network could not be reached ({reason})."),
+                retry: self.retry_class(),
+            },
+        }
+    }
+
+    pub fn graph(&self) -> Option<&GraphError> {
+        match self {
+            Self::Graph(g) => Some(g),
+            _ => None,
+        }
+    }
+}
+
+/// The network accepted a message (HTTP 200). Not "delivered": statuses follow by webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendAccepted {
+    pub wamid: String,
+    /// `contacts[0].wa_id`: the recipient's WhatsApp id (may differ from the input).
+    pub wa_id: Option<String>,
+    /// `contacts[0].input`, the `to` echoed.
+    pub input: Option<String>,
+    /// Only for paced templates: `accepted` / `held_for_quality_assessment` / `paused`.
+    pub message_status: Option<String>,
+}
+
+/// Answer of `POST /{waba}/message_templates`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedTemplate {
+    pub id: String,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub category: Option<String>,
+}
+
+/// One template as listed by the network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct TemplateInfo {
+    pub id: String,
+    pub name: String,
+    pub language: String,
+    pub status: String,
+    pub category: String,
+    pub components: Vec<Value>,
+    pub rejected_reason: Option<String>,
+    pub parameter_format: Option<String>,
+}
+
+/// One page of templates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplatePage {
+    pub templates: Vec<TemplateInfo>,
+    /// Pass to the next `list_templates` call; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Business phone number details (`GET /{phone-number-id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhoneNumberInfo {
+    pub id: String,
+    pub display_phone_number: Option<String>,
+    pub verified_name: Option<String>,
+    /// GREEN / YELLOW / RED / UNKNOWN.
+    pub quality_rating: Option<String>,
+    /// `throughput.level`: STANDARD / HIGH.
+    pub throughput_level: Option<String>,
+    /// CONNECTED, FLAGGED, RESTRICTED, …
+    pub status: Option<String>,
+    pub code_verification_status: Option<String>,
+    pub name_status: Option<String>,
+    pub platform_type: Option<String>,
+    pub messaging_limit_tier: Option<String>,
+    pub raw: Value,
+}
+
+/// Media metadata (`GET /{media-id}`); `url` needs the bearer token and expires quickly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaInfo {
+    pub id: String,
+    pub url: String,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    #[serde(default)]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
+/// Typed Cloud API client. Cheap to clone (shares the connection pool).
+#[derive(Debug, Clone)]
+pub struct CloudApiClient {
+    http: reqwest::Client,
+    config: ClientConfig,
+}
+
+impl CloudApiClient {
+    pub fn new(config: ClientConfig) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            // Never follow redirects: the Graph API does not use them for these calls.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self { http, config })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// `POST /{pnid}/messages`.
+    pub async fn send_message(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+        payload: &SendPayload,
+    ) -> Result<SendAccepted, SendError> {
+        let url = self.url(&[phone_number_id, "messages"])?;
+        let req = self.http.post(url).bearer_auth(access_token).json(payload);
+        let (status, body) = self.execute(req).await?;
+        parse_send_accepted(&body).ok_or_else(|| SendError::OutcomeUnknown {
+            reason: format!("HTTP {status} answer without a message id"),
+        })
+    }
+
+    /// Mark an inbound message as read (blue ticks).
+    pub async fn mark_read(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+        wamid: &str,
+    ) -> Result<(), SendError> {
+        let url = self.url(&[phone_number_id, "messages"])?;
+        let req = self
+            .http
+            .post(url)
+            .bearer_auth(access_token)
+            .json(&MarkReadPayload::new(wamid));
+        self.execute(req).await.map(|_| ())
+    }
+
+    /// `POST /{pnid}/media` (multipart); returns the media id.
+    pub async fn upload_media(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+        bytes: Bytes,
+        mime: &str,
+        filename: &str,
+    ) -> Result<String, SendError> {
+        let url = self.url(&[phone_number_id, "media"])?;
+        let part = reqwest::multipart::Part::stream(reqwest::Body::from(bytes))
+            .file_name(filename.to_owned())
+            .mime_str(mime)
+            .map_err(|e| SendError::NotSent {
+                reason: format!("invalid MIME type: {e}"),
+            })?;
+        let form = reqwest::multipart::Form::new()
+            .text("messaging_product", "whatsapp")
+            .text("type", mime.to_owned())
+            .part("file", part);
+        let req = self
+            .http
+            .post(url)
+            .bearer_auth(access_token)
+            .multipart(form);
+        let (status, body) = self.execute(req).await?;
+        serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v.get("id").and_then(crate::error::value_as_string))
+            .ok_or_else(|| unexpected(status, "upload answer without an id"))
+    }
+
+    /// `GET /{media-id}`: metadata and a short-lived download URL.
+    pub async fn get_media(
+        &self,
+        media_id: &str,
+        access_token: &str,
+    ) -> Result<MediaInfo, SendError> {
+        let url = self.url(&[media_id])?;
+        let (status, body) = self
+            .execute(self.http.get(url).bearer_auth(access_token))
+            .await?;
+        serde_json::from_slice(&body).map_err(|e| unexpected(status, &e.to_string()))
+    }
+
+    /// Download media from a URL returned by [`Self::get_media`] (bearer-protected).
+    pub async fn download_media(&self, url: &str, access_token: &str) -> Result<Bytes, SendError> {
+        let url = Url::parse(url).map_err(|e| SendError::NotSent {
+            reason: format!("invalid media URL: {e}"),
+        })?;
+        let (_, body) = self
+            .execute(self.http.get(url).bearer_auth(access_token))
+            .await?;
+        Ok(body)
+    }
+
+    /// `POST /{waba}/message_templates` with the network's template body
+    /// (`name`, `language`, `category`, `components`, optional `parameter_format`).
+    pub async fn create_template(
+        &self,
+        waba_id: &str,
+        access_token: &str,
+        body: &Value,
+    ) -> Result<CreatedTemplate, SendError> {
+        let url = self.url(&[waba_id, "message_templates"])?;
+        let req = self.http.post(url).bearer_auth(access_token).json(body);
+        let (status, body) = self.execute(req).await?;
+        let v: Value =
+            serde_json::from_slice(&body).map_err(|e| unexpected(status, &e.to_string()))?;
+        let id = v
+            .get("id")
+            .and_then(crate::error::value_as_string)
+            .ok_or_else(|| unexpected(status, "template answer without an id"))?;
+        Ok(CreatedTemplate {
+            id,
+            status: v.get("status").and_then(crate::error::value_as_string),
+            category: v.get("category").and_then(crate::error::value_as_string),
+        })
+    }
+
+    /// `GET /{waba}/message_templates`, one page. `after` is the previous page's cursor.
+    pub async fn list_templates(
+        &self,
+        waba_id: &str,
+        access_token: &str,
+        after: Option<&str>,
+    ) -> Result<TemplatePage, SendError> {
+        let mut url = self.url(&[waba_id, "message_templates"])?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair(
+                "fields",
+                "id,name,language,status,category,components,rejected_reason,parameter_format",
+            );
+            q.append_pair("limit", "100");
+            if let Some(a) = after {
+                q.append_pair("after", a);
+            }
+        }
+        let (status, body) = self
+            .execute(self.http.get(url).bearer_auth(access_token))
+            .await?;
+        let v: Value =
+            serde_json::from_slice(&body).map_err(|e| unexpected(status, &e.to_string()))?;
+        let templates = v
+            .get("data")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| serde_json::from_value::<TemplateInfo>(t.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let paging = v.get("paging");
+        // Graph gives a cursor on every page; only a `next` link means there is more.
+        let has_next = paging
+            .and_then(|p| p.get("next"))
+            .is_some_and(Value::is_string);
+        let next_cursor = if has_next {
+            paging
+                .and_then(|p| p.get("cursors"))
+                .and_then(|c| c.get("after"))
+                .and_then(crate::error::value_as_string)
+        } else {
+            None
+        };
+        Ok(TemplatePage {
+            templates,
+            next_cursor,
+        })
+    }
+
+    /// `GET /{pnid}`.
+    pub async fn get_phone_number(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+    ) -> Result<PhoneNumberInfo, SendError> {
+        let mut url = self.url(&[phone_number_id])?;
+        url.query_pairs_mut().append_pair(
+            "fields",
+            "id,display_phone_number,verified_name,quality_rating,throughput,status,\
+             code_verification_status,name_status,platform_type,messaging_limit_tier",
+        );
+        let (status, body) = self
+            .execute(self.http.get(url).bearer_auth(access_token))
+            .await?;
+        let v: Value =
+            serde_json::from_slice(&body).map_err(|e| unexpected(status, &e.to_string()))?;
+        let s = |k: &str| v.get(k).and_then(crate::error::value_as_string);
+        Ok(PhoneNumberInfo {
+            id: s("id").unwrap_or_else(|| phone_number_id.to_owned()),
+            display_phone_number: s("display_phone_number"),
+            verified_name: s("verified_name"),
+            quality_rating: s("quality_rating"),
+            throughput_level: v
+                .get("throughput")
+                .and_then(|t| t.get("level"))
+                .and_then(crate::error::value_as_string),
+            status: s("status"),
+            code_verification_status: s("code_verification_status"),
+            name_status: s("name_status"),
+            platform_type: s("platform_type"),
+            messaging_limit_tier: s("messaging_limit_tier"),
+            raw: v,
+        })
+    }
+
+    /// `{base}/{version}/{segments…}`, refusing ids that would change the path.
+    fn url(&self, segments: &[&str]) -> Result<Url, SendError> {
+        for s in segments {
+            let ok = !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+                && *s != "."
+                && *s != "..";
+            if !ok {
+                return Err(SendError::NotSent {
+                    reason: format!("invalid path segment {s:?}"),
+                });
+            }
+        }
+        let raw = format!(
+            "{}/{}/{}",
+            self.config.base_url.trim_end_matches('/'),
+            self.config.version.trim_matches('/'),
+            segments.join("/")
+        );
+        Url::parse(&raw).map_err(|e| SendError::NotSent {
+            reason: format!("invalid base URL: {e}"),
+        })
+    }
+
+    /// Send and read the whole answer; non-2xx becomes `Graph`.
+    async fn execute(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<(StatusCode, Bytes), SendError> {
+        let resp = req.send().await.map_err(transport_error)?;
+        let status = resp.status();
+        match resp.bytes().await {
+            Ok(body) if status.is_success() => Ok((status, body)),
+            Ok(body) => Err(SendError::Graph(Box::new(GraphError::from_response(
+                status.as_u16(),
+                &body,
+            )))),
+            Err(e) if status.is_success() => {
+                tracing::warn!(error = %e, "answer body lost after 2xx");
+                Err(SendError::OutcomeUnknown {
+                    reason: format!("HTTP {status} but the answer could not be read: {e}"),
+                })
+            }
+            // The network did answer with an error status; the body is just incomplete.
+            Err(_) => Err(SendError::Graph(Box::new(GraphError::from_response(
+                status.as_u16(),
+                b"",
+            )))),
+        }
+    }
+}
+
+/// Map a reqwest error raised before a response status was received.
+fn transport_error(e: reqwest::Error) -> SendError {
+    let reason = error_chain(&e);
+    if e.is_builder() || e.is_connect() {
+        SendError::NotSent { reason }
+    } else {
+        // is_timeout / is_request / is_body / anything else: the bytes may have left.
+        SendError::OutcomeUnknown { reason }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+fn unexpected(status: StatusCode, reason: &str) -> SendError {
+    SendError::UnexpectedResponse {
+        http_status: status.as_u16(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// Parse the §1.5 success body.
+pub fn parse_send_accepted(body: &[u8]) -> Option<SendAccepted> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let msg = v.get("messages")?.as_array()?.first()?;
+    let wamid = msg.get("id")?.as_str()?.to_owned();
+    let contact = v
+        .get("contacts")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first());
+    let cs = |k: &str| {
+        contact
+            .and_then(|c| c.get(k))
+            .and_then(crate::error::value_as_string)
+    };
+    Some(SendAccepted {
+        wamid,
+        wa_id: cs("wa_id"),
+        input: cs("input"),
+        message_status: msg
+            .get("message_status")
+            .and_then(crate::error::value_as_string),
+    })
+}

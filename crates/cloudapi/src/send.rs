@@ -1,0 +1,450 @@
+//! Outbound send payloads (`POST /{version}/{phone-number-id}/messages`).
+//!
+//! The envelope is fully typed so the wire shape cannot drift:
+//!
+//! ```json
+//! {"messaging_product":"whatsapp","recipient_type":"individual","to":"+16505551234",
+//!  "type":"text","text":{"body":"hi"},
+//!  "context":{"message_id":"wamid.…"},"biz_opaque_callback_data":"<tern message id>"}
+//! ```
+//!
+//! The type object's key always equals the `type` value; this is guaranteed by
+//! [`MessageContent`] being an internally tagged enum whose variants carry exactly one
+//! field named after the type. Objects whose shape is "the network's own" and which Tern
+//! passes through from its API users (contacts, interactive, template components) are
+//! carried as [`serde_json::Value`].
+//!
+//! Content rules (caption only on image/video/document, filename only on document, length
+//! limits) are enforced by Tern's domain layer, not here; these types only make sure the
+//! fields that exist are spelled and nested correctly.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Always `"whatsapp"`.
+pub const MESSAGING_PRODUCT: &str = "whatsapp";
+
+/// A complete send request body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendPayload {
+    pub messaging_product: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient_type: Option<RecipientType>,
+    pub to: String,
+    #[serde(flatten)]
+    pub content: MessageContent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ReplyContext>,
+    /// Echoed back on every status webhook for this message. Tern puts its own message id
+    /// here so a status can be matched even when the send answer (and the wamid) was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub biz_opaque_callback_data: Option<String>,
+}
+
+impl SendPayload {
+    /// A payload to an individual recipient, without context or callback data.
+    pub fn new(to: impl Into<String>, content: MessageContent) -> Self {
+        Self {
+            messaging_product: MESSAGING_PRODUCT.to_owned(),
+            recipient_type: Some(RecipientType::Individual),
+            to: to.into(),
+            content,
+            context: None,
+            biz_opaque_callback_data: None,
+        }
+    }
+
+    /// Quote an earlier message (contextual reply).
+    #[must_use]
+    pub fn reply_to(mut self, wamid: impl Into<String>) -> Self {
+        self.context = Some(ReplyContext {
+            message_id: wamid.into(),
+        });
+        self
+    }
+
+    /// Set `biz_opaque_callback_data` (Tern: its own message id).
+    #[must_use]
+    pub fn callback_data(mut self, data: impl Into<String>) -> Self {
+        self.biz_opaque_callback_data = Some(data.into());
+        self
+    }
+
+    /// The wire `type` value of this payload.
+    pub fn message_type(&self) -> &'static str {
+        self.content.type_name()
+    }
+
+    /// Serialise to the exact JSON the network expects.
+    pub fn to_json(&self) -> Value {
+        // Serialising plain structs/strings/Values cannot fail; fall back to Null rather
+        // than panicking just in case.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecipientType {
+    Individual,
+    Group,
+}
+
+/// `context` of a contextual reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyContext {
+    pub message_id: String,
+}
+
+/// The `type` discriminator plus the matching type object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MessageContent {
+    Text {
+        text: Text,
+    },
+    Image {
+        image: CaptionedMedia,
+    },
+    Video {
+        video: CaptionedMedia,
+    },
+    Audio {
+        audio: AudioMedia,
+    },
+    Document {
+        document: DocumentMedia,
+    },
+    Sticker {
+        sticker: StickerMedia,
+    },
+    Location {
+        location: Location,
+    },
+    /// Array of contact cards in the network's own format.
+    Contacts {
+        contacts: Vec<Value>,
+    },
+    /// Interactive object (`button`, `list`, `cta_url`, `flow`, …) in the network's format.
+    Interactive {
+        interactive: Value,
+    },
+    Reaction {
+        reaction: Reaction,
+    },
+    Template {
+        template: Template,
+    },
+}
+
+impl MessageContent {
+    /// The wire `type` value.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Text { .. } => "text",
+            Self::Image { .. } => "image",
+            Self::Video { .. } => "video",
+            Self::Audio { .. } => "audio",
+            Self::Document { .. } => "document",
+            Self::Sticker { .. } => "sticker",
+            Self::Location { .. } => "location",
+            Self::Contacts { .. } => "contacts",
+            Self::Interactive { .. } => "interactive",
+            Self::Reaction { .. } => "reaction",
+            Self::Template { .. } => "template",
+        }
+    }
+
+    /// Templates are the only messages allowed outside the 24 h customer service window.
+    pub fn is_template(&self) -> bool {
+        matches!(self, Self::Template { .. })
+    }
+
+    pub fn text(body: impl Into<String>) -> Self {
+        Self::Text {
+            text: Text {
+                body: body.into(),
+                preview_url: None,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Text {
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_url: Option<bool>,
+}
+
+/// Uploaded media id or a public link the network fetches itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaSource {
+    Id(String),
+    Link(String),
+}
+
+/// Image or video.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptionedMedia {
+    #[serde(flatten)]
+    pub source: MediaSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AudioMedia {
+    #[serde(flatten)]
+    pub source: MediaSource,
+    /// `true` = voice note (may later get a `played` status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocumentMedia {
+    #[serde(flatten)]
+    pub source: MediaSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StickerMedia {
+    #[serde(flatten)]
+    pub source: MediaSource,
+}
+
+/// Numbers on send (inbound webhooks carry strings; see the notification module).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Location {
+    pub latitude: f64,
+    pub longitude: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+/// An empty `emoji` removes an earlier reaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reaction {
+    pub message_id: String,
+    pub emoji: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Template {
+    pub name: String,
+    pub language: TemplateLanguage,
+    /// header/body/button components with their parameters, in the network's format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub components: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateLanguage {
+    pub code: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+impl TemplateLanguage {
+    pub fn new(code: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            policy: None,
+        }
+    }
+}
+
+/// Mark an inbound message as read (same endpoint, different body; answer `{"success":true}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkReadPayload {
+    pub messaging_product: String,
+    pub status: String,
+    pub message_id: String,
+}
+
+impl MarkReadPayload {
+    pub fn new(wamid: impl Into<String>) -> Self {
+        Self {
+            messaging_product: MESSAGING_PRODUCT.to_owned(),
+            status: "read".to_owned(),
+            message_id: wamid.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_envelope_is_exact() {
+        let p = SendPayload::new("+16505551234", MessageContent::text("hello"))
+            .reply_to("wamid.ABC")
+            .callback_data("msg_1");
+        assert_eq!(
+            p.to_json(),
+            json!({
+                "messaging_product": "whatsapp",
+                "recipient_type": "individual",
+                "to": "+16505551234",
+                "type": "text",
+                "text": {"body": "hello"},
+                "context": {"message_id": "wamid.ABC"},
+                "biz_opaque_callback_data": "msg_1"
+            })
+        );
+        assert_eq!(p.message_type(), "text");
+    }
+
+    #[test]
+    fn media_by_id_and_link() {
+        let img = SendPayload::new(
+            "1555",
+            MessageContent::Image {
+                image: CaptionedMedia {
+                    source: MediaSource::Id("123".into()),
+                    caption: Some("cap".into()),
+                },
+            },
+        );
+        assert_eq!(
+            img.to_json()["image"],
+            json!({"id": "123", "caption": "cap"})
+        );
+        let doc = SendPayload::new(
+            "1555",
+            MessageContent::Document {
+                document: DocumentMedia {
+                    source: MediaSource::Link("https://x/y.pdf".into()),
+                    caption: None,
+                    filename: Some("y.pdf".into()),
+                },
+            },
+        );
+        let v = doc.to_json();
+        assert_eq!(v["type"], "document");
+        assert_eq!(
+            v["document"],
+            json!({"link": "https://x/y.pdf", "filename": "y.pdf"})
+        );
+        let audio = MessageContent::Audio {
+            audio: AudioMedia {
+                source: MediaSource::Id("9".into()),
+                voice: Some(true),
+            },
+        };
+        let v = SendPayload::new("1", audio).to_json();
+        assert_eq!(v["audio"], json!({"id": "9", "voice": true}));
+        let sticker = MessageContent::Sticker {
+            sticker: StickerMedia {
+                source: MediaSource::Id("7".into()),
+            },
+        };
+        assert_eq!(
+            SendPayload::new("1", sticker).to_json()["sticker"],
+            json!({"id": "7"})
+        );
+    }
+
+    #[test]
+    fn every_type_key_matches_type_value() {
+        let contents = vec![
+            MessageContent::text("x"),
+            MessageContent::Image {
+                image: CaptionedMedia {
+                    source: MediaSource::Id("1".into()),
+                    caption: None,
+                },
+            },
+            MessageContent::Video {
+                video: CaptionedMedia {
+                    source: MediaSource::Id("1".into()),
+                    caption: None,
+                },
+            },
+            MessageContent::Audio {
+                audio: AudioMedia {
+                    source: MediaSource::Id("1".into()),
+                    voice: None,
+                },
+            },
+            MessageContent::Document {
+                document: DocumentMedia {
+                    source: MediaSource::Id("1".into()),
+                    caption: None,
+                    filename: None,
+                },
+            },
+            MessageContent::Sticker {
+                sticker: StickerMedia {
+                    source: MediaSource::Id("1".into()),
+                },
+            },
+            MessageContent::Location {
+                location: Location {
+                    latitude: 1.5,
+                    longitude: -2.0,
+                    name: None,
+                    address: None,
+                },
+            },
+            MessageContent::Contacts {
+                contacts: vec![json!({"name": {"formatted_name": "A"}})],
+            },
+            MessageContent::Interactive {
+                interactive: json!({"type": "button"}),
+            },
+            MessageContent::Reaction {
+                reaction: Reaction {
+                    message_id: "wamid.X".into(),
+                    emoji: "\u{1F600}".into(),
+                },
+            },
+            MessageContent::Template {
+                template: Template {
+                    name: "hello_world".into(),
+                    language: TemplateLanguage::new("en_US"),
+                    components: None,
+                },
+            },
+        ];
+        assert_eq!(contents.len(), 11);
+        for c in contents {
+            let name = c.type_name();
+            let v = SendPayload::new("1", c.clone()).to_json();
+            assert_eq!(v["type"], name);
+            assert!(v.get(name).is_some(), "missing object for {name}");
+            // and it round-trips
+            let back: SendPayload = serde_json::from_value(v).unwrap();
+            assert_eq!(back.content, c);
+        }
+    }
+
+    #[test]
+    fn template_shape() {
+        let t = MessageContent::Template {
+            template: Template {
+                name: "order_update".into(),
+                language: TemplateLanguage::new("en_US"),
+                components: Some(vec![
+                    json!({"type":"body","parameters":[{"type":"text","text":"A1"}]}),
+                ]),
+            },
+        };
+        let v = SendPayload::new("1", t).to_json();
+        assert_eq!(
+            v["template"],
+            json!({"name":"order_update","language":{"code":"en_US"},
+                   "components":[{"type":"body","parameters":[{"type":"text","text":"A1"}]}]})
+        );
+    }
+}
