@@ -14,7 +14,7 @@ pub mod routes;
 pub mod state;
 
 pub use error::ApiError;
-pub use state::{AppState, StateConfig};
+pub use state::{AppState, NetworkWebhook, StateConfig};
 
 /// Path prefix of the public API.
 pub const PUBLIC_PREFIX: &str = "/api/public/v1";

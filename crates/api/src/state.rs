@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tern_domain::crypto::MasterKey;
 use tern_store::Db;
+use tokio::sync::Notify;
 
 /// Shared, cheaply cloned application state.
 #[derive(Clone)]
@@ -14,7 +15,20 @@ pub struct Inner {
     /// Base of links Tern hands out (`docs_url`, media downloads), without trailing slash.
     pub public_url: String,
     pub metrics: Option<PrometheusHandle>,
+    /// Settings of the network's webhook (`/webhooks/whatsapp`); `None` refuses deliveries.
+    pub network: NetworkWebhook,
+    /// Wakes the inbox processor when a batch was stored.
+    pub inbox_wakeup: Arc<Notify>,
     draining: AtomicBool,
+}
+
+/// Secrets shared with the messaging network.
+#[derive(Clone, Default)]
+pub struct NetworkWebhook {
+    /// `TERN_APP_SECRET`: key of the `X-Hub-Signature-256` HMAC.
+    pub app_secret: Option<Vec<u8>>,
+    /// `TERN_VERIFY_TOKEN`: answer to the subscription handshake.
+    pub verify_token: Option<String>,
 }
 
 pub struct StateConfig {
@@ -22,6 +36,8 @@ pub struct StateConfig {
     pub key: MasterKey,
     pub public_url: String,
     pub metrics: Option<PrometheusHandle>,
+    pub network: NetworkWebhook,
+    pub inbox_wakeup: Arc<Notify>,
 }
 
 impl AppState {
@@ -31,6 +47,8 @@ impl AppState {
             key: c.key,
             public_url: c.public_url.trim_end_matches('/').to_string(),
             metrics: c.metrics,
+            network: c.network,
+            inbox_wakeup: c.inbox_wakeup,
             draining: AtomicBool::new(false),
         }))
     }

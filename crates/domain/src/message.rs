@@ -81,12 +81,11 @@ pub struct Outcome {
 /// Applies a status reported at `at` (epoch ms) to a message in `current` with `times`.
 pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcome {
     let mut t = times;
-    // Implied steps: a `read` proves delivery and sending; fill what is missing so the
-    // timeline is never "read" without "delivered".
-    let fill = |slot: &mut Option<i64>| {
-        if slot.is_none() {
-            *slot = Some(at);
-        }
+    // The earliest report of a step is its true time, and a later step proves the earlier
+    // ones happened no later: so every slot at or below the incoming status takes the
+    // minimum. This keeps sent ≤ delivered ≤ read however the webhooks are ordered.
+    let earliest = |slot: &mut Option<i64>| {
+        *slot = Some(slot.map_or(at, |v| v.min(at)));
     };
     let next = match (current.rank(), incoming.rank()) {
         // Terminal: a failed message stays failed; a read message cannot fail.
@@ -97,24 +96,33 @@ pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcom
         _ => current,
     };
     match incoming {
-        Status::Sent => fill(&mut t.sent_at),
+        Status::Sent => earliest(&mut t.sent_at),
         Status::Delivered => {
-            fill(&mut t.delivered_at);
-            fill(&mut t.sent_at);
+            earliest(&mut t.delivered_at);
+            earliest(&mut t.sent_at);
         }
         Status::Read => {
-            fill(&mut t.read_at);
-            fill(&mut t.delivered_at);
-            fill(&mut t.sent_at);
+            earliest(&mut t.read_at);
+            earliest(&mut t.delivered_at);
+            earliest(&mut t.sent_at);
         }
         // A failure only counts when it takes effect; a late "failed" after "read" is
         // ignored entirely rather than leaving a contradictory failed_at.
-        Status::Failed if next == Status::Failed && current != Status::Failed => fill(&mut t.failed_at),
+        Status::Failed if next == Status::Failed && current != Status::Failed => {
+            if t.failed_at.is_none() {
+                t.failed_at = Some(at);
+            }
+        }
         _ => {}
     }
     // Only fill the timestamps the resulting status can have: a `sent` arriving after
     // `failed` records when it was sent, which is true and useful.
-    Outcome { status: next, times: t, status_changed: next != current, changed: next != current || t != times }
+    Outcome {
+        status: next,
+        times: t,
+        status_changed: next != current,
+        changed: next != current || t != times,
+    }
 }
 
 #[cfg(test)]
@@ -136,23 +144,62 @@ mod tests {
 
     #[test]
     fn out_of_order_never_moves_back_but_fills_time() {
-        let read = apply(Sent, Times { sent_at: Some(10), ..Default::default() }, Read, 30);
+        let read = apply(
+            Sent,
+            Times {
+                sent_at: Some(10),
+                ..Default::default()
+            },
+            Read,
+            30,
+        );
         assert_eq!(read.status, Read);
         // read implies delivered; the late delivered keeps the status and its time stays.
         assert_eq!(read.times.delivered_at, Some(30));
+        // A late delivered with an earlier time corrects the implied one, not the status.
         let late = apply(Read, read.times, Delivered, 20);
         assert_eq!(late.status, Read);
-        assert!(!late.changed);
+        assert_eq!(late.times.delivered_at, Some(20));
+        assert!(late.changed && !late.status_changed);
+        // The same report again changes nothing.
+        assert!(!apply(Read, late.times, Delivered, 20).changed);
         // A late `sent` after `delivered` with no sent_at fills it.
-        let o = apply(Delivered, Times { delivered_at: Some(20), ..Default::default() }, Sent, 15);
+        let o = apply(
+            Delivered,
+            Times {
+                delivered_at: Some(20),
+                ..Default::default()
+            },
+            Sent,
+            15,
+        );
         assert_eq!(o.status, Delivered);
         assert_eq!(o.times.sent_at, Some(15));
         assert!(o.changed && !o.status_changed);
     }
 
     #[test]
+    fn timeline_stays_ordered() {
+        let mut t = Times::default();
+        let mut st = Sending;
+        for (incoming, at) in [(Read, 30), (Sent, 40), (Delivered, 25), (Sent, 10)] {
+            let o = apply(st, t, incoming, at);
+            st = o.status;
+            t = o.times;
+        }
+        assert_eq!(st, Read);
+        assert_eq!(
+            (t.sent_at, t.delivered_at, t.read_at),
+            (Some(10), Some(25), Some(30))
+        );
+    }
+
+    #[test]
     fn duplicates_change_nothing() {
-        let t = Times { sent_at: Some(10), ..Default::default() };
+        let t = Times {
+            sent_at: Some(10),
+            ..Default::default()
+        };
         let o = apply(Sent, t, Sent, 99);
         assert!(!o.changed);
         assert_eq!(o.times.sent_at, Some(10));
@@ -165,11 +212,27 @@ mod tests {
             assert_eq!(o.status, Failed, "{from:?}");
             assert_eq!(o.times.failed_at, Some(50));
         }
-        let o = apply(Failed, Times { failed_at: Some(50), ..Default::default() }, Delivered, 60);
+        let o = apply(
+            Failed,
+            Times {
+                failed_at: Some(50),
+                ..Default::default()
+            },
+            Delivered,
+            60,
+        );
         assert_eq!(o.status, Failed);
         assert!(!o.status_changed);
         // Never after read.
-        let o = apply(Read, Times { read_at: Some(5), ..Default::default() }, Failed, 60);
+        let o = apply(
+            Read,
+            Times {
+                read_at: Some(5),
+                ..Default::default()
+            },
+            Failed,
+            60,
+        );
         assert_eq!(o.status, Read);
         assert_eq!(o.times.failed_at, None);
         assert!(!o.changed);

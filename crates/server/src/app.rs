@@ -4,10 +4,13 @@ use crate::config::Config;
 use anyhow::{Context, Result};
 use std::future::Future;
 use std::net::SocketAddr;
-use tern_api::{AppState, StateConfig};
+use std::sync::Arc;
+use tern_api::{AppState, NetworkWebhook, StateConfig};
 use tern_domain::crypto::MasterKey;
 use tern_store::Db;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// Connects to the database and applies pending migrations.
 pub async fn open_db(config: &Config) -> Result<Db> {
@@ -45,6 +48,11 @@ pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
         key,
         public_url: config.public_url.clone(),
         metrics: crate::telemetry::metrics_handle(),
+        network: NetworkWebhook {
+            app_secret: config.app_secret.as_ref().map(|s| s.as_bytes().to_vec()),
+            verify_token: config.verify_token.clone(),
+        },
+        inbox_wakeup: Arc::new(Notify::new()),
     })
 }
 
@@ -67,6 +75,32 @@ pub async fn serve_on(
     Ok(())
 }
 
+/// Background workers of one instance; safe to run in every instance (leases).
+pub struct Workers {
+    cancel: CancellationToken,
+    handles: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Workers {
+    pub fn start(db: &Db, state: &AppState) -> Workers {
+        let cancel = CancellationToken::new();
+        let handles = vec![tokio::spawn(tern_engine::inbox::run(
+            db.clone(),
+            state.inbox_wakeup.clone(),
+            cancel.clone(),
+        ))];
+        Workers { cancel, handles }
+    }
+
+    /// Stops the workers after their current step.
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        for h in self.handles {
+            let _ = h.await;
+        }
+    }
+}
+
 /// `tern serve`.
 pub async fn serve(config: Config) -> Result<()> {
     let db = open_db(&config).await?;
@@ -76,7 +110,10 @@ pub async fn serve(config: Config) -> Result<()> {
         .with_context(|| format!("cannot listen on {} (TERN_LISTEN)", config.listen))?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, backend = ?db.backend(), "tern listening");
-    serve_on(listener, state(db.clone(), key, &config), shutdown_signal()).await?;
+    let state = state(db.clone(), key, &config);
+    let workers = Workers::start(&db, &state);
+    serve_on(listener, state, shutdown_signal()).await?;
+    workers.stop().await;
     db.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -29,6 +29,8 @@ enum Cmd {
     Admin(admin::AdminCmd),
     /// Print the public API's OpenAPI document.
     Openapi,
+    /// Run the stand-alone Cloud-API-compatible network simulator (see docs/simulator.md).
+    Simulator(tern_simulator::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,16 @@ async fn run(cli: Cli) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
+    if let Cmd::Simulator(args) = cli.cmd {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter("info")
+            .try_init()
+            .ok();
+        return tern_simulator::run(args, app::shutdown_signal())
+            .await
+            .map_err(Into::into);
+    }
     let config = Config::load(cli.config.as_deref())?;
     match cli.cmd {
         Cmd::Serve => {
@@ -82,6 +94,6 @@ async fn run(cli: Cli) -> Result<()> {
             println!("{}", serde_json::to_string(&out)?);
             Ok(())
         }
-        Cmd::Openapi => Ok(()),
+        Cmd::Openapi | Cmd::Simulator(_) => Ok(()),
     }
 }

@@ -145,8 +145,10 @@ impl Db {
             .max_connections(max_connections.unwrap_or(SQLITE_MAX_CONNECTIONS))
             .acquire_timeout(ACQUIRE_TIMEOUT);
         if in_memory {
-            // An in-memory database lives only while a connection is open.
+            // An in-memory database lives only while a connection is open, and shared-cache
+            // table locks (SQLITE_LOCKED) ignore the busy timeout: use one long-lived connection.
             pool = pool
+                .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None);

@@ -72,6 +72,7 @@ const COMPOSITE_PRIMARY_KEYS: &[(&str, &str)] = &[
     ("idempotency_keys", "org_id_key"),
     ("campaign_recipients", "campaign_id_contact_id"),
     ("usage_counters", "org_id_meter_period_start"),
+    ("network_event_keys", "key"),
 ];
 
 /// SQLite reports `UNIQUE constraint failed: members.org_id, members.email` instead of a

@@ -9,16 +9,28 @@
 
 mod api_keys;
 mod contact_fields;
+mod contacts;
+mod conversations;
 mod db;
 mod error;
+mod messages;
+mod network_inbox;
 mod orgs;
 mod phone_numbers;
 mod settings;
+mod sql;
+mod tags;
+mod templates;
 pub mod testkit;
 
 pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
 pub use contact_fields::ContactField;
+pub use contacts::Contact;
+pub use conversations::{CUSTOMER_WINDOW_MS, Conversation};
 pub use db::{Backend, Db};
 pub use error::{Result, StoreError};
+pub use messages::{Message, StatusChange};
+pub use network_inbox::InboxItem;
 pub use orgs::{Member, Org};
 pub use phone_numbers::PhoneNumber;
+pub use templates::Template;

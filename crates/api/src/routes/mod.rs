@@ -3,6 +3,7 @@
 
 pub mod docs;
 pub mod health;
+pub mod network_webhook;
 pub mod phone_numbers;
 
 use crate::error::ApiError;
@@ -38,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/{*rest}", any(app_api))
         .route("/api", any(app_api))
         .merge(health::router())
+        .merge(network_webhook::router())
         .merge(docs::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))

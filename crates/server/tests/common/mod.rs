@@ -10,6 +10,9 @@ use tern_store::Db;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+pub const APP_SECRET: &str = "test-app-secret";
+pub const VERIFY_TOKEN: &str = "test-verify-token";
+
 #[derive(Debug, Clone, Copy)]
 pub enum Backend {
     Sqlite,
@@ -51,6 +54,8 @@ impl TestApp {
         let addr = listener.local_addr().unwrap();
         let mut config = test_config();
         config.public_url = format!("http://{addr}");
+        config.app_secret = Some(APP_SECRET.to_string());
+        config.verify_token = Some(VERIFY_TOKEN.to_string());
         let state = tern::app::state(db.clone(), key.clone(), &config);
         let (tx, rx) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -143,6 +148,24 @@ impl TestApp {
         ])
         .await
         .unwrap();
+    }
+
+    /// POSTs a body to the network webhook, signed with the app secret.
+    pub async fn post_network(&self, body: &[u8]) -> (u16, Value) {
+        let sig = tern_cloudapi::sign(APP_SECRET.as_bytes(), body);
+        let (s, _, b) = send(
+            self.http
+                .post(self.url("/webhooks/whatsapp"))
+                .header("Content-Type", "application/json")
+                .header("X-Hub-Signature-256", sig)
+                .body(body.to_vec()),
+        )
+        .await;
+        (s, b)
+    }
+
+    pub fn org_uuid(&self) -> uuid::Uuid {
+        self.org_id.parse().unwrap()
     }
 
     pub fn url(&self, path: &str) -> String {

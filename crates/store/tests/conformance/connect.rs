@@ -42,6 +42,17 @@ async fn sqlite_urls_create_the_file_in_wal_mode() {
 }
 
 #[tokio::test]
+async fn sqlite_in_memory_keeps_its_data_across_calls() {
+    let db = Db::connect("sqlite::memory:").await.unwrap();
+    db.migrate().await.unwrap();
+    let org = crate::fixtures::insert_org(&db).await;
+    let (a, b) = tokio::join!(db.get_org(org.id), db.get_org(org.id));
+    assert_eq!(a.unwrap(), Some(org.clone()));
+    assert_eq!(b.unwrap(), Some(org));
+    db.close().await;
+}
+
+#[tokio::test]
 async fn postgres_url_connects() {
     let db = Db::connect(&tern_store::testkit::test_pg_url())
         .await

@@ -86,3 +86,21 @@ pub fn phone_number(org_id: Uuid, id: &str) -> PhoneNumber {
         updated_at: T0,
     }
 }
+
+/// Creates the organisation's contact `wa_id` at `at` (no name, no fields).
+pub async fn insert_contact(db: &Db, org_id: Uuid, wa_id: &str, at: i64) -> tern_store::Contact {
+    let (contact, created) = db
+        .upsert_contact_by_wa_id(org_id, wa_id, None, None, Uuid::now_v7(), at)
+        .await
+        .unwrap();
+    assert!(created, "contact {wa_id} already existed");
+    contact
+}
+
+/// A JSON object literal as a `serde_json::Map` (custom-field patches).
+pub fn obj(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}

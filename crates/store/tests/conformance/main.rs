@@ -47,8 +47,13 @@ macro_rules! store_tests {
 mod api_keys;
 mod connect;
 mod contact_fields;
+mod contacts;
+mod conversations;
 mod fixtures;
+mod network_inbox;
 mod orgs;
 mod parity;
 mod phone_numbers;
 mod settings;
+mod tags;
+mod templates;

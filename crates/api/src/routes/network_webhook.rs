@@ -1,0 +1,91 @@
+//! The messaging network's webhook: `GET/POST /webhooks/whatsapp` (no API key).
+//!
+//! A POST is checked against `X-Hub-Signature-256` over the exact bytes received, stored
+//! durably as it came, and only then answered 200; processing happens afterwards in the
+//! inbox worker. So a crash after the answer loses nothing, and the network's retry of a
+//! batch we already stored is harmless (events are de-duplicated when processed).
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use subtle::ConstantTimeEq;
+use tern_domain::{ErrorCode, Problem};
+
+/// Batches of hundreds of entries stay far below this.
+pub const NETWORK_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route(
+        "/webhooks/whatsapp",
+        get(verify)
+            .post(receive)
+            .layer(DefaultBodyLimit::max(NETWORK_BODY_LIMIT)),
+    )
+}
+
+/// The subscription handshake: echo `hub.challenge` when `hub.verify_token` matches.
+async fn verify(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query.as_deref().unwrap_or_default()).unwrap_or_default();
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let token_ok = match (&state.network.verify_token, get("hub.verify_token")) {
+        (Some(expected), Some(given)) => bool::from(expected.as_bytes().ct_eq(given.as_bytes())),
+        _ => false,
+    };
+    match (get("hub.mode"), get("hub.challenge")) {
+        (Some("subscribe"), Some(challenge)) if token_ok => (
+            [(header::CONTENT_TYPE, "text/plain")],
+            challenge.to_string(),
+        )
+            .into_response(),
+        _ => ApiError(
+            Problem::new(ErrorCode::PermissionDenied)
+                .with_message("The verification token does not match.")
+                .with_detail("reason", "verify_token_mismatch"),
+        )
+        .into_response(),
+    }
+}
+
+async fn receive(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(secret) = &state.network.app_secret else {
+        // Without the secret nothing can be verified; 503 makes the network retry later.
+        tracing::error!("network webhook received but TERN_APP_SECRET is not set");
+        return Err(ApiError(
+            Problem::unavailable().with_message("Webhook receiving is not configured."),
+        ));
+    };
+    let signature = headers
+        .get(tern_cloudapi::SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !tern_cloudapi::verify_signature(secret, &body, signature) {
+        metrics::counter!("tern_network_webhooks_total", "result" => "bad_signature").increment(1);
+        return Err(ApiError(
+            Problem::unauthenticated()
+                .with_message("The X-Hub-Signature-256 signature is missing or wrong.")
+                .with_detail("reason", "bad_signature"),
+        ));
+    }
+    let id = tern_domain::new_id();
+    state
+        .db
+        .insert_inbox(id, &body, signature, tern_domain::time::now_ms())
+        .await?;
+    metrics::counter!("tern_network_webhooks_total", "result" => "stored").increment(1);
+    state.inbox_wakeup.notify_one();
+    Ok((
+        StatusCode::OK,
+        axum::Json(serde_json::json!({"received": true})),
+    )
+        .into_response())
+}

@@ -1,0 +1,261 @@
+//! Messages, inbound and outbound. Status changes are compare-and-set on the current
+//! status, so concurrent webhooks and workers never overwrite each other's progress: the
+//! caller reads, decides with the domain rules, and writes only if nothing moved meanwhile.
+
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use crate::db::{Db, with_pool};
+use crate::error::Result;
+
+/// A message row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub conversation_id: Uuid,
+    pub contact_id: Uuid,
+    pub phone_number_id: String,
+    /// `outbound` or `inbound`.
+    pub direction: String,
+    pub r#type: String,
+    pub status: String,
+    pub template_name: Option<String>,
+    pub template_language: Option<String>,
+    pub text: Option<String>,
+    pub media_id: Option<Uuid>,
+    pub wamid: Option<String>,
+    /// The accepted request (outbound) or the network's message object (inbound).
+    pub request: Value,
+    pub campaign_id: Option<Uuid>,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+    pub delivered_at: Option<i64>,
+    pub read_at: Option<i64>,
+    pub failed_at: Option<i64>,
+    pub failure_code: Option<String>,
+    pub failure: Option<Value>,
+    pub updated_at: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: Uuid,
+    org_id: Uuid,
+    conversation_id: Uuid,
+    contact_id: Uuid,
+    phone_number_id: String,
+    direction: String,
+    r#type: String,
+    status: String,
+    template_name: Option<String>,
+    template_language: Option<String>,
+    text: Option<String>,
+    media_id: Option<Uuid>,
+    wamid: Option<String>,
+    request: Option<Json<Value>>,
+    campaign_id: Option<Uuid>,
+    created_at: i64,
+    sent_at: Option<i64>,
+    delivered_at: Option<i64>,
+    read_at: Option<i64>,
+    failed_at: Option<i64>,
+    failure_code: Option<String>,
+    failure: Option<Json<Value>>,
+    updated_at: i64,
+}
+
+impl From<Row> for Message {
+    fn from(r: Row) -> Self {
+        Message {
+            id: r.id,
+            org_id: r.org_id,
+            conversation_id: r.conversation_id,
+            contact_id: r.contact_id,
+            phone_number_id: r.phone_number_id,
+            direction: r.direction,
+            r#type: r.r#type,
+            status: r.status,
+            template_name: r.template_name,
+            template_language: r.template_language,
+            text: r.text,
+            media_id: r.media_id,
+            wamid: r.wamid,
+            request: r.request.map(|j| j.0).unwrap_or(Value::Null),
+            campaign_id: r.campaign_id,
+            created_at: r.created_at,
+            sent_at: r.sent_at,
+            delivered_at: r.delivered_at,
+            read_at: r.read_at,
+            failed_at: r.failed_at,
+            failure_code: r.failure_code,
+            failure: r.failure.map(|j| j.0),
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+macro_rules! message_columns {
+    () => {
+        "id, org_id, conversation_id, contact_id, phone_number_id, direction, type, status, \
+         template_name, template_language, text, media_id, wamid, request, campaign_id, created_at, \
+         sent_at, delivered_at, read_at, failed_at, failure_code, failure, updated_at"
+    };
+}
+
+/// The status fields written by [`Db::update_message_status`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusChange {
+    pub status: String,
+    pub wamid: Option<String>,
+    pub sent_at: Option<i64>,
+    pub delivered_at: Option<i64>,
+    pub read_at: Option<i64>,
+    pub failed_at: Option<i64>,
+    pub failure_code: Option<String>,
+    pub failure: Option<Value>,
+}
+
+impl Db {
+    /// Inserts a message. Returns `false` (and writes nothing) when a message with the
+    /// same `wamid` exists: the network delivered the same inbound message twice.
+    pub async fn insert_message(&self, m: &Message) -> Result<bool> {
+        const SQL: &str = concat!(
+            "INSERT INTO messages (",
+            message_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
+             ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO NOTHING"
+        );
+        let n = with_pool!(self, pool => sqlx::query(SQL)
+            .bind(m.id)
+            .bind(m.org_id)
+            .bind(m.conversation_id)
+            .bind(m.contact_id)
+            .bind(&m.phone_number_id)
+            .bind(&m.direction)
+            .bind(&m.r#type)
+            .bind(&m.status)
+            .bind(&m.template_name)
+            .bind(&m.template_language)
+            .bind(&m.text)
+            .bind(m.media_id)
+            .bind(&m.wamid)
+            .bind(Json(&m.request))
+            .bind(m.campaign_id)
+            .bind(m.created_at)
+            .bind(m.sent_at)
+            .bind(m.delivered_at)
+            .bind(m.read_at)
+            .bind(m.failed_at)
+            .bind(&m.failure_code)
+            .bind(m.failure.as_ref().map(Json))
+            .bind(m.updated_at)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// One message of the organisation.
+    pub async fn get_message(&self, org_id: Uuid, id: Uuid) -> Result<Option<Message>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE org_id = $1 AND id = $2"
+        );
+        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL).bind(org_id).bind(id).fetch_optional(pool).await)?;
+        Ok(row.map(Message::from))
+    }
+
+    /// The message a network status refers to: by `wamid`, or — when the send call's answer
+    /// was lost and no wamid is stored yet — by Tern's id echoed in
+    /// `biz_opaque_callback_data`.
+    pub async fn find_message_for_status(
+        &self,
+        wamid: &str,
+        tern_id: Option<Uuid>,
+    ) -> Result<Option<Message>> {
+        const BY_WAMID: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE wamid = $1"
+        );
+        const BY_ID: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE id = $1 AND direction = 'outbound'"
+        );
+        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(BY_WAMID).bind(wamid).fetch_optional(pool).await)?;
+        if let Some(r) = row {
+            return Ok(Some(r.into()));
+        }
+        let Some(id) = tern_id else { return Ok(None) };
+        let row: Option<Row> =
+            with_pool!(self, pool => sqlx::query_as(BY_ID).bind(id).fetch_optional(pool).await)?;
+        Ok(row.map(Message::from))
+    }
+
+    /// Writes a status change if the message is still in `expected_status` (and still has
+    /// the `expected_updated_at` it was read with). Returns `false` when someone else moved
+    /// it first; the caller re-reads and decides again. A wamid is set only if none is
+    /// stored yet.
+    pub async fn update_message_status(
+        &self,
+        id: Uuid,
+        expected_status: &str,
+        expected_updated_at: i64,
+        change: &StatusChange,
+        at: i64,
+    ) -> Result<bool> {
+        const SQL: &str = "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
+             delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
+             updated_at = CASE WHEN $9 > updated_at THEN $9 ELSE updated_at + 1 END \
+             WHERE id = $10 AND status = $11 AND updated_at = $12";
+        let n = with_pool!(self, pool => sqlx::query(SQL)
+            .bind(&change.status)
+            .bind(&change.wamid)
+            .bind(change.sent_at)
+            .bind(change.delivered_at)
+            .bind(change.read_at)
+            .bind(change.failed_at)
+            .bind(&change.failure_code)
+            .bind(change.failure.as_ref().map(Json))
+            .bind(at)
+            .bind(id)
+            .bind(expected_status)
+            .bind(expected_updated_at)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// Messages of one conversation, newest first, optionally by direction.
+    pub async fn list_conversation_messages(
+        &self,
+        org_id: Uuid,
+        conversation_id: Uuid,
+        direction: Option<&str>,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Message>> {
+        // UUID v7 ids sort by creation time, so the id alone is the keyset.
+        const SQL: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE org_id = $1 AND conversation_id = $2 \
+             AND ($3 IS NULL OR direction = $3) AND ($4 IS NULL OR id < $4) \
+             ORDER BY id DESC LIMIT $5"
+        );
+        let rows: Vec<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
+            .bind(org_id)
+            .bind(conversation_id)
+            .bind(direction)
+            .bind(before)
+            .bind(limit)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows.into_iter().map(Message::from).collect())
+    }
+}

@@ -1,0 +1,178 @@
+//! The network inbox (raw signed webhook batches, stored before answering 200 and processed
+//! by workers with leases) and the dedupe keys of inbound network events.
+
+use uuid::Uuid;
+
+use crate::db::{Backend, BeginWrite as _, Db, with_pool};
+use crate::error::{Result, StoreError};
+
+/// A claimed inbox batch. The claim is a lease: if the worker neither marks it processed nor
+/// failed before the lease ends, another worker claims it again.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct InboxItem {
+    pub id: Uuid,
+    /// The raw request body, exactly as received (its signature was checked on receipt).
+    pub body: Vec<u8>,
+    pub received_at: i64,
+    /// Claims so far, including this one.
+    pub attempts: i64,
+}
+
+/// Claims the oldest due batches: `$1` limit, `$2` now, `$3` lease end.
+macro_rules! claim_sql {
+    ($($lock:literal)?) => {
+        concat!(
+            "UPDATE network_inbox SET locked_until = $3, attempts = attempts + 1 \
+             WHERE id IN (SELECT id FROM network_inbox \
+                          WHERE processed_at IS NULL AND (locked_until IS NULL OR locked_until < $2) \
+                          ORDER BY received_at, id LIMIT $1", $(" ", $lock,)? ") \
+             RETURNING id, body, received_at, attempts"
+        )
+    };
+}
+
+impl Db {
+    /// Stores a received batch. `Conflict { "network_inbox_pkey" }` on a duplicate id.
+    pub async fn insert_inbox(
+        &self,
+        id: Uuid,
+        body: &[u8],
+        signature: &str,
+        received_at: i64,
+    ) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+                "INSERT INTO network_inbox (id, received_at, signature, body) \
+                 VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(received_at)
+            .bind(signature)
+            .bind(body)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Claims up to `limit` unprocessed batches whose lease (or retry delay) has ended, oldest
+    /// first: sets `locked_until = now + lease_ms` and counts the attempt. Safe with any
+    /// number of workers and processes: a batch is never claimed by two at once
+    /// (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite: `BEGIN IMMEDIATE`).
+    pub async fn claim_inbox(&self, limit: i64, lease_ms: i64, now: i64) -> Result<Vec<InboxItem>> {
+        let sql = match self.backend() {
+            Backend::Sqlite => claim_sql!(),
+            Backend::Postgres => claim_sql!("FOR UPDATE SKIP LOCKED"),
+        };
+        let mut items = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let items = sqlx::query_as::<_, InboxItem>(sql)
+                .bind(limit)
+                .bind(now)
+                .bind(now + lease_ms)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            items
+        });
+        // RETURNING does not keep the sub-select's order.
+        items.sort_by_key(|item| (item.received_at, item.id));
+        Ok(items)
+    }
+
+    /// Marks a batch processed at `at` (it is never claimed again). `NotFound` if missing.
+    ///
+    /// The lease is not checked: a worker whose lease ran out may finish after another one
+    /// claimed the batch, so processing a batch must be idempotent (see
+    /// [`Db::remember_network_event`]).
+    pub async fn mark_inbox_processed(&self, id: Uuid, at: i64) -> Result<()> {
+        let done = with_pool!(self, pool => sqlx::query(
+                "UPDATE network_inbox SET processed_at = $2, locked_until = NULL, error = NULL \
+                 WHERE id = $1")
+            .bind(id)
+            .bind(at)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if done == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Records a failed attempt: keeps `error` and makes the batch claimable again from
+    /// `retry_at`. A batch already processed is left processed. `NotFound` if missing.
+    pub async fn mark_inbox_failed(&self, id: Uuid, error: &str, retry_at: i64) -> Result<()> {
+        let done = with_pool!(self, pool => sqlx::query(
+                "UPDATE network_inbox SET error = $2, \
+                 locked_until = CASE WHEN processed_at IS NULL THEN $3 ELSE NULL END \
+                 WHERE id = $1")
+            .bind(id)
+            .bind(error)
+            .bind(retry_at)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if done == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Batches not processed yet (claimed or not): a backlog gauge.
+    pub async fn count_unprocessed_inbox(&self) -> Result<i64> {
+        let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM network_inbox WHERE processed_at IS NULL")
+            .fetch_one(pool)
+            .await)?;
+        Ok(n)
+    }
+
+    /// Deletes batches processed before `older_than`; returns how many.
+    pub async fn prune_processed_inbox(&self, older_than: i64) -> Result<u64> {
+        let n = with_pool!(self, pool => sqlx::query(
+                "DELETE FROM network_inbox WHERE processed_at IS NOT NULL AND processed_at < $1")
+            .bind(older_than)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+
+    /// Remembers an inbound network event key (e.g. `"<wamid>:delivered"`) seen at `at`.
+    /// `true` the first time the key is seen, `false` after (also for racing callers: exactly
+    /// one gets `true`). Keys are kept until [`Db::prune_network_event_keys`].
+    ///
+    /// Remember a key once the event's effects are stored, or call
+    /// [`Db::forget_network_event`] when handling it fails, so a retry is not dropped.
+    pub async fn remember_network_event(&self, key: &str, at: i64) -> Result<bool> {
+        let inserted = with_pool!(self, pool => sqlx::query(
+                "INSERT INTO network_event_keys (key, created_at) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO NOTHING")
+            .bind(key)
+            .bind(at)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(inserted == 1)
+    }
+
+    /// Forgets a key remembered by [`Db::remember_network_event`] (its handling failed).
+    pub async fn forget_network_event(&self, key: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("DELETE FROM network_event_keys WHERE key = $1")
+            .bind(key)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Deletes event keys remembered before `older_than`; returns how many.
+    pub async fn prune_network_event_keys(&self, older_than: i64) -> Result<u64> {
+        let n = with_pool!(self, pool => sqlx::query(
+                "DELETE FROM network_event_keys WHERE created_at < $1")
+            .bind(older_than)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+}
