@@ -18,6 +18,11 @@ pub struct DemoArgs {
     pub database_url: Option<String>,
 }
 
+const DEMO_PNID: &str = "100000000000001";
+const DEMO_DISPLAY: &str = "+14155550100";
+const DEMO_WABA: &str = "200000000000001";
+const DEMO_TOKEN: &str = "demo-access-token";
+
 pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
     config.database_url = args
@@ -28,6 +33,25 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     config.public_url = format!("http://{}", args.listen);
     config.log_format = crate::config::LogFormat::Pretty;
     telemetry::init_logging(&config, "warn,tern=info");
+
+    // The network is the simulator, in-process, calling back to this server.
+    let app_secret = format!("demo-app-secret-{}", tern_domain::new_id().simple());
+    let mut sim_args = tern_simulator::SimArgs::local(app_secret.clone());
+    sim_args.callback_url = Some(format!("http://{}/webhooks/whatsapp", args.listen));
+    let sim = tern_simulator::start(sim_args)
+        .await
+        .map_err(|e| anyhow!("cannot start the simulator: {e}"))?;
+    sim.register_number(tern_simulator::NumberSpec {
+        id: DEMO_PNID.into(),
+        display_phone_number: DEMO_DISPLAY.into(),
+        waba_id: DEMO_WABA.into(),
+        access_token: DEMO_TOKEN.into(),
+        throughput_mps: None,
+        verified_name: Some("Demo Org".into()),
+    })
+    .map_err(|e| anyhow!("simulator: {e}"))?;
+    config.graph_url = sim.base_url();
+    config.app_secret = Some(app_secret);
 
     let db = app::open_db(&config).await?;
     let key = app::master_key(&db, &config).await?;

@@ -32,6 +32,7 @@ pub struct TestApp {
     pub developer_id: String,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
+    workers: Option<tern::app::Workers>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -42,6 +43,15 @@ pub fn test_config() -> Config {
 
 impl TestApp {
     pub async fn start(backend: Backend) -> TestApp {
+        Self::start_with(backend, false).await
+    }
+
+    /// With the background workers running, as in `tern serve`.
+    pub async fn start_with_workers(backend: Backend) -> TestApp {
+        Self::start_with(backend, true).await
+    }
+
+    async fn start_with(backend: Backend, with_workers: bool) -> TestApp {
         let (db, tmp) = match backend {
             Backend::Sqlite => {
                 let (db, tmp) = tern_store::testkit::fresh_sqlite().await;
@@ -57,6 +67,7 @@ impl TestApp {
         config.app_secret = Some(APP_SECRET.to_string());
         config.verify_token = Some(VERIFY_TOKEN.to_string());
         let state = tern::app::state(db.clone(), key.clone(), &config);
+        let workers = with_workers.then(|| tern::app::Workers::start(&db, &state));
         let (tx, rx) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             tern::app::serve_on(listener, state, async move {
@@ -77,6 +88,7 @@ impl TestApp {
             developer_id: String::new(),
             shutdown: Some(tx),
             server: Some(server),
+            workers,
             _tmp: tmp,
         };
         app.org_id = app.new_org("Acme", "growth").await;
@@ -190,6 +202,9 @@ impl TestApp {
         }
         if let Some(h) = self.server.take() {
             let _ = h.await;
+        }
+        if let Some(w) = self.workers.take() {
+            w.stop().await;
         }
         let db = self.db.clone();
         if let Backend::Postgres = self.backend {
