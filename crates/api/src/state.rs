@@ -1,7 +1,9 @@
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tern_cloudapi::CloudApiClient;
 use tern_domain::crypto::MasterKey;
+use tern_domain::crypto::Purpose;
 use tern_store::Db;
 use tokio::sync::Notify;
 
@@ -19,6 +21,8 @@ pub struct Inner {
     pub network: NetworkWebhook,
     /// Wakes the inbox processor when a batch was stored.
     pub inbox_wakeup: Arc<Notify>,
+    /// The messaging network (Cloud API) client.
+    pub cloud: CloudApiClient,
     draining: AtomicBool,
 }
 
@@ -38,6 +42,7 @@ pub struct StateConfig {
     pub metrics: Option<PrometheusHandle>,
     pub network: NetworkWebhook,
     pub inbox_wakeup: Arc<Notify>,
+    pub cloud: CloudApiClient,
 }
 
 impl AppState {
@@ -49,6 +54,7 @@ impl AppState {
             metrics: c.metrics,
             network: c.network,
             inbox_wakeup: c.inbox_wakeup,
+            cloud: c.cloud,
             draining: AtomicBool::new(false),
         }))
     }
@@ -61,6 +67,14 @@ impl AppState {
 
     pub fn is_draining(&self) -> bool {
         self.0.draining.load(Ordering::SeqCst)
+    }
+
+    /// The decrypted access token of one of the organisation's numbers.
+    pub fn access_token(&self, number: &tern_store::PhoneNumber) -> Option<String> {
+        let bytes = self
+            .key
+            .open(Purpose::TokenEncryption, &number.access_token_enc)?;
+        String::from_utf8(bytes).ok()
     }
 
     pub fn docs_url(&self, code: &str) -> String {

@@ -42,8 +42,22 @@ pub async fn master_key(db: &Db, config: &Config) -> Result<MasterKey> {
     Ok(MasterKey::from_bytes(bytes))
 }
 
+/// The Cloud API client for the configured network.
+pub fn cloud_client(config: &Config) -> Result<tern_cloudapi::CloudApiClient> {
+    tern_cloudapi::CloudApiClient::new(tern_cloudapi::ClientConfig {
+        base_url: config.graph_url.clone(),
+        version: config.graph_version.clone(),
+        ..Default::default()
+    })
+    .context("cannot build the Cloud API client")
+}
+
 pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
+    // Building a client only fails if the TLS backend cannot initialise, which is fatal.
+    #[allow(clippy::expect_used)]
+    let cloud = cloud_client(config).expect("TLS backend available");
     AppState::new(StateConfig {
+        cloud,
         db,
         key,
         public_url: config.public_url.clone(),
