@@ -4,6 +4,7 @@
 //! server or a database. The HTTP layer (`tern-api`) and the store (`tern-store`) build on it.
 
 pub mod auth;
+pub mod contact;
 pub mod crypto;
 pub mod cursor;
 pub mod error;

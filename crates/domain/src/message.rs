@@ -108,10 +108,10 @@ pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcom
         }
         // A failure only counts when it takes effect; a late "failed" after "read" is
         // ignored entirely rather than leaving a contradictory failed_at.
-        Status::Failed if next == Status::Failed && current != Status::Failed => {
-            if t.failed_at.is_none() {
-                t.failed_at = Some(at);
-            }
+        Status::Failed
+            if next == Status::Failed && current != Status::Failed && t.failed_at.is_none() =>
+        {
+            t.failed_at = Some(at);
         }
         _ => {}
     }

@@ -1,6 +1,7 @@
 //! The route table. Public API routes are declared once, with their OpenAPI annotations,
 //! and the served document is produced from the same list.
 
+pub mod contacts;
 pub mod docs;
 pub mod health;
 pub mod network_webhook;
@@ -20,7 +21,15 @@ use utoipa_axum::routes;
 
 /// The public API's routes with their OpenAPI operations.
 pub fn public_api() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(openapi::base()).routes(routes!(phone_numbers::list_phone_numbers))
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(phone_numbers::list_phone_numbers))
+        .routes(routes!(contacts::list_contacts, contacts::upsert_contact))
+        .routes(routes!(contacts::get_contact, contacts::update_contact))
+        .routes(routes!(contacts::record_consent))
+        .routes(routes!(contacts::add_tags))
+        .routes(routes!(contacts::remove_tag))
+        .routes(routes!(contacts::list_contact_fields))
+        .routes(routes!(contacts::list_tags))
 }
 
 /// The whole HTTP surface of `tern serve`.

@@ -1,0 +1,674 @@
+//! Contacts, custom contact fields and tags.
+
+use crate::auth::{AuthContext, Authed, perm};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, QueryParams};
+use crate::pagination::{ListRequest, Page};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tern_domain::auth::Permission;
+use tern_domain::contact::{self as rules, FieldDef};
+use tern_domain::plan::Entitlement;
+use tern_domain::time::{format_ms, now_ms, parse_rfc3339_ms};
+use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A contact's consent to business-initiated messages.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Consent {
+    /// `opted_in`, `opted_out` or `unknown`.
+    #[schema(example = "opted_in")]
+    pub status: String,
+    #[schema(format = DateTime)]
+    pub updated_at: Option<String>,
+    /// Where the decision was collected, as given when it was recorded.
+    pub source: Option<String>,
+}
+
+/// A customer of the organisation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Contact {
+    #[schema(format = Uuid)]
+    pub id: String,
+    /// The network's id: the phone number's digits without `+`.
+    #[schema(example = "447700900123")]
+    pub wa_id: String,
+    /// E.164.
+    #[schema(example = "+447700900123")]
+    pub phone: String,
+    pub name: Option<String>,
+    /// Values of the organisation's custom contact fields, by key.
+    #[schema(value_type = Object)]
+    pub custom_fields: Value,
+    pub tags: Vec<String>,
+    pub consent: Consent,
+    /// When the customer last wrote (the network's time); the 24-hour window runs from it.
+    #[schema(format = DateTime)]
+    pub last_inbound_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+impl From<tern_store::Contact> for Contact {
+    fn from(c: tern_store::Contact) -> Self {
+        Contact {
+            id: c.id.to_string(),
+            phone: format!("+{}", c.wa_id),
+            wa_id: c.wa_id,
+            name: c.name,
+            custom_fields: c.custom_fields,
+            tags: c.tags,
+            consent: Consent {
+                status: c.consent_status,
+                updated_at: c.consent_updated_at.map(format_ms),
+                source: c.consent_source,
+            },
+            last_inbound_at: c.last_inbound_at.map(format_ms),
+            created_at: format_ms(c.created_at),
+            updated_at: format_ms(c.updated_at),
+        }
+    }
+}
+
+/// Create a contact, or update the one with this phone number.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpsertContactRequest {
+    /// International format with `+` and the country code; spaces and dashes allowed.
+    #[schema(example = "+44 7700 900123")]
+    pub phone: String,
+    pub name: Option<String>,
+    /// Values by custom field key; `null` removes a value.
+    #[schema(value_type = Option<Object>)]
+    pub custom_fields: Option<Map<String, Value>>,
+    /// Tags to add.
+    pub tags: Option<Vec<String>>,
+}
+
+/// A partial update: fields left out are unchanged.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateContactRequest {
+    /// A new name, or `null` to clear it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub name: Option<Option<String>>,
+    /// Values to set by key; `null` removes a value.
+    #[schema(value_type = Option<Object>)]
+    pub custom_fields: Option<Map<String, Value>>,
+}
+
+fn double_option<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// Record an opt-in or an opt-out.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsentRequest {
+    /// `opted_in` or `opted_out`.
+    #[schema(example = "opted_out")]
+    pub status: String,
+    /// Where it was collected, e.g. `web_form`, `reply_stop`.
+    pub source: Option<String>,
+    /// When the customer decided (RFC 3339); defaults to now. An older decision than the
+    /// one recorded does not replace it.
+    #[schema(format = DateTime)]
+    pub at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddTagsRequest {
+    /// 1 to 50 tags of at most 64 characters; tags already present are kept once.
+    pub tags: Vec<String>,
+}
+
+/// A custom contact field definition.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ContactField {
+    #[schema(format = Uuid)]
+    pub id: String,
+    pub key: String,
+    pub label: String,
+    /// `text`, `number`, `date` or `boolean`.
+    #[serde(rename = "type")]
+    pub field_type: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// A tag in use, with the number of contacts carrying it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Tag {
+    pub tag: String,
+    pub contact_count: i64,
+}
+
+fn contact_id(raw: &str) -> Result<Uuid, ApiError> {
+    // A malformed id names no contact of the organisation: the same 404 as a foreign one.
+    Uuid::parse_str(raw).map_err(|_| ApiError(Problem::not_found()))
+}
+
+fn position_ts_id(pos: &[String]) -> Result<(i64, Uuid), ApiError> {
+    match pos {
+        [ts, id] => match (ts.parse::<i64>(), Uuid::parse_str(id)) {
+            (Ok(ts), Ok(id)) => Ok((ts, id)),
+            _ => Err(ApiError(Problem::field(
+                "cursor",
+                "is not valid for this list",
+            ))),
+        },
+        _ => Err(ApiError(Problem::field(
+            "cursor",
+            "is not valid for this list",
+        ))),
+    }
+}
+
+async fn field_defs(
+    state: &AppState,
+    org: Uuid,
+) -> Result<Vec<tern_store::ContactField>, ApiError> {
+    Ok(state.db.list_contact_fields(org, None, 1000).await?)
+}
+
+fn check_fields(
+    defs: &[tern_store::ContactField],
+    patch: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) {
+    let defs: Vec<FieldDef<'_>> = defs
+        .iter()
+        .map(|d| FieldDef {
+            key: &d.key,
+            field_type: &d.field_type,
+        })
+        .collect();
+    rules::check_custom_fields(&defs, patch, errors);
+}
+
+fn normalise_tags(tags: &[String], errors: &mut Vec<FieldError>) -> Vec<String> {
+    if tags.len() > rules::MAX_TAGS_PER_REQUEST {
+        errors.push(FieldError::new("tags", "must hold at most 50 tags"));
+    }
+    let mut out = Vec::new();
+    for (i, t) in tags.iter().enumerate() {
+        match rules::normalise_tag(t) {
+            Ok(t) if !out.contains(&t) => out.push(t),
+            Ok(_) => {}
+            Err(m) => errors.push(FieldError::new(format!("tags[{i}]"), m)),
+        }
+    }
+    out
+}
+
+/// List contacts: newest first, or matching `q`, or changed after `updated_since` (oldest
+/// change first, for incremental sync).
+#[utoipa::path(
+    get,
+    path = "/contacts",
+    tag = "Contacts",
+    operation_id = "listContacts",
+    params(
+        ("q" = Option<String>, Query, min_length = 1, description = "Case-insensitive partial match on name or phone number."),
+        ("updated_since" = Option<String>, Query, format = DateTime, description = "Contacts changed strictly after this time, oldest change first. Not with `q`."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)."),
+        ("cursor" = Option<String>, Query, min_length = 1, description = "The `next_cursor` of the previous page."),
+    ),
+    responses((status = 200, description = "A page of contacts.", body = Page<Contact>)),
+    security(("bearer" = []))
+)]
+pub async fn list_contacts(
+    auth: Authed<perm::ContactsRead>,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<Contact>>, ApiError> {
+    let params = QueryParams::parse(query.as_deref(), &["q", "updated_since", "limit", "cursor"])?;
+    let q = params.get("q");
+    let since_raw = params.get("updated_since");
+    let mut errors = Vec::new();
+    if q.is_some() && since_raw.is_some() {
+        errors.push(FieldError::new(
+            "updated_since",
+            "cannot be combined with q",
+        ));
+    }
+    let since = since_raw.and_then(|s| {
+        let parsed = parse_rfc3339_ms(s);
+        if parsed.is_none() {
+            errors.push(FieldError::new(
+                "updated_since",
+                "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z",
+            ));
+        }
+        parsed
+    });
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
+    let list = ListRequest::parse(
+        &state,
+        &auth,
+        &params,
+        "contacts",
+        &[("q", q), ("updated_since", since_raw)],
+    )?;
+    let after = list.after.as_deref().map(position_ts_id).transpose()?;
+    let org = auth.org_id;
+    let (rows, by_updated) = match (q, since) {
+        (Some(q), _) => (
+            state
+                .db
+                .search_contacts(org, q, after, list.fetch_limit())
+                .await?,
+            false,
+        ),
+        (None, Some(since)) => (
+            state
+                .db
+                .list_contacts_updated_since(org, since, after, list.fetch_limit())
+                .await?,
+            true,
+        ),
+        (None, None) => (
+            state
+                .db
+                .list_contacts(org, after, list.fetch_limit())
+                .await?,
+            false,
+        ),
+    };
+    let position = move |c: &tern_store::Contact| {
+        let ts = if by_updated {
+            c.updated_at
+        } else {
+            c.created_at
+        };
+        vec![ts.to_string(), c.id.to_string()]
+    };
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        position,
+        Contact::from,
+    )))
+}
+
+/// Create a contact by phone number, or update the existing one (201 created, 200 updated).
+#[utoipa::path(
+    post,
+    path = "/contacts",
+    tag = "Contacts",
+    operation_id = "upsertContact",
+    request_body = UpsertContactRequest,
+    responses(
+        (status = 201, description = "Created.", body = Contact),
+        (status = 200, description = "An existing contact with this phone number was updated.", body = Contact),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn upsert_contact(
+    auth: Authed<perm::ContactsCreate>,
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<UpsertContactRequest>,
+) -> Result<(StatusCode, Json<Contact>), ApiError> {
+    let mut errors = Vec::new();
+    let phone = match phone::parse_international(&req.phone) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            errors.push(FieldError::new("phone", e.to_string()));
+            if let Some(reason) = e.reason() {
+                let mut p = Problem::validation(errors);
+                p = p.with_detail("reason", reason);
+                return Err(ApiError(p));
+            }
+            None
+        }
+    };
+    if let Some(n) = &req.name {
+        rules::check_name("name", n, &mut errors);
+    }
+    if let Some(cf) = &req.custom_fields {
+        check_fields(&field_defs(&state, auth.org_id).await?, cf, &mut errors);
+    }
+    let tags = req
+        .tags
+        .as_deref()
+        .map(|t| normalise_tags(t, &mut errors))
+        .unwrap_or_default();
+    let (Some(phone), true) = (phone, errors.is_empty()) else {
+        return Err(ApiError::fields(errors));
+    };
+    let wa_id = phone.wa_id().to_string();
+    if state
+        .db
+        .get_contact_by_wa_id(auth.org_id, &wa_id)
+        .await?
+        .is_none()
+    {
+        check_count_limit(&state, &auth, Entitlement::Contacts).await?;
+    }
+    let now = now_ms();
+    let (mut contact, created) = state
+        .db
+        .upsert_contact_by_wa_id(
+            auth.org_id,
+            &wa_id,
+            req.name.as_deref().map(str::trim),
+            req.custom_fields.as_ref(),
+            new_id(),
+            now,
+        )
+        .await?;
+    if !tags.is_empty() {
+        contact = state
+            .db
+            .add_contact_tags(auth.org_id, contact.id, &tags, now)
+            .await?;
+    }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(contact.into())))
+}
+
+/// Refuses a new item when the plan's count limit is reached.
+async fn check_count_limit(
+    state: &AppState,
+    auth: &AuthContext,
+    e: Entitlement,
+) -> Result<(), ApiError> {
+    let Some(limit) = auth.effective().limit(e) else {
+        return Ok(());
+    };
+    let used = match e {
+        Entitlement::Contacts => state.db.count_contacts(auth.org_id).await?,
+        _ => 0,
+    };
+    if used >= limit as i64 {
+        return Err(ApiError(
+            Problem::new(ErrorCode::PlanLimitReached)
+                .with_message(format!("The plan allows {limit} {}.", e.as_str()))
+                .with_detail("entitlement", e.as_str())
+                .with_detail("limit", limit)
+                .with_detail("used", used),
+        ));
+    }
+    Ok(())
+}
+
+/// One contact.
+#[utoipa::path(
+    get,
+    path = "/contacts/{contact_id}",
+    tag = "Contacts",
+    operation_id = "getContact",
+    params(("contact_id" = String, Path, format = Uuid)),
+    responses((status = 200, description = "The contact.", body = Contact)),
+    security(("bearer" = []))
+)]
+pub async fn get_contact(
+    auth: Authed<perm::ContactsRead>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Contact>, ApiError> {
+    let id = contact_id(&id)?;
+    let c = state
+        .db
+        .get_contact(auth.org_id, id)
+        .await?
+        .ok_or_else(|| ApiError(Problem::not_found()))?;
+    Ok(Json(c.into()))
+}
+
+/// Update a contact's name and custom fields.
+#[utoipa::path(
+    patch,
+    path = "/contacts/{contact_id}",
+    tag = "Contacts",
+    operation_id = "updateContact",
+    params(("contact_id" = String, Path, format = Uuid)),
+    request_body = UpdateContactRequest,
+    responses((status = 200, description = "The updated contact.", body = Contact)),
+    security(("bearer" = []))
+)]
+pub async fn update_contact(
+    auth: Authed<perm::ContactsUpdate>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<UpdateContactRequest>,
+) -> Result<Json<Contact>, ApiError> {
+    let id = contact_id(&id)?;
+    let mut errors = Vec::new();
+    if let Some(Some(n)) = &req.name {
+        rules::check_name("name", n, &mut errors);
+    }
+    if let Some(cf) = &req.custom_fields {
+        check_fields(&field_defs(&state, auth.org_id).await?, cf, &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
+    let name = req.name.as_ref().map(|n| n.as_deref().map(str::trim));
+    let c = state
+        .db
+        .update_contact(auth.org_id, id, name, req.custom_fields.as_ref(), now_ms())
+        .await?;
+    Ok(Json(c.into()))
+}
+
+/// Record an opt-in or an opt-out.
+#[utoipa::path(
+    post,
+    path = "/contacts/{contact_id}/consent",
+    tag = "Contacts",
+    operation_id = "recordConsent",
+    params(("contact_id" = String, Path, format = Uuid)),
+    request_body = ConsentRequest,
+    responses((status = 200, description = "The contact with its consent.", body = Contact)),
+    security(("bearer" = []))
+)]
+pub async fn record_consent(
+    auth: Authed<perm::ContactsUpdate>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<ConsentRequest>,
+) -> Result<Json<Contact>, ApiError> {
+    let id = contact_id(&id)?;
+    let mut errors = Vec::new();
+    let status = rules::parse_consent(&req.status);
+    if status.is_none() {
+        errors.push(FieldError::new("status", "must be opted_in or opted_out"));
+    }
+    if let Some(s) = &req.source
+        && (s.trim().is_empty() || s.chars().count() > 64 || s.chars().any(char::is_control))
+    {
+        errors.push(FieldError::new("source", "must be 1 to 64 characters"));
+    }
+    let now = now_ms();
+    let at = match req.at.as_deref() {
+        None => Some(now),
+        Some(s) => match parse_rfc3339_ms(s) {
+            // A decision cannot come from the future (a minute of clock skew is tolerated).
+            Some(t) if t <= now + 60_000 => Some(t.min(now)),
+            Some(_) => {
+                errors.push(FieldError::new("at", "must not be in the future"));
+                None
+            }
+            None => {
+                errors.push(FieldError::new("at", "must be an RFC 3339 timestamp"));
+                None
+            }
+        },
+    };
+    let (Some(status), Some(at), true) = (status, at, errors.is_empty()) else {
+        return Err(ApiError::fields(errors));
+    };
+    let c = state
+        .db
+        .set_contact_consent(
+            auth.org_id,
+            id,
+            status,
+            req.source.as_deref().map(str::trim),
+            at,
+        )
+        .await?;
+    Ok(Json(c.into()))
+}
+
+/// Add tags (idempotent).
+#[utoipa::path(
+    post,
+    path = "/contacts/{contact_id}/tags",
+    tag = "Contacts",
+    operation_id = "addContactTags",
+    params(("contact_id" = String, Path, format = Uuid)),
+    request_body = AddTagsRequest,
+    responses((status = 200, description = "The contact with its tags.", body = Contact)),
+    security(("bearer" = []))
+)]
+pub async fn add_tags(
+    auth: Authed<perm::ContactsUpdate>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<AddTagsRequest>,
+) -> Result<Json<Contact>, ApiError> {
+    let id = contact_id(&id)?;
+    let mut errors = Vec::new();
+    if req.tags.is_empty() {
+        errors.push(FieldError::new("tags", "must hold at least one tag"));
+    }
+    let tags = normalise_tags(&req.tags, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
+    let c = state
+        .db
+        .add_contact_tags(auth.org_id, id, &tags, now_ms())
+        .await?;
+    Ok(Json(c.into()))
+}
+
+/// Remove a tag (removing an absent tag succeeds).
+#[utoipa::path(
+    delete,
+    path = "/contacts/{contact_id}/tags/{tag}",
+    tag = "Contacts",
+    operation_id = "removeContactTag",
+    params(("contact_id" = String, Path, format = Uuid), ("tag" = String, Path, max_length = 64)),
+    responses((status = 200, description = "The contact with its tags.", body = Contact)),
+    security(("bearer" = []))
+)]
+pub async fn remove_tag(
+    auth: Authed<perm::ContactsUpdate>,
+    State(state): State<AppState>,
+    Path((id, tag)): Path<(String, String)>,
+) -> Result<Json<Contact>, ApiError> {
+    let id = contact_id(&id)?;
+    let c = state
+        .db
+        .remove_contact_tag(auth.org_id, id, tag.trim(), now_ms())
+        .await?;
+    Ok(Json(c.into()))
+}
+
+/// The organisation's custom contact fields.
+#[utoipa::path(
+    get,
+    path = "/contact-fields",
+    tag = "Contacts",
+    operation_id = "listContactFields",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)."),
+        ("cursor" = Option<String>, Query, min_length = 1, description = "The `next_cursor` of the previous page."),
+    ),
+    responses((status = 200, description = "A page of field definitions, by key.", body = Page<ContactField>)),
+    security(("bearer" = []))
+)]
+pub async fn list_contact_fields(
+    auth: Authed<perm::ContactsRead>,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<ContactField>>, ApiError> {
+    let params = QueryParams::parse(query.as_deref(), &["limit", "cursor"])?;
+    let list = ListRequest::parse(&state, &auth, &params, "contact_fields", &[])?;
+    let after = list
+        .after
+        .as_ref()
+        .and_then(|p| p.first())
+        .map(String::as_str);
+    let rows = state
+        .db
+        .list_contact_fields(auth.org_id, after, list.fetch_limit())
+        .await?;
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        |f| vec![f.key.clone()],
+        |f| ContactField {
+            id: f.id.to_string(),
+            key: f.key,
+            label: f.label,
+            field_type: f.field_type,
+            created_at: format_ms(f.created_at),
+        },
+    )))
+}
+
+/// Every tag in use, with its contact count.
+#[utoipa::path(
+    get,
+    path = "/tags",
+    tag = "Contacts",
+    operation_id = "listTags",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)."),
+        ("cursor" = Option<String>, Query, min_length = 1, description = "The `next_cursor` of the previous page."),
+    ),
+    responses((status = 200, description = "A page of tags, alphabetically.", body = Page<Tag>)),
+    security(("bearer" = []))
+)]
+pub async fn list_tags(
+    auth: Authed<perm::ContactsRead>,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<Tag>>, ApiError> {
+    let params = QueryParams::parse(query.as_deref(), &["limit", "cursor"])?;
+    let list = ListRequest::parse(&state, &auth, &params, "tags", &[])?;
+    let after = list
+        .after
+        .as_ref()
+        .and_then(|p| p.first())
+        .map(String::as_str);
+    let rows = state
+        .db
+        .list_tags(auth.org_id, after, list.fetch_limit())
+        .await?;
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        |(t, _)| vec![t.clone()],
+        |(tag, contact_count)| Tag { tag, contact_count },
+    )))
+}
+
+/// Whether the key may create contacts as a side effect (used by sending).
+pub fn may_create_contacts(auth: &AuthContext) -> bool {
+    auth.has(Permission::ContactsCreate)
+}

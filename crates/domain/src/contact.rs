@@ -1,0 +1,170 @@
+//! Contact rules: names, tags, custom field values and consent.
+
+use crate::FieldError;
+use serde_json::{Map, Value};
+
+pub const MAX_NAME_CHARS: usize = 256;
+pub const MAX_TAG_CHARS: usize = 64;
+pub const MAX_TAGS_PER_REQUEST: usize = 50;
+pub const MAX_TEXT_FIELD_CHARS: usize = 1024;
+
+/// A custom field definition: its key and type (`text`, `number`, `date`, `boolean`).
+pub struct FieldDef<'a> {
+    pub key: &'a str,
+    pub field_type: &'a str,
+}
+
+pub fn check_name(field: &str, name: &str, errors: &mut Vec<FieldError>) {
+    if name.trim().is_empty() {
+        errors.push(FieldError::new(field, "must not be blank"));
+    } else if name.chars().count() > MAX_NAME_CHARS {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at most {MAX_NAME_CHARS} characters"),
+        ));
+    } else if name.chars().any(char::is_control) {
+        errors.push(FieldError::new(
+            field,
+            "must not contain control characters",
+        ));
+    }
+}
+
+/// Normalises a tag (trimmed) or explains why it is refused.
+pub fn normalise_tag(tag: &str) -> Result<String, &'static str> {
+    let t = tag.trim();
+    if t.is_empty() {
+        return Err("must not be blank");
+    }
+    if t.chars().count() > MAX_TAG_CHARS {
+        return Err("must be at most 64 characters");
+    }
+    if t.chars().any(|c| c.is_control() || c == '/') {
+        return Err("must not contain control characters or '/'");
+    }
+    Ok(t.to_string())
+}
+
+/// Checks a `custom_fields` patch against the organisation's definitions. `null` removes a
+/// value and is always allowed for a known key.
+pub fn check_custom_fields(
+    defs: &[FieldDef<'_>],
+    patch: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) {
+    for (key, value) in patch {
+        let path = format!("custom_fields.{key}");
+        let Some(def) = defs.iter().find(|d| d.key == key) else {
+            errors.push(FieldError::new(
+                path,
+                "is not a custom field of this organisation (see GET /contact-fields)",
+            ));
+            continue;
+        };
+        if value.is_null() {
+            continue;
+        }
+        let ok = match def.field_type {
+            "text" => value
+                .as_str()
+                .is_some_and(|s| s.chars().count() <= MAX_TEXT_FIELD_CHARS),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "date" => value.as_str().is_some_and(is_date),
+            _ => false,
+        };
+        if !ok {
+            let expected = match def.field_type {
+                "text" => "a string of at most 1024 characters",
+                "number" => "a number",
+                "boolean" => "true or false",
+                "date" => "a date as YYYY-MM-DD",
+                _ => "a value of the field's type",
+            };
+            errors.push(FieldError::new(path, format!("must be {expected} or null")));
+        }
+    }
+}
+
+/// `YYYY-MM-DD`, a real calendar date.
+pub fn is_date(s: &str) -> bool {
+    let fmt = time::macros::format_description!("[year]-[month]-[day]");
+    s.len() == 10 && time::Date::parse(s, &fmt).is_ok()
+}
+
+/// Consent statuses a client may record.
+pub fn parse_consent(s: &str) -> Option<&'static str> {
+    match s {
+        "opted_in" => Some("opted_in"),
+        "opted_out" => Some("opted_out"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn defs() -> Vec<FieldDef<'static>> {
+        vec![
+            FieldDef {
+                key: "tier",
+                field_type: "text",
+            },
+            FieldDef {
+                key: "score",
+                field_type: "number",
+            },
+            FieldDef {
+                key: "vip",
+                field_type: "boolean",
+            },
+            FieldDef {
+                key: "birthday",
+                field_type: "date",
+            },
+        ]
+    }
+
+    #[test]
+    fn custom_field_types() {
+        let mut e = Vec::new();
+        let ok = json!({"tier": "gold", "score": 4.5, "vip": true, "birthday": "1990-02-28", "tier2": null});
+        check_custom_fields(&defs(), ok.as_object().unwrap(), &mut e);
+        assert_eq!(e.len(), 1, "unknown key even with null: {e:?}");
+        assert_eq!(e[0].field, "custom_fields.tier2");
+        let mut e = Vec::new();
+        let bad = json!({"tier": 1, "score": "4", "vip": "yes", "birthday": "1990-02-30"});
+        check_custom_fields(&defs(), bad.as_object().unwrap(), &mut e);
+        assert_eq!(e.len(), 4, "every problem at once");
+        let mut e = Vec::new();
+        check_custom_fields(&defs(), json!({"score": null}).as_object().unwrap(), &mut e);
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn tags() {
+        assert_eq!(normalise_tag("  vip "), Ok("vip".into()));
+        assert!(normalise_tag("").is_err());
+        assert!(normalise_tag(&"x".repeat(65)).is_err());
+        assert!(normalise_tag("a/b").is_err());
+        assert!(normalise_tag("a\nb").is_err());
+    }
+
+    #[test]
+    fn names() {
+        let mut e = Vec::new();
+        check_name("name", "Ada", &mut e);
+        check_name("name", "  ", &mut e);
+        check_name("name", &"x".repeat(257), &mut e);
+        assert_eq!(e.len(), 2);
+    }
+
+    #[test]
+    fn dates() {
+        assert!(is_date("2024-02-29"));
+        assert!(!is_date("2023-02-29"));
+        assert!(!is_date("2024-2-9"));
+    }
+}
