@@ -42,6 +42,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 ApiError(Problem::field("body", "could not be read"))
             }
         })?;
+        // Every body of the API is an object; serde would otherwise accept an array as a
+        // struct's fields in order.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            if serde_json::from_slice::<serde_json::Value>(&bytes).is_ok() {
+                return Err(ApiError(Problem::field("body", "must be a JSON object")));
+            }
+            return parse_json(&bytes).map(ApiJson);
+        }
         parse_json(&bytes).map(ApiJson)
     }
 }

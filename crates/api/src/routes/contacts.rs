@@ -82,13 +82,19 @@ impl From<tern_store::Contact> for Contact {
 #[serde(deny_unknown_fields)]
 pub struct UpsertContactRequest {
     /// International format with `+` and the country code; spaces and dashes allowed.
-    #[schema(example = "+44 7700 900123")]
+    #[schema(example = "+1 415-555-0123")]
     pub phone: String,
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
     /// Values by custom field key; `null` removes a value.
     #[schema(value_type = Option<Object>)]
     pub custom_fields: Option<Map<String, Value>>,
     /// Tags to add.
+    #[schema(value_type = Option<Vec<TagName>>, max_items = 50)]
     pub tags: Option<Vec<String>>,
 }
 
@@ -98,7 +104,7 @@ pub struct UpsertContactRequest {
 pub struct UpdateContactRequest {
     /// A new name, or `null` to clear it.
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<String>, nullable)]
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     pub name: Option<Option<String>>,
     /// Values to set by key; `null` removes a value.
     #[schema(value_type = Option<Object>)]
@@ -116,12 +122,17 @@ fn double_option<'de, D: serde::Deserializer<'de>>(
 #[serde(deny_unknown_fields)]
 pub struct ConsentRequest {
     /// `opted_in` or `opted_out`.
-    #[schema(example = "opted_out")]
+    #[schema(example = "opted_out", pattern = "^(opted_in|opted_out)$")]
     pub status: String,
     /// Where it was collected, e.g. `web_form`, `reply_stop`.
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub source: Option<String>,
-    /// When the customer decided (RFC 3339); defaults to now. An older decision than the
-    /// one recorded does not replace it.
+    /// When the customer decided (RFC 3339); defaults to now, and a time in the future counts
+    /// as now. An older decision than the one recorded does not replace it.
     #[schema(format = DateTime)]
     pub at: Option<String>,
 }
@@ -130,8 +141,27 @@ pub struct ConsentRequest {
 #[serde(deny_unknown_fields)]
 pub struct AddTagsRequest {
     /// 1 to 50 tags of at most 64 characters; tags already present are kept once.
+    #[schema(value_type = Vec<TagName>, min_items = 1, max_items = 50)]
     pub tags: Vec<String>,
 }
+
+/// A tag: 1 to 64 characters, not blank, without `/` or control characters (the rule of
+/// `normalise_tag`); documents the items of tag lists.
+pub struct TagName;
+
+impl utoipa::PartialSchema for TagName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(64))
+            .pattern(Some("^[^/\\u0000-\\u001f\\u007f-\\u009f]*[^/\\s\\u0000-\\u001f\\u007f-\\u009f][^/\\u0000-\\u001f\\u007f-\\u009f]*$"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for TagName {}
 
 /// A custom contact field definition.
 #[derive(Debug, Serialize, ToSchema)]
@@ -499,15 +529,11 @@ pub async fn record_consent(
         errors.push(FieldError::new("source", "must be 1 to 64 characters"));
     }
     let now = now_ms();
+    // A decision cannot come from the future: a later time (clock skew) counts as now.
     let at = match req.at.as_deref() {
         None => Some(now),
         Some(s) => match parse_rfc3339_ms(s) {
-            // A decision cannot come from the future (a minute of clock skew is tolerated).
-            Some(t) if t <= now + 60_000 => Some(t.min(now)),
-            Some(_) => {
-                errors.push(FieldError::new("at", "must not be in the future"));
-                None
-            }
+            Some(t) => Some(t.min(now)),
             None => {
                 errors.push(FieldError::new("at", "must be an RFC 3339 timestamp"));
                 None
@@ -569,7 +595,7 @@ pub async fn add_tags(
     path = "/contacts/{contact_id}/tags/{tag}",
     tag = "Contacts",
     operation_id = "removeContactTag",
-    params(("contact_id" = String, Path, format = Uuid), ("tag" = String, Path, max_length = 64)),
+    params(("contact_id" = String, Path, format = Uuid), ("tag" = String, Path, min_length = 1, max_length = 64, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]*[^/\\s\\u0000-\\u001f\\u007f-\\u009f][^/\\u0000-\\u001f\\u007f-\\u009f]*$")),
     responses((status = 200, description = "The contact with its tags.", body = Contact)),
     security(("bearer" = []))
 )]
@@ -579,9 +605,10 @@ pub async fn remove_tag(
     Path((id, tag)): Path<(String, String)>,
 ) -> Result<Json<Contact>, ApiError> {
     let id = contact_id(&id)?;
+    let tag = rules::normalise_tag(&tag).map_err(|m| ApiError(Problem::field("tag", m)))?;
     let c = state
         .db
-        .remove_contact_tag(auth.org_id, id, tag.trim(), now_ms())
+        .remove_contact_tag(auth.org_id, id, &tag, now_ms())
         .await?;
     Ok(Json(c.into()))
 }
