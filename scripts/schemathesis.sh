@@ -8,7 +8,10 @@ max_time=${2:-120}
 venv=${TERN_VENV:-$root/.venv}
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+simport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export TERN_DATABASE_URL="sqlite://$work/st.db" TERN_LISTEN="127.0.0.1:$port" TERN_LOG=warn
+# The network is the simulator (template submission reaches it), with the number below.
+export TERN_GRAPH_URL="http://127.0.0.1:$simport"
 json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
 
 org=$("$tern" admin org create --name "Schemathesis" | json id)
@@ -17,9 +20,12 @@ org=$("$tern" admin org create --name "Schemathesis" | json id)
 member=$("$tern" admin member add --org "$org" --email st@example.com --role owner | json id)
 key=$("$tern" admin key create --org "$org" --member "$member" --name st --preset full_access | json key)
 
+"$tern" simulator --listen "127.0.0.1:$simport" --app-secret st-secret \
+  --number 100000000000001:+14155550100:200000000000001:st-token >"$work/sim.log" 2>&1 &
+simpid=$!
 "$tern" serve >"$work/serve.log" 2>&1 &
 pid=$!
-cleanup() { kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { kill "$pid" "$simpid" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break

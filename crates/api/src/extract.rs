@@ -59,7 +59,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let field = if path.is_empty() || path == "." {
+        // serde_path_to_error says "?" when the error is not inside a known field.
+        let field = if path.is_empty() || path == "." || path == "?" {
             "body".to_string()
         } else {
             path

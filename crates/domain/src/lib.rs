@@ -11,6 +11,7 @@ pub mod error;
 pub mod message;
 pub mod phone;
 pub mod plan;
+pub mod template;
 pub mod time;
 
 pub use error::{ErrorCode, FieldError, Problem};

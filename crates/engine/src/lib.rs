@@ -2,3 +2,4 @@
 //! from the database with leases, so any number of `tern serve` processes can run them.
 
 pub mod inbox;
+pub mod templates;

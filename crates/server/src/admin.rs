@@ -31,6 +31,19 @@ pub enum AdminCmd {
     /// Custom contact fields.
     #[command(subcommand, name = "contact-field")]
     ContactField(ContactFieldCmd),
+    /// Message templates.
+    #[command(subcommand)]
+    Template(TemplateCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TemplateCmd {
+    /// Fetch the organisation's templates from the network (all WABAs of its numbers) and
+    /// store new ones and changes.
+    Sync {
+        #[arg(long)]
+        org: Uuid,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -161,8 +174,61 @@ pub fn parse(args: &[&str]) -> Result<AdminCmd> {
     AdminCmd::from_arg_matches(&matches).map_err(|e| anyhow!("{e}"))
 }
 
+/// Like [`run`], with the Cloud API client to use for commands that reach the network
+/// (`template sync`); without one, a client is built from the `TERN_*` configuration.
+pub async fn run_with_cloud(
+    db: &Db,
+    key: &MasterKey,
+    cloud: Option<&tern_cloudapi::CloudApiClient>,
+    cmd: AdminCmd,
+) -> Result<Value> {
+    match cmd {
+        AdminCmd::Template(TemplateCmd::Sync { org }) => sync_templates(db, key, cloud, org).await,
+        other => run(db, key, other).await,
+    }
+}
+
+async fn sync_templates(
+    db: &Db,
+    key: &MasterKey,
+    cloud: Option<&tern_cloudapi::CloudApiClient>,
+    org_id: Uuid,
+) -> Result<Value> {
+    get_org(db, org_id).await?;
+    let built;
+    let cloud = match cloud {
+        Some(c) => c,
+        None => {
+            built = crate::app::cloud_client(&crate::config::Config::load(None)?)?;
+            &built
+        }
+    };
+    let r = tern_engine::templates::sync_org(db, cloud, key, org_id).await?;
+    if !r.failures.is_empty() {
+        let list: Vec<String> = r
+            .failures
+            .iter()
+            .map(|(waba, e)| format!("WABA {waba}: {e}"))
+            .collect();
+        bail!(
+            "template sync incomplete ({} stored before the failure): {}",
+            r.synced,
+            list.join("; ")
+        );
+    }
+    Ok(json!({
+        "org_id": r.org_id,
+        "wabas": r.wabas,
+        "synced": r.synced,
+        "created": r.created,
+        "updated": r.updated,
+        "skipped": r.skipped,
+    }))
+}
+
 pub async fn run(db: &Db, key: &MasterKey, cmd: AdminCmd) -> Result<Value> {
     match cmd {
+        AdminCmd::Template(TemplateCmd::Sync { org }) => sync_templates(db, key, None, org).await,
         AdminCmd::Org(OrgCmd::Create { name, plan }) => create_org(db, &name, &plan).await,
         AdminCmd::Org(OrgCmd::Update(u)) => update_org(db, u).await,
         AdminCmd::Number(NumberCmd::Add {

@@ -98,11 +98,21 @@ pub struct Workers {
 impl Workers {
     pub fn start(db: &Db, state: &AppState) -> Workers {
         let cancel = CancellationToken::new();
-        let handles = vec![tokio::spawn(tern_engine::inbox::run(
-            db.clone(),
-            state.inbox_wakeup.clone(),
-            cancel.clone(),
-        ))];
+        let handles = vec![
+            tokio::spawn(tern_engine::inbox::run(
+                db.clone(),
+                state.inbox_wakeup.clone(),
+                cancel.clone(),
+            )),
+            // Templates created outside Tern, and statuses whose webhook was missed.
+            tokio::spawn(tern_engine::templates::run(
+                db.clone(),
+                state.cloud.clone(),
+                state.key.clone(),
+                tern_engine::templates::SYNC_INTERVAL,
+                cancel.clone(),
+            )),
+        ];
         Workers { cancel, handles }
     }
 
@@ -119,38 +129,49 @@ impl Workers {
 pub async fn serve(config: Config) -> Result<()> {
     let db = open_db(&config).await?;
     let key = master_key(&db, &config).await?;
+    // Everything slow (the TLS roots of the Cloud API client) happens before the port opens,
+    // so a signal sent as soon as the port answers finds the shutdown handler in place.
+    let state = state(db.clone(), key, &config);
+    let shutdown = shutdown_signal();
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {} (TERN_LISTEN)", config.listen))?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, backend = ?db.backend(), "tern listening");
-    let state = state(db.clone(), key, &config);
     let workers = Workers::start(&db, &state);
-    serve_on(listener, state, shutdown_signal()).await?;
+    serve_on(listener, state, shutdown).await?;
     workers.stop().await;
     db.close().await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Completes on SIGINT or SIGTERM. The handlers are registered when this is called, not
+/// when the future is first polled, so a signal that arrives while the server is still
+/// starting is not lost (nor handled by the default action, which would kill the process).
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let int = signal(SignalKind::interrupt()).ok();
+        let term = signal(SignalKind::terminate()).ok();
+        async move {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = wait(int) => {},
+                _ = wait(term) => {},
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -90,7 +90,8 @@ async fn run(cli: Cli) -> Result<()> {
             telemetry::init_logging(&config, "warn");
             let db = app::open_db(&config).await?;
             let key = app::master_key(&db, &config).await?;
-            let out = admin::run(&db, &key, cmd).await?;
+            let cloud = app::cloud_client(&config)?;
+            let out = admin::run_with_cloud(&db, &key, Some(&cloud), cmd).await?;
             println!("{}", serde_json::to_string(&out)?);
             Ok(())
         }

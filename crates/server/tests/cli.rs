@@ -628,7 +628,7 @@ fn serve_and_signal(signal: &str) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut child = cli
+    let child = cli
         .cmd()
         .env("TERN_LISTEN", format!("127.0.0.1:{port}"))
         .arg("serve")
@@ -644,6 +644,10 @@ fn serve_and_signal(signal: &str) {
         assert!(Instant::now() < deadline, "server did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A request carrying a key: the key must not appear in the logs.
+    let secret = format!("tern_{}", "S".repeat(40));
+    let response = raw_get(port, "/api/public/v1/phone-numbers", &secret);
+    assert!(response.starts_with("HTTP/1.1 401"), "{response}");
     let pid = child.id().to_string();
     assert!(
         Command::new("kill")
@@ -652,6 +656,23 @@ fn serve_and_signal(signal: &str) {
             .unwrap()
             .success()
     );
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{signal}: exit status {status:?}");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{signal}: exit status {:?}",
+        out.status
+    );
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(logs.contains("request_id"), "{logs}");
+    assert!(logs.contains("request finished"), "{logs}");
+    assert!(!logs.contains(&secret), "the key leaked into the logs");
+}
+
+fn raw_get(port: u16, path: &str, key: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    buf
 }

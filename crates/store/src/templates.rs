@@ -255,6 +255,23 @@ impl Db {
         Ok((template.ok_or(StoreError::NotFound)?, false))
     }
 
+    /// Organisations with at least one phone number (whose WABAs may hold templates to
+    /// sync), ordered by id, starting after `after`.
+    pub async fn template_sync_org_ids(
+        &self,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Uuid>> {
+        let ids = with_pool!(self, pool => sqlx::query_scalar::<_, Uuid>(
+                "SELECT DISTINCT org_id FROM phone_numbers \
+                 WHERE ($1 IS NULL OR org_id > $1) ORDER BY org_id LIMIT $2")
+            .bind(after)
+            .bind(limit)
+            .fetch_all(pool)
+            .await)?;
+        Ok(ids)
+    }
+
     /// The organisation's approved template of this WABA, name and language, if any.
     pub async fn find_approved_template(
         &self,

@@ -6,6 +6,7 @@ pub mod docs;
 pub mod health;
 pub mod network_webhook;
 pub mod phone_numbers;
+pub mod templates;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -30,6 +31,12 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(contacts::remove_tag))
         .routes(routes!(contacts::list_contact_fields))
         .routes(routes!(contacts::list_tags))
+        .routes(routes!(
+            templates::list_templates,
+            templates::create_template
+        ))
+        .routes(routes!(templates::get_template))
+        .routes(routes!(templates::submit_template))
 }
 
 /// The whole HTTP surface of `tern serve`.

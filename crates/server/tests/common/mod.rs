@@ -30,6 +30,8 @@ pub struct TestApp {
     pub org_id: String,
     pub owner_id: String,
     pub developer_id: String,
+    /// The Cloud API client of the app (also used by `admin`).
+    pub cloud: tern_cloudapi::CloudApiClient,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     workers: Option<tern::app::Workers>,
@@ -51,7 +53,20 @@ impl TestApp {
         Self::start_with(backend, true).await
     }
 
+    /// With the Cloud API client pointed at `graph_url` (e.g. a simulator's `base_url()`).
+    pub async fn start_with_graph(
+        backend: Backend,
+        graph_url: &str,
+        with_workers: bool,
+    ) -> TestApp {
+        Self::start_opts(backend, with_workers, Some(graph_url)).await
+    }
+
     async fn start_with(backend: Backend, with_workers: bool) -> TestApp {
+        Self::start_opts(backend, with_workers, None).await
+    }
+
+    async fn start_opts(backend: Backend, with_workers: bool, graph_url: Option<&str>) -> TestApp {
         let (db, tmp) = match backend {
             Backend::Sqlite => {
                 let (db, tmp) = tern_store::testkit::fresh_sqlite().await;
@@ -66,6 +81,10 @@ impl TestApp {
         config.public_url = format!("http://{addr}");
         config.app_secret = Some(APP_SECRET.to_string());
         config.verify_token = Some(VERIFY_TOKEN.to_string());
+        if let Some(url) = graph_url {
+            config.graph_url = url.trim_end_matches('/').to_string();
+        }
+        let cloud = tern::app::cloud_client(&config).unwrap();
         let state = tern::app::state(db.clone(), key.clone(), &config);
         let workers = with_workers.then(|| tern::app::Workers::start(&db, &state));
         let (tx, rx) = oneshot::channel::<()>();
@@ -86,6 +105,7 @@ impl TestApp {
             org_id: String::new(),
             owner_id: String::new(),
             developer_id: String::new(),
+            cloud,
             shutdown: Some(tx),
             server: Some(server),
             workers,
@@ -103,7 +123,7 @@ impl TestApp {
 
     pub async fn admin(&self, args: &[&str]) -> anyhow::Result<Value> {
         let cmd = tern::admin::parse(args)?;
-        tern::admin::run(&self.db, &self.key, cmd).await
+        tern::admin::run_with_cloud(&self.db, &self.key, Some(&self.cloud), cmd).await
     }
 
     pub async fn new_org(&self, name: &str, plan: &str) -> String {

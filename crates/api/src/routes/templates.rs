@@ -1,0 +1,469 @@
+//! Message templates: drafts created here, submitted to the network for review, and those
+//! synced from the network. Statuses move by the network's webhooks.
+
+use crate::auth::{Authed, perm};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, QueryParams};
+use crate::pagination::{ListRequest, Page};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tern_cloudapi::{RetryClass, SendError};
+use tern_domain::plan::Entitlement;
+use tern_domain::template::{self as rules, Draft};
+use tern_domain::time::{format_ms, now_ms};
+use tern_domain::{ErrorCode, FieldError, Problem, new_id};
+use tern_store::StoreError;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// `draft` (created in Tern, not yet submitted) → `pending` (in review) → `approved` or
+/// `rejected`; an approved template may later be `paused` or `disabled` by the network.
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum TemplateStatus {
+    Draft,
+    Pending,
+    Approved,
+    Rejected,
+    Paused,
+    Disabled,
+}
+
+/// The template's category; the network prices template messages by it.
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum TemplateCategory {
+    Marketing,
+    Utility,
+    Authentication,
+}
+
+/// A message template of one of the organisation's WhatsApp Business Accounts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Template {
+    #[schema(format = Uuid)]
+    pub id: String,
+    /// Lowercase letters, digits and underscores; unique per language and WABA.
+    #[schema(example = "order_shipped")]
+    pub name: String,
+    #[schema(example = "en_US")]
+    pub language: String,
+    #[schema(value_type = TemplateCategory)]
+    pub category: String,
+    #[schema(value_type = TemplateStatus)]
+    pub status: String,
+    /// The network's components (`HEADER`, `BODY`, `FOOTER`, `BUTTONS`).
+    #[schema(value_type = Vec<Object>)]
+    pub components: Value,
+    /// The network's reason when the template was rejected (e.g. `INVALID_FORMAT`).
+    pub rejection_reason: Option<String>,
+    /// The WhatsApp Business Account the template belongs to.
+    pub waba_id: String,
+    /// A ready-to-send `POST /messages` body filled from the template's examples; replace
+    /// its `to` (`"+<RECIPIENT_PHONE>"`) and the values.
+    #[schema(value_type = Object)]
+    pub example: Value,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+impl From<tern_store::Template> for Template {
+    fn from(t: tern_store::Template) -> Self {
+        let example = rules::example_message(&t.name, &t.language, &t.components);
+        Template {
+            id: t.id.to_string(),
+            name: t.name,
+            language: t.language,
+            category: t.category,
+            status: t.status,
+            components: t.components,
+            rejection_reason: t.rejection_reason,
+            waba_id: t.waba_id,
+            example,
+            created_at: format_ms(t.created_at),
+            updated_at: format_ms(t.updated_at),
+        }
+    }
+}
+
+/// A new draft template in the network's component format.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "name": "order_shipped",
+    "language": "en_US",
+    "category": "utility",
+    "components": [
+        {"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped.",
+         "example": {"body_text": [["Ada", "A-12"]]}},
+        {"type": "FOOTER", "text": "Reply STOP to opt out"}
+    ]
+}))]
+pub struct CreateTemplateRequest {
+    #[schema(
+        min_length = 1,
+        max_length = 512,
+        pattern = "^[a-z0-9_]+$",
+        example = "order_shipped"
+    )]
+    pub name: String,
+    #[schema(pattern = "^[a-z]{2,3}(_([A-Z]{2}|[0-9]{3}))?$", example = "en_US")]
+    pub language: String,
+    #[schema(value_type = TemplateCategory)]
+    pub category: String,
+    /// `HEADER` (optional; `TEXT` ≤ 60 characters with at most one variable, or `IMAGE`,
+    /// `VIDEO`, `DOCUMENT`, `LOCATION`), `BODY` (required, ≤ 1024 characters), `FOOTER`
+    /// (optional, ≤ 60, no variables), `BUTTONS` (optional). Variables are `{{1}}`, `{{2}}`, …
+    /// and each needs an example (`example.header_text`, `example.body_text`,
+    /// `example.header_handle`).
+    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 4)]
+    pub components: Value,
+    /// Required when the organisation's numbers belong to more than one WABA.
+    #[schema(min_length = 1)]
+    pub waba_id: Option<String>,
+}
+
+fn parse_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError(Problem::not_found()))
+}
+
+/// List the organisation's templates, newest first.
+#[utoipa::path(
+    get,
+    path = "/templates",
+    tag = "Templates",
+    operation_id = "listTemplates",
+    params(
+        ("status" = Option<TemplateStatus>, Query, description = "Only templates in this status."),
+        ("language" = Option<String>, Query, pattern = "^[a-z]{2,3}(_([A-Z]{2}|[0-9]{3}))?$", description = "Only templates of this language code, e.g. `en_US`."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)."),
+        ("cursor" = Option<String>, Query, min_length = 1, description = "The `next_cursor` of the previous page."),
+    ),
+    responses((status = 200, description = "A page of templates.", body = Page<Template>)),
+    security(("bearer" = []))
+)]
+pub async fn list_templates(
+    auth: Authed<perm::TemplatesRead>,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<Template>>, ApiError> {
+    let params = QueryParams::parse(query.as_deref(), &["status", "language", "limit", "cursor"])?;
+    let status = params.get("status");
+    let language = params.get("language");
+    let mut errors = Vec::new();
+    if let Some(s) = status
+        && !rules::is_status(s)
+    {
+        errors.push(FieldError::new(
+            "status",
+            format!("must be one of {}", rules::STATUSES.join(", ")),
+        ));
+    }
+    if let Some(l) = language {
+        rules::check_language("language", l, &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
+    let list = ListRequest::parse(
+        &state,
+        &auth,
+        &params,
+        "templates",
+        &[("status", status), ("language", language)],
+    )?;
+    let after = match list.after.as_deref() {
+        None => None,
+        Some([ts, id]) => match (ts.parse::<i64>(), Uuid::parse_str(id)) {
+            (Ok(ts), Ok(id)) => Some((ts, id)),
+            _ => return Err(ApiError(Problem::field("cursor", "is not valid"))),
+        },
+        Some(_) => return Err(ApiError(Problem::field("cursor", "is not valid"))),
+    };
+    let rows = state
+        .db
+        .list_templates(auth.org_id, status, language, after, list.fetch_limit())
+        .await?;
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        |t| vec![t.created_at.to_string(), t.id.to_string()],
+        Template::from,
+    )))
+}
+
+/// Every number of the organisation.
+async fn org_numbers(
+    state: &AppState,
+    org_id: Uuid,
+) -> Result<Vec<tern_store::PhoneNumber>, ApiError> {
+    let mut out: Vec<tern_store::PhoneNumber> = Vec::new();
+    loop {
+        let after = out.last().map(|n| n.id.clone());
+        let page = state
+            .db
+            .list_phone_numbers(org_id, after.as_deref(), 100)
+            .await?;
+        let done = page.len() < 100;
+        out.extend(page);
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+/// Create a draft template. It is checked against the network's rules; submit it for
+/// review with `POST /templates/{template_id}/submit`.
+#[utoipa::path(
+    post,
+    path = "/templates",
+    tag = "Templates",
+    operation_id = "createTemplate",
+    request_body = CreateTemplateRequest,
+    responses((status = 201, description = "The draft was created.", body = Template)),
+    security(("bearer" = []))
+)]
+pub async fn create_template(
+    auth: Authed<perm::TemplatesCreate>,
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CreateTemplateRequest>,
+) -> Result<(StatusCode, Json<Template>), ApiError> {
+    let mut errors = rules::validate_draft(&Draft {
+        name: &req.name,
+        language: &req.language,
+        category: &req.category,
+        components: &req.components,
+    })
+    .err()
+    .unwrap_or_default();
+    let numbers = org_numbers(&state, auth.org_id).await?;
+    let mut wabas: Vec<&str> = numbers.iter().map(|n| n.waba_id.as_str()).collect();
+    wabas.sort_unstable();
+    wabas.dedup();
+    let waba_id = match (req.waba_id.as_deref(), wabas.as_slice()) {
+        (_, []) => None,
+        (Some(w), known) if known.contains(&w) => Some(w.to_string()),
+        (Some(_), known) => {
+            errors.push(FieldError::new(
+                "waba_id",
+                format!(
+                    "is not the WABA of any of the organisation's numbers (known: {})",
+                    known.join(", ")
+                ),
+            ));
+            None
+        }
+        (None, [only]) => Some((*only).to_string()),
+        (None, known) => {
+            errors.push(FieldError::new(
+                "waba_id",
+                format!(
+                    "is required: the organisation's numbers belong to several WABAs ({})",
+                    known.join(", ")
+                ),
+            ));
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
+    let Some(waba_id) = waba_id else {
+        return Err(ApiError(
+            Problem::conflict("no_phone_number").with_message(
+                "Connect a phone number first: a template belongs to the WhatsApp Business Account of a number.",
+            ),
+        ));
+    };
+    if let Some(limit) = auth.effective().limit(Entitlement::Templates) {
+        let used = state.db.count_templates(auth.org_id).await?;
+        if used >= limit as i64 {
+            return Err(ApiError(
+                Problem::new(ErrorCode::PlanLimitReached)
+                    .with_message(format!(
+                        "The plan allows {limit} templates and {used} exist."
+                    ))
+                    .with_detail("entitlement", Entitlement::Templates.as_str())
+                    .with_detail("limit", limit)
+                    .with_detail("used", used),
+            ));
+        }
+    }
+    let now = now_ms();
+    let template = tern_store::Template {
+        id: new_id(),
+        org_id: auth.org_id,
+        waba_id,
+        name: req.name,
+        language: req.language,
+        category: req.category,
+        status: "draft".into(),
+        components: req.components,
+        rejection_reason: None,
+        network_id: None,
+        created_at: now,
+        updated_at: now,
+    };
+    match state.db.insert_template(&template).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict { constraint }) if constraint != "templates_pkey" => {
+            return Err(ApiError(
+                Problem::conflict("template_exists")
+                    .with_message(format!(
+                        "A template named {} in {} already exists for this WABA.",
+                        template.name, template.language
+                    ))
+                    .with_detail("name", template.name)
+                    .with_detail("language", template.language)
+                    .with_detail("waba_id", template.waba_id),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok((StatusCode::CREATED, Json(Template::from(template))))
+}
+
+/// One template with its status and a ready-to-send `example`.
+#[utoipa::path(
+    get,
+    path = "/templates/{template_id}",
+    tag = "Templates",
+    operation_id = "getTemplate",
+    params(("template_id" = String, Path, description = "The template's id.")),
+    responses((status = 200, description = "The template.", body = Template)),
+    security(("bearer" = []))
+)]
+pub async fn get_template(
+    auth: Authed<perm::TemplatesRead>,
+    State(state): State<AppState>,
+    Path(template_id): Path<String>,
+) -> Result<Json<Template>, ApiError> {
+    let id = parse_id(&template_id)?;
+    let t = state
+        .db
+        .get_template(auth.org_id, id)
+        .await?
+        .ok_or_else(|| ApiError(Problem::not_found()))?;
+    Ok(Json(Template::from(t)))
+}
+
+/// The network refused or could not take the submission.
+fn network_problem(e: &SendError) -> Problem {
+    match e {
+        SendError::Graph(g) if g.is_graph_body() && g.retry_class() == RetryClass::Never => {
+            let mut p = Problem::conflict("network_rejected")
+                .with_message(format!(
+                    "The network refused the template: {}",
+                    g.details.as_deref().unwrap_or(&g.message)
+                ))
+                .with_detail("network_code", g.code)
+                .with_detail("network_message", g.message.clone());
+            if let Some(s) = g.subcode {
+                p = p.with_detail("network_subcode", s);
+            }
+            if let Some(d) = &g.details {
+                p = p.with_detail("network_details", d.clone());
+            }
+            if let Some(t) = &g.fbtrace_id {
+                p = p.with_detail("network_trace_id", t.clone());
+            }
+            p
+        }
+        other => {
+            tracing::warn!(error = %other, "template submission: network unavailable");
+            let mut p = Problem::unavailable()
+                .with_message("The messaging network could not be reached; retry later.")
+                .with_detail("reason", "network_unavailable");
+            if let SendError::Graph(g) = other {
+                if let Some(c) = g.code {
+                    p = p.with_detail("network_code", c);
+                }
+                p = p.with_detail("network_status", g.http_status);
+            }
+            if other.retry_class() == RetryClass::OutcomeUnknown {
+                p = p.with_message(
+                    "The network's answer was lost; the template may have been submitted. \
+                     Its status will be updated by the network, or retry later.",
+                );
+            }
+            p
+        }
+    }
+}
+
+/// Submit a draft (or a rejected template) to the network for review. The answer carries
+/// the status the network gave (normally `pending`); the review result arrives later.
+#[utoipa::path(
+    post,
+    path = "/templates/{template_id}/submit",
+    tag = "Templates",
+    operation_id = "submitTemplate",
+    params(("template_id" = String, Path, description = "The template's id.")),
+    responses((status = 200, description = "The template was submitted.", body = Template)),
+    security(("bearer" = []))
+)]
+pub async fn submit_template(
+    auth: Authed<perm::TemplatesSubmit>,
+    State(state): State<AppState>,
+    Path(template_id): Path<String>,
+) -> Result<Json<Template>, ApiError> {
+    let id = parse_id(&template_id)?;
+    let t = state
+        .db
+        .get_template(auth.org_id, id)
+        .await?
+        .ok_or_else(|| ApiError(Problem::not_found()))?;
+    if !matches!(t.status.as_str(), "draft" | "rejected") {
+        return Err(ApiError(
+            Problem::conflict("template_not_draft")
+                .with_message(format!(
+                    "Only draft or rejected templates can be submitted; this one is {}.",
+                    t.status
+                ))
+                .with_detail("status", t.status),
+        ));
+    }
+    let numbers = org_numbers(&state, auth.org_id).await?;
+    let token = numbers
+        .iter()
+        .filter(|n| n.waba_id == t.waba_id && n.status == "connected")
+        .find_map(|n| state.access_token(n))
+        .ok_or_else(|| {
+            ApiError(
+                Problem::conflict("no_connected_phone_number")
+                    .with_message("No connected number of the template's WABA can submit it.")
+                    .with_detail("waba_id", t.waba_id.clone()),
+            )
+        })?;
+    let body = json!({
+        "name": t.name,
+        "language": t.language,
+        "category": rules::category_to_network(&t.category),
+        "components": t.components,
+    });
+    let created = state
+        .cloud
+        .create_template(&t.waba_id, &token, &body)
+        .await
+        .map_err(|e| ApiError(network_problem(&e)))?;
+    let status = created
+        .status
+        .as_deref()
+        .and_then(rules::status_from_network)
+        .unwrap_or("pending");
+    let updated = state
+        .db
+        .set_template_submitted(auth.org_id, id, &created.id, status, now_ms())
+        .await?;
+    tracing::info!(template_id = %id, network_id = %created.id, status, "template submitted");
+    Ok(Json(Template::from(updated)))
+}
