@@ -76,6 +76,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// An id from the path. A malformed id names no item of the organisation, so it gets the
+/// same 404 as an unknown or foreign one.
+pub fn path_id(raw: &str) -> Result<uuid::Uuid, ApiError> {
+    uuid::Uuid::parse_str(raw).map_err(|_| ApiError(Problem::not_found()))
+}
+
 /// Strict query-string parameters: unknown names, repeated names, empty values and
 /// undecodable strings are refused rather than ignored, so a typo never silently changes
 /// what a client gets.

@@ -66,6 +66,19 @@ impl ListRequest {
         })
     }
 
+    /// The position of lists ordered by `(timestamp, id)`.
+    pub fn after_ts_id(&self) -> Result<Option<(i64, uuid::Uuid)>, ApiError> {
+        let bad = || ApiError(Problem::field("cursor", "is not valid for this list"));
+        match self.after.as_deref() {
+            None => Ok(None),
+            Some([ts, id]) => match (ts.parse::<i64>(), uuid::Uuid::parse_str(id)) {
+                (Ok(ts), Ok(id)) => Ok(Some((ts, id))),
+                _ => Err(bad()),
+            },
+            Some(_) => Err(bad()),
+        }
+    }
+
     /// Rows to fetch: one more than the page, to learn whether a next page exists.
     pub fn fetch_limit(&self) -> i64 {
         self.limit + 1

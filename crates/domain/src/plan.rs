@@ -281,6 +281,23 @@ impl<'a> Effective<'a> {
             .and_then(|(_, v)| *v)
     }
 
+    /// Refuses one more item when `used` already reaches the plan's count limit.
+    pub fn check_count(&self, e: Entitlement, used: i64) -> Result<(), crate::Problem> {
+        match self.limit(e) {
+            Some(limit) if used >= limit as i64 => {
+                Err(crate::Problem::new(crate::ErrorCode::PlanLimitReached)
+                    .with_message(format!(
+                        "The plan allows {limit} {} and {used} are in use.",
+                        e.as_str()
+                    ))
+                    .with_detail("entitlement", e.as_str())
+                    .with_detail("limit", limit)
+                    .with_detail("used", used))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn allowance(&self, m: Meter) -> Option<u64> {
         if let Some(v) = self.overrides.allowances.get(m.as_str()) {
             return Some(*v);
@@ -366,6 +383,24 @@ mod tests {
         assert_eq!(eff.rate_limit(RateWindow::KeyMinute), 5);
         assert_eq!(eff.price_minor(Category::Marketing), 1);
         assert_eq!(eff.price_minor(Category::Utility), 20);
+    }
+
+    #[test]
+    fn count_limits() {
+        let mut o = Overrides::default();
+        o.limits.insert("contacts".into(), 2);
+        let eff = Effective::new("growth", &o);
+        assert!(eff.check_count(Entitlement::Contacts, 1).is_ok());
+        let p = eff.check_count(Entitlement::Contacts, 2).unwrap_err();
+        assert_eq!(p.code, crate::ErrorCode::PlanLimitReached);
+        assert_eq!(p.details["entitlement"], "contacts");
+        assert_eq!(p.details["limit"], 2);
+        assert_eq!(p.details["used"], 2);
+        assert!(
+            Effective::new("enterprise", &o)
+                .check_count(Entitlement::Templates, 1_000_000)
+                .is_ok()
+        );
     }
 
     #[test]

@@ -425,15 +425,9 @@ async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
 /// Refuses a new item when the plan's count limit is reached.
 fn check_limit(org: &Org, e: Entitlement, used: i64) -> Result<()> {
     let o = Overrides::from_json(&org.overrides);
-    if let Some(limit) = Effective::new(&org.plan, &o).limit(e)
-        && used >= limit as i64
-    {
-        bail!(
-            "plan_limit_reached: the plan allows {limit} {} and {used} are in use",
-            e.as_str()
-        );
-    }
-    Ok(())
+    Effective::new(&org.plan, &o)
+        .check_count(e, used)
+        .map_err(|p| anyhow!("{}: {}", p.code.as_str(), p.message))
 }
 
 fn number_json(n: &PhoneNumber) -> Value {

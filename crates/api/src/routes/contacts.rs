@@ -1,8 +1,8 @@
 //! Contacts, custom contact fields and tags.
 
-use crate::auth::{AuthContext, Authed, perm};
+use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, QueryParams};
+use crate::extract::{ApiJson, QueryParams, path_id};
 use crate::pagination::{ListRequest, Page};
 use crate::state::AppState;
 use axum::Json;
@@ -10,11 +10,10 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tern_domain::auth::Permission;
 use tern_domain::contact::{self as rules, FieldDef};
 use tern_domain::plan::Entitlement;
 use tern_domain::time::{format_ms, now_ms, parse_rfc3339_ms};
-use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone};
+use tern_domain::{FieldError, Problem, new_id, phone};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -184,27 +183,6 @@ pub struct Tag {
     pub contact_count: i64,
 }
 
-fn contact_id(raw: &str) -> Result<Uuid, ApiError> {
-    // A malformed id names no contact of the organisation: the same 404 as a foreign one.
-    Uuid::parse_str(raw).map_err(|_| ApiError(Problem::not_found()))
-}
-
-fn position_ts_id(pos: &[String]) -> Result<(i64, Uuid), ApiError> {
-    match pos {
-        [ts, id] => match (ts.parse::<i64>(), Uuid::parse_str(id)) {
-            (Ok(ts), Ok(id)) => Ok((ts, id)),
-            _ => Err(ApiError(Problem::field(
-                "cursor",
-                "is not valid for this list",
-            ))),
-        },
-        _ => Err(ApiError(Problem::field(
-            "cursor",
-            "is not valid for this list",
-        ))),
-    }
-}
-
 async fn field_defs(
     state: &AppState,
     org: Uuid,
@@ -293,7 +271,7 @@ pub async fn list_contacts(
         "contacts",
         &[("q", q), ("updated_since", since_raw)],
     )?;
-    let after = list.after.as_deref().map(position_ts_id).transpose()?;
+    let after = list.after_ts_id()?;
     let org = auth.org_id;
     let (rows, by_updated) = match (q, since) {
         (Some(q), _) => (
@@ -387,7 +365,8 @@ pub async fn upsert_contact(
         .await?
         .is_none()
     {
-        check_count_limit(&state, &auth, Entitlement::Contacts).await?;
+        let used = state.db.count_contacts(auth.org_id).await?;
+        auth.effective().check_count(Entitlement::Contacts, used)?;
     }
     let now = now_ms();
     let (mut contact, created) = state
@@ -415,31 +394,6 @@ pub async fn upsert_contact(
     Ok((status, Json(contact.into())))
 }
 
-/// Refuses a new item when the plan's count limit is reached.
-async fn check_count_limit(
-    state: &AppState,
-    auth: &AuthContext,
-    e: Entitlement,
-) -> Result<(), ApiError> {
-    let Some(limit) = auth.effective().limit(e) else {
-        return Ok(());
-    };
-    let used = match e {
-        Entitlement::Contacts => state.db.count_contacts(auth.org_id).await?,
-        _ => 0,
-    };
-    if used >= limit as i64 {
-        return Err(ApiError(
-            Problem::new(ErrorCode::PlanLimitReached)
-                .with_message(format!("The plan allows {limit} {}.", e.as_str()))
-                .with_detail("entitlement", e.as_str())
-                .with_detail("limit", limit)
-                .with_detail("used", used),
-        ));
-    }
-    Ok(())
-}
-
 /// One contact.
 #[utoipa::path(
     get,
@@ -455,7 +409,7 @@ pub async fn get_contact(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Contact>, ApiError> {
-    let id = contact_id(&id)?;
+    let id = path_id(&id)?;
     let c = state
         .db
         .get_contact(auth.org_id, id)
@@ -481,7 +435,7 @@ pub async fn update_contact(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<UpdateContactRequest>,
 ) -> Result<Json<Contact>, ApiError> {
-    let id = contact_id(&id)?;
+    let id = path_id(&id)?;
     let mut errors = Vec::new();
     if let Some(Some(n)) = &req.name {
         rules::check_name("name", n, &mut errors);
@@ -517,7 +471,7 @@ pub async fn record_consent(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<ConsentRequest>,
 ) -> Result<Json<Contact>, ApiError> {
-    let id = contact_id(&id)?;
+    let id = path_id(&id)?;
     let mut errors = Vec::new();
     let status = rules::parse_consent(&req.status);
     if status.is_none() {
@@ -573,7 +527,7 @@ pub async fn add_tags(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<AddTagsRequest>,
 ) -> Result<Json<Contact>, ApiError> {
-    let id = contact_id(&id)?;
+    let id = path_id(&id)?;
     let mut errors = Vec::new();
     if req.tags.is_empty() {
         errors.push(FieldError::new("tags", "must hold at least one tag"));
@@ -604,7 +558,7 @@ pub async fn remove_tag(
     State(state): State<AppState>,
     Path((id, tag)): Path<(String, String)>,
 ) -> Result<Json<Contact>, ApiError> {
-    let id = contact_id(&id)?;
+    let id = path_id(&id)?;
     let tag = rules::normalise_tag(&tag).map_err(|m| ApiError(Problem::field("tag", m)))?;
     let c = state
         .db
@@ -693,9 +647,4 @@ pub async fn list_tags(
         |(t, _)| vec![t.clone()],
         |(tag, contact_count)| Tag { tag, contact_count },
     )))
-}
-
-/// Whether the key may create contacts as a side effect (used by sending).
-pub fn may_create_contacts(auth: &AuthContext) -> bool {
-    auth.has(Permission::ContactsCreate)
 }

@@ -3,7 +3,7 @@
 
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, QueryParams};
+use crate::extract::{ApiJson, QueryParams, path_id};
 use crate::pagination::{ListRequest, Page};
 use crate::state::AppState;
 use axum::Json;
@@ -15,7 +15,7 @@ use tern_cloudapi::{RetryClass, SendError};
 use tern_domain::plan::Entitlement;
 use tern_domain::template::{self as rules, Draft};
 use tern_domain::time::{format_ms, now_ms};
-use tern_domain::{ErrorCode, FieldError, Problem, new_id};
+use tern_domain::{FieldError, Problem, new_id};
 use tern_store::StoreError;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -131,10 +131,6 @@ pub struct CreateTemplateRequest {
     pub waba_id: Option<String>,
 }
 
-fn parse_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError(Problem::not_found()))
-}
-
 /// List the organisation's templates, newest first.
 #[utoipa::path(
     get,
@@ -180,14 +176,7 @@ pub async fn list_templates(
         "templates",
         &[("status", status), ("language", language)],
     )?;
-    let after = match list.after.as_deref() {
-        None => None,
-        Some([ts, id]) => match (ts.parse::<i64>(), Uuid::parse_str(id)) {
-            (Ok(ts), Ok(id)) => Some((ts, id)),
-            _ => return Err(ApiError(Problem::field("cursor", "is not valid"))),
-        },
-        Some(_) => return Err(ApiError(Problem::field("cursor", "is not valid"))),
-    };
+    let after = list.after_ts_id()?;
     let rows = state
         .db
         .list_templates(auth.org_id, status, language, after, list.fetch_limit())
@@ -284,20 +273,8 @@ pub async fn create_template(
             ),
         ));
     };
-    if let Some(limit) = auth.effective().limit(Entitlement::Templates) {
-        let used = state.db.count_templates(auth.org_id).await?;
-        if used >= limit as i64 {
-            return Err(ApiError(
-                Problem::new(ErrorCode::PlanLimitReached)
-                    .with_message(format!(
-                        "The plan allows {limit} templates and {used} exist."
-                    ))
-                    .with_detail("entitlement", Entitlement::Templates.as_str())
-                    .with_detail("limit", limit)
-                    .with_detail("used", used),
-            ));
-        }
-    }
+    let used = state.db.count_templates(auth.org_id).await?;
+    auth.effective().check_count(Entitlement::Templates, used)?;
     let now = now_ms();
     let template = tern_store::Template {
         id: new_id(),
@@ -347,7 +324,7 @@ pub async fn get_template(
     State(state): State<AppState>,
     Path(template_id): Path<String>,
 ) -> Result<Json<Template>, ApiError> {
-    let id = parse_id(&template_id)?;
+    let id = path_id(&template_id)?;
     let t = state
         .db
         .get_template(auth.org_id, id)
@@ -416,7 +393,7 @@ pub async fn submit_template(
     State(state): State<AppState>,
     Path(template_id): Path<String>,
 ) -> Result<Json<Template>, ApiError> {
-    let id = parse_id(&template_id)?;
+    let id = path_id(&template_id)?;
     let t = state
         .db
         .get_template(auth.org_id, id)
