@@ -103,6 +103,7 @@ macro_rules! message_columns {
          sent_at, delivered_at, read_at, failed_at, failure_code, failure, updated_at"
     };
 }
+pub(crate) use message_columns;
 
 /// The status fields written by [`Db::update_message_status`].
 #[derive(Debug, Clone, PartialEq)]
@@ -208,9 +209,14 @@ impl Db {
         change: &StatusChange,
         at: i64,
     ) -> Result<bool> {
+        // A message that moved past `sending` has left the dispatch queue, even when its
+        // worker never recorded the send call's answer (the webhook settled it).
         const SQL: &str = "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
              delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
-             updated_at = CASE WHEN $9 > updated_at THEN $9 ELSE updated_at + 1 END \
+             updated_at = CASE WHEN $9 > updated_at THEN $9 ELSE updated_at + 1 END, \
+             dispatch_state = CASE WHEN $1 IN ('accepted', 'sending') THEN dispatch_state ELSE NULL END, \
+             next_attempt_at = CASE WHEN $1 IN ('accepted', 'sending') THEN next_attempt_at ELSE NULL END, \
+             locked_until = CASE WHEN $1 IN ('accepted', 'sending') THEN locked_until ELSE NULL END \
              WHERE id = $10 AND status = $11 AND updated_at = $12";
         let n = with_pool!(self, pool => sqlx::query(SQL)
             .bind(&change.status)

@@ -50,6 +50,7 @@ mod contact_fields;
 mod contacts;
 mod conversations;
 mod fixtures;
+mod messages;
 mod network_inbox;
 mod orgs;
 mod parity;

@@ -1,0 +1,245 @@
+use crate::fixtures::{self, T0};
+use serde_json::json;
+use std::sync::Arc;
+use tern_store::{Acceptance, Charges, Db, Message, StatusChange};
+use uuid::Uuid;
+
+/// An organisation with number `number`, a contact and their conversation.
+struct Setup {
+    org: Uuid,
+    contact: Uuid,
+    conversation: Uuid,
+    number: String,
+}
+
+async fn setup(db: &Db, number: &str) -> Setup {
+    let org = fixtures::insert_org(db).await;
+    db.insert_phone_number(&fixtures::phone_number(org.id, number))
+        .await
+        .unwrap();
+    let contact = fixtures::insert_contact(db, org.id, &format!("49{number}"), T0).await;
+    let conv = db
+        .get_or_create_conversation(org.id, contact.id, number, Uuid::now_v7(), T0)
+        .await
+        .unwrap();
+    Setup {
+        org: org.id,
+        contact: contact.id,
+        conversation: conv.id,
+        number: number.into(),
+    }
+}
+
+fn outbound(s: &Setup, at: i64) -> Message {
+    Message {
+        id: Uuid::now_v7(),
+        org_id: s.org,
+        conversation_id: s.conversation,
+        contact_id: s.contact,
+        phone_number_id: s.number.clone(),
+        direction: "outbound".into(),
+        r#type: "text".into(),
+        status: "accepted".into(),
+        template_name: None,
+        template_language: None,
+        text: Some("hi".into()),
+        media_id: None,
+        wamid: None,
+        request: json!({"to": "49100", "type": "text", "text": {"body": "hi"}}),
+        campaign_id: None,
+        created_at: at,
+        sent_at: None,
+        delivered_at: None,
+        read_at: None,
+        failed_at: None,
+        failure_code: None,
+        failure: None,
+        updated_at: at,
+    }
+}
+
+fn inbound(s: &Setup, wamid: &str, at: i64) -> Message {
+    Message {
+        direction: "inbound".into(),
+        status: "received".into(),
+        wamid: Some(wamid.into()),
+        request: json!({"id": wamid}),
+        ..outbound(s, at)
+    }
+}
+
+const DAY: i64 = 24 * 60 * 60 * 1000;
+
+store_tests! {
+    accept_binds_key_and_queues => |db| async move {
+        let s = setup(&db, "100").await;
+        let m = outbound(&s, T0 + 5);
+        let got = db.accept_message(&m, "key-0001", &[7; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        assert_eq!(got, Acceptance::Accepted);
+        assert_eq!(db.get_message(s.org, m.id).await.unwrap(), Some(m.clone()));
+        let rec = db.get_idempotency_key(s.org, "key-0001", T0 + 6).await.unwrap().unwrap();
+        assert_eq!((rec.fingerprint.as_slice(), rec.message_id), (&[7u8; 32][..], Some(m.id)));
+        // The conversation records the activity.
+        let conv = db.get_conversation(s.org, s.conversation).await.unwrap().unwrap();
+        assert_eq!(conv.last_message_at, Some(T0 + 5));
+        // Keys are per organisation.
+        let other = setup(&db, "200").await;
+        assert_eq!(db.get_idempotency_key(other.org, "key-0001", T0 + 6).await.unwrap(), None);
+        let m2 = outbound(&other, T0 + 5);
+        assert_eq!(db.accept_message(&m2, "key-0001", &[8; 32], T0 + DAY, &Charges::default()).await.unwrap(), Acceptance::Accepted);
+    },
+
+    accept_with_a_bound_key_writes_nothing => |db| async move {
+        let s = setup(&db, "100").await;
+        let first = outbound(&s, T0);
+        db.accept_message(&first, "key-0001", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        let second = outbound(&s, T0 + 1);
+        match db.accept_message(&second, "key-0001", &[2; 32], T0 + DAY, &Charges::default()).await.unwrap() {
+            Acceptance::KeyTaken(rec) => {
+                assert_eq!(rec.message_id, Some(first.id));
+                assert_eq!(rec.fingerprint, vec![1; 32]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(db.get_message(s.org, second.id).await.unwrap(), None);
+    },
+
+    expired_key_is_reused_and_pruned => |db| async move {
+        let s = setup(&db, "100").await;
+        let first = outbound(&s, T0);
+        db.accept_message(&first, "key-0001", &[1; 32], T0 + 10, &Charges::default()).await.unwrap();
+        assert!(db.get_idempotency_key(s.org, "key-0001", T0 + 10).await.unwrap().is_none());
+        let second = outbound(&s, T0 + 20);
+        assert_eq!(db.accept_message(&second, "key-0001", &[2; 32], T0 + DAY, &Charges::default()).await.unwrap(), Acceptance::Accepted);
+        let rec = db.get_idempotency_key(s.org, "key-0001", T0 + 21).await.unwrap().unwrap();
+        assert_eq!(rec.message_id, Some(second.id));
+        db.accept_message(&outbound(&s, T0 + 20), "key-0002", &[3; 32], T0 + 30, &Charges::default()).await.unwrap();
+        assert_eq!(db.prune_idempotency_keys(T0 + 30).await.unwrap(), 1);
+        assert!(db.get_idempotency_key(s.org, "key-0001", T0 + 21).await.unwrap().is_some());
+    },
+
+    concurrent_accepts_with_one_key_store_one_message => |db| async move {
+        let s = Arc::new(setup(&db, "100").await);
+        let mut tasks = Vec::new();
+        for i in 0..12u8 {
+            let db = db.clone();
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                let m = outbound(&s, T0 + i64::from(i));
+                let r = db.accept_message(&m, "same-key-1", &[i % 2; 32], T0 + DAY, &Charges::default()).await.unwrap();
+                (m.id, r)
+            }));
+        }
+        let mut winners = Vec::new();
+        let mut bound = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                (id, Acceptance::Accepted) => winners.push(id),
+                (_, Acceptance::KeyTaken(rec)) => bound.push(rec.message_id),
+                (_, other) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one acceptance");
+        assert!(bound.iter().all(|b| *b == Some(winners[0])));
+        let page = db.list_conversation_messages(s.org, s.conversation, None, None, 100).await.unwrap();
+        assert_eq!(page.len(), 1);
+    },
+
+    wallet_debit_is_conditional_and_recorded => |db| async move {
+        let s = setup(&db, "100").await;
+        db.adjust_wallet(s.org, 100, "top_up", None, T0).await.unwrap();
+        let charge = Charges { debit_minor: Some(60), messages_sent: None };
+        let m = outbound(&s, T0);
+        assert_eq!(db.accept_message(&m, "key-0001", &[1; 32], T0 + DAY, &charge).await.unwrap(), Acceptance::Accepted);
+        assert_eq!(db.get_org(s.org).await.unwrap().unwrap().wallet_balance_minor, 40);
+        let m2 = outbound(&s, T0);
+        assert_eq!(db.accept_message(&m2, "key-0002", &[1; 32], T0 + DAY, &charge).await.unwrap(),
+            Acceptance::WalletLow { balance_minor: 40 });
+        // Refused: the key stays free and nothing was stored.
+        assert!(db.get_idempotency_key(s.org, "key-0002", T0).await.unwrap().is_none());
+        assert_eq!(db.get_message(s.org, m2.id).await.unwrap(), None);
+        // The debit is tied to the message: a refund applies once.
+        assert_eq!(db.adjust_wallet(s.org, 60, "message_refund", Some(m.id), T0).await.unwrap(), 100);
+        assert!(db.adjust_wallet(s.org, 60, "message_refund", Some(m.id), T0).await.is_err());
+    },
+
+    messages_sent_allowance_counts_per_period => |db| async move {
+        let s = setup(&db, "100").await;
+        let charge = Charges { debit_minor: None, messages_sent: Some((T0, 2)) };
+        for k in ["key-0001", "key-0002"] {
+            assert_eq!(db.accept_message(&outbound(&s, T0), k, &[1; 32], T0 + DAY, &charge).await.unwrap(), Acceptance::Accepted);
+        }
+        assert_eq!(db.accept_message(&outbound(&s, T0), "key-0003", &[1; 32], T0 + DAY, &charge).await.unwrap(),
+            Acceptance::AllowanceUsed { used: 2 });
+        assert_eq!(db.messages_sent_in_period(s.org, T0).await.unwrap(), 2);
+        // A new period starts from zero; an allowance of 0 refuses at once.
+        let next = Charges { debit_minor: None, messages_sent: Some((T0 + 30 * DAY, 2)) };
+        assert_eq!(db.accept_message(&outbound(&s, T0), "key-0003", &[1; 32], T0 + DAY, &next).await.unwrap(), Acceptance::Accepted);
+        let none = Charges { debit_minor: None, messages_sent: Some((T0 + 60 * DAY, 0)) };
+        assert_eq!(db.accept_message(&outbound(&s, T0), "key-0004", &[1; 32], T0 + DAY, &none).await.unwrap(),
+            Acceptance::AllowanceUsed { used: 0 });
+        assert_eq!(db.messages_sent_in_period(s.org, T0 + 60 * DAY).await.unwrap(), 0);
+    },
+
+    inbound_dedupes_by_wamid => |db| async move {
+        let s = setup(&db, "100").await;
+        let m = inbound(&s, "wamid.A", T0);
+        assert!(db.insert_message(&m).await.unwrap());
+        assert!(!db.insert_message(&inbound(&s, "wamid.A", T0 + 1)).await.unwrap());
+        assert_eq!(db.find_message_for_status("wamid.A", None).await.unwrap(), Some(m));
+    },
+
+    status_change_is_compare_and_set_and_leaves_the_queue => |db| async move {
+        let s = setup(&db, "100").await;
+        let m = outbound(&s, T0);
+        db.accept_message(&m, "key-0001", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        // Found by Tern's id while no wamid is stored (callback data).
+        let found = db.find_message_for_status("wamid.X", Some(m.id)).await.unwrap().unwrap();
+        assert_eq!(found.id, m.id);
+        let change = StatusChange {
+            status: "sent".into(),
+            wamid: Some("wamid.X".into()),
+            sent_at: Some(T0 + 3),
+            delivered_at: None,
+            read_at: None,
+            failed_at: None,
+            failure_code: None,
+            failure: None,
+        };
+        assert!(db.update_message_status(m.id, "accepted", T0, &change, T0 + 4).await.unwrap());
+        // A second writer that read the old row loses.
+        assert!(!db.update_message_status(m.id, "accepted", T0, &change, T0 + 5).await.unwrap());
+        let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
+        assert_eq!((got.status.as_str(), got.wamid.as_deref(), got.sent_at, got.updated_at),
+            ("sent", Some("wamid.X"), Some(T0 + 3), T0 + 4));
+        // A wamid is never replaced.
+        let other = StatusChange { status: "delivered".into(), wamid: Some("wamid.Y".into()), ..change };
+        assert!(db.update_message_status(m.id, "sent", T0 + 4, &other, T0 + 4).await.unwrap());
+        let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
+        assert_eq!((got.wamid.as_deref(), got.updated_at), (Some("wamid.X"), T0 + 5));
+        assert_eq!(db.find_message_for_status("wamid.X", None).await.unwrap().map(|m| m.id), Some(m.id));
+        // Another organisation cannot read it.
+        let other_org = setup(&db, "200").await;
+        assert_eq!(db.get_message(other_org.org, m.id).await.unwrap(), None);
+    },
+
+    conversation_messages_newest_first_by_direction => |db| async move {
+        let s = setup(&db, "100").await;
+        let a = inbound(&s, "wamid.1", T0);
+        db.insert_message(&a).await.unwrap();
+        let b = outbound(&s, T0 + 1);
+        db.accept_message(&b, "key-0001", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        let c = inbound(&s, "wamid.2", T0 + 2);
+        db.insert_message(&c).await.unwrap();
+        let all = db.list_conversation_messages(s.org, s.conversation, None, None, 10).await.unwrap();
+        assert_eq!(all.iter().map(|m| m.id).collect::<Vec<_>>(), vec![c.id, b.id, a.id]);
+        let page = db.list_conversation_messages(s.org, s.conversation, None, Some(c.id), 1).await.unwrap();
+        assert_eq!(page.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b.id]);
+        let inb = db.list_conversation_messages(s.org, s.conversation, Some("inbound"), None, 10).await.unwrap();
+        assert_eq!(inb.iter().map(|m| m.id).collect::<Vec<_>>(), vec![c.id, a.id]);
+        let out = db.list_conversation_messages(s.org, s.conversation, Some("outbound"), None, 10).await.unwrap();
+        assert_eq!(out.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b.id]);
+        let other = setup(&db, "200").await;
+        assert!(db.list_conversation_messages(other.org, s.conversation, None, None, 10).await.unwrap().is_empty());
+    },
+}
