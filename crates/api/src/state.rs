@@ -21,6 +21,8 @@ pub struct Inner {
     pub network: NetworkWebhook,
     /// Wakes the inbox processor when a batch was stored.
     pub inbox_wakeup: Arc<Notify>,
+    /// Wakes the dispatcher when a message was accepted.
+    pub dispatch_wakeup: Arc<Notify>,
     /// The messaging network (Cloud API) client.
     pub cloud: CloudApiClient,
     draining: AtomicBool,
@@ -42,6 +44,7 @@ pub struct StateConfig {
     pub metrics: Option<PrometheusHandle>,
     pub network: NetworkWebhook,
     pub inbox_wakeup: Arc<Notify>,
+    pub dispatch_wakeup: Arc<Notify>,
     pub cloud: CloudApiClient,
 }
 
@@ -54,6 +57,7 @@ impl AppState {
             metrics: c.metrics,
             network: c.network,
             inbox_wakeup: c.inbox_wakeup,
+            dispatch_wakeup: c.dispatch_wakeup,
             cloud: c.cloud,
             draining: AtomicBool::new(false),
         }))

@@ -11,6 +11,7 @@ pub mod error;
 pub mod message;
 pub mod phone;
 pub mod plan;
+pub mod send;
 pub mod template;
 pub mod time;
 

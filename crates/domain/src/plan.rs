@@ -449,3 +449,74 @@ mod tests {
         assert_eq!(parse_assignment("novalue"), None);
     }
 }
+
+/// The billing period containing `now`: whole calendar months counted from `anchor` (the
+/// organisation's billing period start), the day clamped to short months (a period anchored
+/// on the 31st runs to the 30th in April). Returns `(start, end)` in epoch ms, end exclusive.
+pub fn billing_period(anchor: i64, now: i64) -> (i64, i64) {
+    use time::OffsetDateTime;
+    let Ok(a) = OffsetDateTime::from_unix_timestamp_nanos(i128::from(anchor) * 1_000_000) else {
+        return (anchor, anchor);
+    };
+    let nth = |k: i64| -> i64 {
+        let months = i64::from(a.year()) * 12 + i64::from(u8::from(a.month())) - 1 + k;
+        let (year, month0) = (months.div_euclid(12), months.rem_euclid(12));
+        let Ok(month) = time::Month::try_from(month0 as u8 + 1) else {
+            return anchor;
+        };
+        let year = year as i32;
+        let day = a.day().min(month.length(year));
+        time::Date::from_calendar_date(year, month, day)
+            .map(|d| {
+                let t = d.with_time(a.time()).assume_utc();
+                (t.unix_timestamp_nanos() / 1_000_000) as i64
+            })
+            .unwrap_or(anchor)
+    };
+    if now < anchor {
+        return (anchor, nth(1));
+    }
+    // Months elapsed, then correct by one either way for day/time-of-month effects.
+    let approx = (now - anchor) / (31 * 24 * 3_600_000);
+    let mut k = approx.max(0);
+    while nth(k + 1) <= now {
+        k += 1;
+    }
+    while k > 0 && nth(k) > now {
+        k -= 1;
+    }
+    (nth(k), nth(k + 1))
+}
+
+#[cfg(test)]
+mod period_tests {
+    use super::billing_period;
+    use crate::time::parse_rfc3339_ms;
+
+    fn t(s: &str) -> i64 {
+        parse_rfc3339_ms(s).unwrap_or_default()
+    }
+
+    #[test]
+    fn months_from_the_anchor() {
+        let anchor = t("2026-01-31T10:00:00Z");
+        assert_eq!(
+            billing_period(anchor, anchor),
+            (anchor, t("2026-02-28T10:00:00Z"))
+        );
+        assert_eq!(
+            billing_period(anchor, t("2026-03-01T00:00:00Z")),
+            (t("2026-02-28T10:00:00Z"), t("2026-03-31T10:00:00Z"))
+        );
+        assert_eq!(
+            billing_period(anchor, t("2026-12-31T09:59:59Z")),
+            (t("2026-11-30T10:00:00Z"), t("2026-12-31T10:00:00Z"))
+        );
+        assert_eq!(
+            billing_period(anchor, t("2027-01-31T10:00:00Z")),
+            (t("2027-01-31T10:00:00Z"), t("2027-02-28T10:00:00Z"))
+        );
+        // Before the anchor: the first period.
+        assert_eq!(billing_period(anchor, anchor - 1).0, anchor);
+    }
+}

@@ -928,16 +928,18 @@ impl SendRefusal {
     }
 }
 
-/// Checks the `template` part of a POST /messages body against the stored template's
-/// components. Field paths are those of the message body (`template.variables[0]`).
-pub fn check_send(
-    template_components: &Value,
+/// The rules of a send's `template` part that hold whatever the template is: not both
+/// `variables` and `components`, `coupon_code` only with `variables` (at most 20 characters),
+/// every value non-empty without a new line, a tab or more than four spaces in a row, and
+/// the shape of typed `components`. These are request-body errors (400); an empty list means
+/// the shape is fine. Field paths are those of the message body (`template.variables[0]`).
+/// [`check_send`] applies the same rules before matching against the template.
+pub fn send_shape_problems(
     variables: Option<&[String]>,
     components: Option<&Value>,
     coupon_code: Option<&str>,
-) -> Result<(), SendRefusal> {
+) -> Vec<FieldError> {
     let mut invalid = Vec::new();
-    let mut mismatch = Vec::new();
     if variables.is_some() && components.is_some() {
         invalid.push(FieldError::new(
             "template",
@@ -969,6 +971,19 @@ pub fn check_send(
     if let Some(c) = components {
         check_send_components_shape(c, &mut invalid);
     }
+    invalid
+}
+
+/// Checks the `template` part of a POST /messages body against the stored template's
+/// components. Field paths are those of the message body (`template.variables[0]`).
+pub fn check_send(
+    template_components: &Value,
+    variables: Option<&[String]>,
+    components: Option<&Value>,
+    coupon_code: Option<&str>,
+) -> Result<(), SendRefusal> {
+    let invalid = send_shape_problems(variables, components, coupon_code);
+    let mut mismatch = Vec::new();
     if !invalid.is_empty() {
         return Err(SendRefusal {
             code: ErrorCode::ValidationFailed,
@@ -1391,6 +1406,81 @@ fn match_components(tpl: &Value, sent: &Value, mismatch: &mut Vec<FieldError>) {
             ),
         ));
     }
+}
+
+// ---- variables shorthand → network components ----------------------------------------------
+
+/// Converts POST /messages' `variables` shorthand (and `coupon_code`) into the network's
+/// send `components` array for a template. Call it only after [`check_send`] accepted the
+/// same values; it does not check them again (a missing value becomes an empty string).
+///
+/// Mapping, consistent with [`variable_count`] and [`check_send`]:
+/// - The distinct numbers used by the header text and the body text, in ascending order,
+///   take the values one by one: the k-th distinct number takes `variables[k]`. For a
+///   template numbered without gaps (every template that passed [`validate_draft`]) this is
+///   simply "`variables[n-1]` fills every `{{n}}`", header and body alike.
+/// - A text header with a variable gets `{"type":"header","parameters":[{"type":"text",
+///   "text":…}]}`, one parameter per distinct number of the header text.
+/// - The body gets `{"type":"body","parameters":[…]}`, one text parameter per distinct
+///   number of the body text in ascending order (the network fills `{{1}}`, `{{2}}`, … from
+///   them in order). A body without variables gets no component.
+/// - With `coupon_code` and a copy-code button at position `i`, a
+///   `{"type":"button","sub_type":"copy_code","index":"<i>","parameters":[{"type":
+///   "coupon_code","coupon_code":…}]}` component is added.
+/// - Nothing else: quick-reply buttons need no parameter; media / location headers and URL
+///   buttons with a variable cannot be expressed with `variables` (check_send refuses them).
+///
+/// The result is empty when the template takes no values; the network accepts a template
+/// send without `components` then.
+pub fn network_components(
+    template_components: &Value,
+    variables: &[String],
+    coupon_code: Option<&str>,
+) -> Vec<Value> {
+    let header_numbers = if header_kind(template_components) == HeaderKind::Text {
+        comp_text(template_components, "HEADER")
+            .map(numbers)
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let body_numbers = comp_text(template_components, "BODY")
+        .map(numbers)
+        .unwrap_or_default();
+    let mut all: Vec<u32> = header_numbers
+        .iter()
+        .chain(body_numbers.iter())
+        .copied()
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    let value_of = |n: u32| -> Value {
+        let text = all
+            .iter()
+            .position(|m| *m == n)
+            .and_then(|k| variables.get(k))
+            .cloned()
+            .unwrap_or_default();
+        json!({"type": "text", "text": text})
+    };
+    let mut out = Vec::new();
+    if !header_numbers.is_empty() {
+        let ps: Vec<Value> = header_numbers.iter().map(|n| value_of(*n)).collect();
+        out.push(json!({"type": "header", "parameters": ps}));
+    }
+    if !body_numbers.is_empty() {
+        let ps: Vec<Value> = body_numbers.iter().map(|n| value_of(*n)).collect();
+        out.push(json!({"type": "body", "parameters": ps}));
+    }
+    if let (Some(code), Some(i)) = (coupon_code, copy_code_index(template_components)) {
+        out.push(json!({
+            "type": "button",
+            "sub_type": "copy_code",
+            "index": i.to_string(),
+            "parameters": [{"type": "coupon_code", "coupon_code": code}]
+        }));
+    }
+    out
 }
 
 // ---- example ---------------------------------------------------------------------------------
@@ -2232,6 +2322,93 @@ mod tests {
             {"type": "HEADER", "format": "TEXT", "text": "For {{1}}", "example": {"header_text": ["Ada"]}},
             body("Hello there.", &[])
         ]));
+    }
+
+    #[test]
+    fn network_components_from_variables() {
+        // Header and body share {{1}}; the body's {{2}} takes the second value.
+        let t = json!([
+            {"type": "HEADER", "format": "TEXT", "text": "Hello {{1}}", "example": {"header_text": ["Ada"]}},
+            body("Hi {{1}}, your order {{2}} has shipped, {{1}}.", &["Ada", "A-12"]),
+            {"type": "FOOTER", "text": "Reply STOP to opt out"},
+            {"type": "BUTTONS", "buttons": [
+                {"type": "QUICK_REPLY", "text": "Thanks"},
+                {"type": "COPY_CODE", "example": "SAVE10"}
+            ]}
+        ]);
+        let v = vars(&["Grace", "B-7"]);
+        assert_eq!(check_send(&t, Some(&v), None, Some("WELCOME5")), Ok(()));
+        let c = network_components(&t, &v, Some("WELCOME5"));
+        assert_eq!(
+            Value::Array(c.clone()),
+            json!([
+                {"type": "header", "parameters": [{"type": "text", "text": "Grace"}]},
+                {"type": "body", "parameters": [
+                    {"type": "text", "text": "Grace"}, {"type": "text", "text": "B-7"}
+                ]},
+                {"type": "button", "sub_type": "copy_code", "index": "1",
+                 "parameters": [{"type": "coupon_code", "coupon_code": "WELCOME5"}]}
+            ])
+        );
+        // The result is itself a valid typed send for the same template.
+        assert_eq!(check_send(&t, None, Some(&Value::Array(c)), None), Ok(()));
+    }
+
+    #[test]
+    fn network_components_edge_cases() {
+        // No variables, no button: nothing to send.
+        let plain = json!([body("Hello", &[])]);
+        assert!(network_components(&plain, &[], None).is_empty());
+        // A header variable with a body without any.
+        let t = json!([
+            {"type": "HEADER", "format": "TEXT", "text": "For {{1}}", "example": {"header_text": ["Ada"]}},
+            body("Hello there.", &[])
+        ]);
+        let v = vars(&["Ada"]);
+        assert_eq!(check_send(&t, Some(&v), None, None), Ok(()));
+        let c = network_components(&t, &v, None);
+        assert_eq!(
+            Value::Array(c.clone()),
+            json!([{"type": "header", "parameters": [{"type": "text", "text": "Ada"}]}])
+        );
+        assert_eq!(check_send(&t, None, Some(&Value::Array(c)), None), Ok(()));
+        // A text header without a variable gets no header component.
+        let t = json!([
+            {"type": "HEADER", "format": "TEXT", "text": "News"},
+            body("Hi {{1}}, see {{2}} and {{3}} now.", &["a", "b", "c"])
+        ]);
+        let v = vars(&["a", "b", "c"]);
+        let c = network_components(&t, &v, None);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0]["type"], "body");
+        assert_eq!(c[0]["parameters"][2]["text"], "c");
+        assert_eq!(check_send(&t, None, Some(&Value::Array(c)), None), Ok(()));
+        // A synced template with a gap: distinct numbers in order take the values in order.
+        let gap = json!([{"type": "BODY", "text": "Hi {{2}} there"}]);
+        assert_eq!(variable_count(&gap), 1);
+        let c = network_components(&gap, &vars(&["x"]), None);
+        assert_eq!(c[0]["parameters"], json!([{"type": "text", "text": "x"}]));
+        // Coupon without a copy-code button is left out (check_send refuses it anyway).
+        assert!(network_components(&plain, &[], Some("X")).is_empty());
+    }
+
+    #[test]
+    fn send_shape_problems_match_check_send() {
+        let t = json!([body("Hi {{1}} ok", &["a"])]);
+        let bad = vars(&["a\tb"]);
+        let p = send_shape_problems(Some(&bad), None, None);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].field, "template.variables[0]");
+        let r = check_send(&t, Some(&bad), None, None).expect_err("refused");
+        assert_eq!(r.fields, p);
+        assert!(send_shape_problems(Some(&vars(&["ok"])), None, None).is_empty());
+        assert_eq!(
+            send_shape_problems(Some(&[]), Some(&json!([])), Some("C"))
+                .into_iter()
+                .map(|f| f.field)
+                .collect::<Vec<_>>(),
+            vec!["template", "template.coupon_code"]
+        );
     }
 
     #[test]

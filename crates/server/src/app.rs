@@ -67,6 +67,7 @@ pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
             verify_token: config.verify_token.clone(),
         },
         inbox_wakeup: Arc::new(Notify::new()),
+        dispatch_wakeup: Arc::new(Notify::new()),
     })
 }
 

@@ -524,6 +524,7 @@ async fn without_app_secret_deliveries_are_refused(app: &TestApp) {
         metrics: None,
         network: tern_api::NetworkWebhook::default(),
         inbox_wakeup: Default::default(),
+        dispatch_wakeup: Default::default(),
         cloud: tern_cloudapi::CloudApiClient::new(Default::default()).unwrap(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -130,6 +130,24 @@ impl Db {
         conversation.ok_or(StoreError::NotFound)
     }
 
+    /// The conversation between the organisation's contact and number, if one exists.
+    pub async fn find_conversation(
+        &self,
+        org_id: Uuid,
+        contact_id: Uuid,
+        phone_number_id: &str,
+    ) -> Result<Option<Conversation>> {
+        let conversation = with_pool!(self, pool => sqlx::query_as::<_, Conversation>(concat!(
+                "SELECT ", conversation_columns!(), " FROM conversations \
+                 WHERE contact_id = $1 AND phone_number_id = $2 AND org_id = $3"))
+            .bind(contact_id)
+            .bind(phone_number_id)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(conversation)
+    }
+
     /// The organisation's conversation `id` (`None` if missing or another organisation's).
     pub async fn get_conversation(&self, org_id: Uuid, id: Uuid) -> Result<Option<Conversation>> {
         let conversation = with_pool!(self, pool => sqlx::query_as::<_, Conversation>(concat!(

@@ -2,8 +2,10 @@
 //! and the served document is produced from the same list.
 
 pub mod contacts;
+pub mod conversations;
 pub mod docs;
 pub mod health;
+pub mod messages;
 pub mod network_webhook;
 pub mod phone_numbers;
 pub mod templates;
@@ -24,6 +26,10 @@ use utoipa_axum::routes;
 pub fn public_api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(phone_numbers::list_phone_numbers))
+        .routes(routes!(messages::send_message))
+        .routes(routes!(messages::get_message))
+        .routes(routes!(conversations::list_conversations))
+        .routes(routes!(conversations::list_conversation_messages))
         .routes(routes!(contacts::list_contacts, contacts::upsert_contact))
         .routes(routes!(contacts::get_contact, contacts::update_contact))
         .routes(routes!(contacts::record_consent))

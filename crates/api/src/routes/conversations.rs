@@ -1,0 +1,201 @@
+//! Conversations (one per contact and business number) and their messages.
+
+use crate::auth::{Authed, perm};
+use crate::error::ApiError;
+use crate::extract::{QueryParams, path_id};
+use crate::pagination::{ListRequest, Page};
+use crate::routes::messages::Message;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use serde::Serialize;
+use tern_domain::time::{format_ms, now_ms};
+use tern_domain::{FieldError, Problem};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A conversation between a contact and one of the organisation's numbers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Conversation {
+    #[schema(format = Uuid)]
+    pub id: String,
+    #[schema(format = Uuid)]
+    pub contact_id: String,
+    pub phone_number_id: String,
+    /// `open` while free-form messages may be sent (24 hours from the customer's last
+    /// message, by the network's clock), else `closed`.
+    #[schema(example = "open", pattern = "^(open|closed)$")]
+    pub window_state: String,
+    /// When the window closes (or closed); null when the customer never wrote.
+    #[schema(format = DateTime)]
+    pub window_expires_at: Option<String>,
+    /// The network's time of the customer's last message.
+    #[schema(format = DateTime)]
+    pub last_inbound_at: Option<String>,
+    /// The latest message in either direction.
+    #[schema(format = DateTime)]
+    pub last_message_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl Conversation {
+    fn from_row(c: tern_store::Conversation, now: i64) -> Self {
+        Conversation {
+            id: c.id.to_string(),
+            contact_id: c.contact_id.to_string(),
+            window_state: if c.is_window_open(now) {
+                "open"
+            } else {
+                "closed"
+            }
+            .to_string(),
+            window_expires_at: c.window_expires_at().map(format_ms),
+            last_inbound_at: c.last_inbound_at.map(format_ms),
+            last_message_at: c.last_message_at.map(format_ms),
+            created_at: format_ms(c.created_at),
+            phone_number_id: c.phone_number_id,
+        }
+    }
+}
+
+/// List conversations, latest activity first.
+#[utoipa::path(
+    get,
+    path = "/conversations",
+    tag = "Conversations",
+    operation_id = "listConversations",
+    params(
+        ("contact_id" = Option<String>, Query, format = Uuid, description = "Only this contact's conversations."),
+        ("window_state" = Option<String>, Query, pattern = "^(open|closed)$", description = "`open` or `closed`."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)."),
+        ("cursor" = Option<String>, Query, min_length = 1, description = "The `next_cursor` of the previous page."),
+    ),
+    responses((status = 200, description = "A page of conversations.", body = Page<Conversation>)),
+    security(("bearer" = []))
+)]
+pub async fn list_conversations(
+    auth: Authed<perm::MessagesRead>,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<Conversation>>, ApiError> {
+    let params = QueryParams::parse(
+        query.as_deref(),
+        &["contact_id", "window_state", "limit", "cursor"],
+    )?;
+    let mut errors = Vec::new();
+    let contact_raw = params.get("contact_id");
+    let contact = contact_raw.and_then(|c| match Uuid::parse_str(c) {
+        Ok(id) => Some(id),
+        Err(_) => {
+            errors.push(FieldError::new("contact_id", "must be a contact id (UUID)"));
+            None
+        }
+    });
+    let window_raw = params.get("window_state");
+    let open = match window_raw {
+        None => None,
+        Some("open") => Some(true),
+        Some("closed") => Some(false),
+        Some(_) => {
+            errors.push(FieldError::new("window_state", "must be open or closed"));
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
+    let list = ListRequest::parse(
+        &state,
+        &auth,
+        &params,
+        "conversations",
+        &[("contact_id", contact_raw), ("window_state", window_raw)],
+    )?;
+    let after = list.after_ts_id()?;
+    // One clock for the filter and for the window_state shown, so they agree.
+    let now = now_ms();
+    let rows = state
+        .db
+        .list_conversations(
+            auth.org_id,
+            contact,
+            open.map(|o| (o, now)),
+            after,
+            list.fetch_limit(),
+        )
+        .await?;
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        |c| vec![c.sort_ts().to_string(), c.id.to_string()],
+        |c| Conversation::from_row(c, now),
+    )))
+}
+
+/// Messages of one conversation, newest first; inbound messages included.
+#[utoipa::path(
+    get,
+    path = "/conversations/{conversation_id}/messages",
+    tag = "Conversations",
+    operation_id = "listConversationMessages",
+    params(
+        ("conversation_id" = String, Path, format = Uuid),
+        ("direction" = Option<String>, Query, pattern = "^(inbound|outbound)$", description = "`inbound` or `outbound`."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)."),
+        ("cursor" = Option<String>, Query, min_length = 1, description = "The `next_cursor` of the previous page."),
+    ),
+    responses((status = 200, description = "A page of messages.", body = Page<Message>)),
+    security(("bearer" = []))
+)]
+pub async fn list_conversation_messages(
+    auth: Authed<perm::MessagesRead>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<Message>>, ApiError> {
+    let id = path_id(&id)?;
+    let params = QueryParams::parse(query.as_deref(), &["direction", "limit", "cursor"])?;
+    let direction = params.get("direction");
+    if direction.is_some_and(|d| d != "inbound" && d != "outbound") {
+        return Err(ApiError::fields(vec![FieldError::new(
+            "direction",
+            "must be inbound or outbound",
+        )]));
+    }
+    let list = ListRequest::parse(
+        &state,
+        &auth,
+        &params,
+        &format!("conversation_messages:{id}"),
+        &[("direction", direction)],
+    )?;
+    let before = match list.after.as_deref() {
+        None => None,
+        Some([id]) => Some(
+            Uuid::parse_str(id)
+                .map_err(|_| ApiError(Problem::field("cursor", "is not valid for this list")))?,
+        ),
+        Some(_) => {
+            return Err(ApiError(Problem::field(
+                "cursor",
+                "is not valid for this list",
+            )));
+        }
+    };
+    if state.db.get_conversation(auth.org_id, id).await?.is_none() {
+        return Err(ApiError(Problem::not_found()));
+    }
+    let rows = state
+        .db
+        .list_conversation_messages(auth.org_id, id, direction, before, list.fetch_limit())
+        .await?;
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        |m| vec![m.id.to_string()],
+        Message::from,
+    )))
+}
