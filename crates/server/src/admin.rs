@@ -357,9 +357,7 @@ async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
         }
         org.subscription_status = s;
     }
-    if let Some(b) = u.wallet_balance_minor {
-        org.wallet_balance_minor = b;
-    }
+    let wallet_target = u.wallet_balance_minor;
     for a in &u.prices {
         let (k, v) = plan::parse_assignment(a)
             .ok_or_else(|| anyhow!("--price takes CATEGORY=MINOR, got {a:?}"))?;
@@ -419,6 +417,16 @@ async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
     org.overrides = o.to_json();
     org.updated_at = now_ms();
     db.update_org(&org).await?;
+    if let Some(target) = wallet_target {
+        // The balance moves only through the ledger: record the operator's adjustment as the
+        // difference from the current balance (a concurrent debit stays accounted for).
+        let delta = target - org.wallet_balance_minor;
+        if delta != 0 {
+            org.wallet_balance_minor = db
+                .adjust_wallet(org.id, delta, "adjustment", None, org.updated_at)
+                .await?;
+        }
+    }
     Ok(org_json(&org))
 }
 
