@@ -286,6 +286,9 @@ async fn apply_status(
             report.statuses_ignored += 1;
             return Ok(());
         };
+        // The network's timestamps have whole-second precision; a step cannot precede the
+        // message's acceptance, so the truncated second is raised to it.
+        let at = at.max(msg.created_at);
         let times = Times {
             sent_at: msg.sent_at,
             delivered_at: msg.delivered_at,

@@ -98,8 +98,26 @@ pub struct Workers {
 
 impl Workers {
     pub fn start(db: &Db, state: &AppState) -> Workers {
+        Self::start_with(db, state, tern_engine::dispatch::DispatchConfig::default())
+    }
+
+    /// Like [`Workers::start`] with the dispatcher's settings.
+    pub fn start_with(
+        db: &Db,
+        state: &AppState,
+        dispatch: tern_engine::dispatch::DispatchConfig,
+    ) -> Workers {
         let cancel = CancellationToken::new();
         let handles = vec![
+            // Accepted messages → the network, paced per number.
+            tokio::spawn(tern_engine::dispatch::run(
+                db.clone(),
+                state.cloud.clone(),
+                state.key.clone(),
+                dispatch,
+                state.dispatch_wakeup.clone(),
+                cancel.clone(),
+            )),
             tokio::spawn(tern_engine::inbox::run(
                 db.clone(),
                 state.inbox_wakeup.clone(),
@@ -126,6 +144,14 @@ impl Workers {
     }
 }
 
+/// The dispatcher's settings from the configuration.
+pub fn dispatch_config(config: &Config) -> tern_engine::dispatch::DispatchConfig {
+    tern_engine::dispatch::DispatchConfig {
+        unknown_grace: config.dispatch_unknown_grace,
+        ..Default::default()
+    }
+}
+
 /// `tern serve`.
 pub async fn serve(config: Config) -> Result<()> {
     let db = open_db(&config).await?;
@@ -139,7 +165,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .with_context(|| format!("cannot listen on {} (TERN_LISTEN)", config.listen))?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, backend = ?db.backend(), "tern listening");
-    let workers = Workers::start(&db, &state);
+    let workers = Workers::start_with(&db, &state, dispatch_config(&config));
     serve_on(listener, state, shutdown).await?;
     workers.stop().await;
     db.close().await;

@@ -27,6 +27,24 @@ struct Raw {
     extra_ca_file: Option<String>,
     log: Option<String>,
     log_format: Option<String>,
+    dispatch_unknown_grace_secs: Option<NumberOrText>,
+}
+
+/// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum NumberOrText {
+    Number(i64),
+    Text(String),
+}
+
+impl NumberOrText {
+    fn text(&self) -> String {
+        match self {
+            NumberOrText::Number(n) => n.to_string(),
+            NumberOrText::Text(t) => t.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +70,9 @@ pub struct Config {
     pub extra_ca_file: Option<PathBuf>,
     pub log: String,
     pub log_format: LogFormat,
+    /// How long a send whose outcome is unknown waits for the network's status webhook
+    /// before the message fails (`TERN_DISPATCH_UNKNOWN_GRACE_SECS`, default 900).
+    pub dispatch_unknown_grace: std::time::Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -185,7 +206,22 @@ impl Config {
             Some("pretty") => LogFormat::Pretty,
             Some(other) => bail!("TERN_LOG_FORMAT must be json or pretty, got {other:?}"),
         };
+        let dispatch_unknown_grace = match raw
+            .dispatch_unknown_grace_secs
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => std::time::Duration::from_secs(900),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if (1..=7 * 24 * 3600).contains(&n) => std::time::Duration::from_secs(n),
+                _ => bail!(
+                    "TERN_DISPATCH_UNKNOWN_GRACE_SECS must be a whole number of seconds from 1 to 604800, got {v:?}"
+                ),
+            },
+        };
         Ok(Config {
+            dispatch_unknown_grace,
             database_url,
             listen,
             public_url,
@@ -306,6 +342,20 @@ mod tests {
                     ..Default::default()
                 },
                 "TERN_EXTRA_CA_FILE",
+            ),
+            (
+                Raw {
+                    dispatch_unknown_grace_secs: Some(NumberOrText::Number(0)),
+                    ..Default::default()
+                },
+                "TERN_DISPATCH_UNKNOWN_GRACE_SECS",
+            ),
+            (
+                Raw {
+                    dispatch_unknown_grace_secs: Some(NumberOrText::Text("soon".into())),
+                    ..Default::default()
+                },
+                "TERN_DISPATCH_UNKNOWN_GRACE_SECS",
             ),
         ];
         for (raw, name) in cases {

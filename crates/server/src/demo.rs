@@ -1,6 +1,8 @@
 //! `tern demo`: the whole product on one machine with nothing to set up. A fresh SQLite
-//! database, a demo organisation with a connected number, and an API key are created, then
-//! the server runs until Ctrl-C.
+//! database and the network simulator in-process; a demo organisation with a connected
+//! number, wallet credit, an approved template (synced from the network) and an API key; the
+//! background workers; and a customer who writes in, so a reply can be sent at once. Runs
+//! until Ctrl-C.
 
 use crate::{admin, app, config::Config, telemetry};
 use anyhow::{Context, Result, anyhow};
@@ -22,6 +24,9 @@ const DEMO_PNID: &str = "100000000000001";
 const DEMO_DISPLAY: &str = "+14155550100";
 const DEMO_WABA: &str = "200000000000001";
 const DEMO_TOKEN: &str = "demo-access-token";
+const DEMO_TEMPLATE: &str = "order_shipped";
+/// The customer who writes in when the demo starts.
+const DEMO_CUSTOMER: &str = "14155550123";
 
 pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
@@ -66,19 +71,29 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     };
     let org = run(admin::parse(&["org", "create", "--name", "Demo Org"])?).await?;
     let org_id = str_field(&org, "id")?;
+    // Credit for template messages (they debit the wallet by category).
+    run(admin::parse(&[
+        "org",
+        "update",
+        "--org",
+        &org_id,
+        "--wallet-balance-minor",
+        "100000",
+    ])?)
+    .await?;
     run(admin::parse(&[
         "number",
         "add",
         "--org",
         &org_id,
         "--phone-number-id",
-        "100000000000001",
+        DEMO_PNID,
         "--display-phone-number",
-        "+14155550100",
+        DEMO_DISPLAY,
         "--waba-id",
-        "200000000000001",
+        DEMO_WABA,
         "--access-token",
-        "demo-access-token",
+        DEMO_TOKEN,
     ])?)
     .await?;
     let member = run(admin::parse(&[
@@ -107,25 +122,84 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     ])?)
     .await?;
     let api_key = str_field(&created, "key")?;
+
+    // An approved template on the network, brought in by the same sync `tern serve` runs.
+    sim.seed_template(tern_simulator::TemplateSeed {
+        waba_id: DEMO_WABA.into(),
+        name: DEMO_TEMPLATE.into(),
+        language: "en_US".into(),
+        category: "UTILITY".into(),
+        status: "APPROVED".into(),
+        parameter_format: None,
+        components: vec![serde_json::json!({
+            "type": "BODY",
+            "text": "Hi {{1}}, your order {{2}} has shipped.",
+            "example": {"body_text": [["Ada", "A-1001"]]}
+        })],
+    });
+    let state = app::state(db.clone(), key.clone(), &config);
+    admin::run_with_cloud(
+        &db,
+        &key,
+        Some(&state.cloud),
+        admin::parse(&["template", "sync", "--org", &org_id])?,
+    )
+    .await?;
+
+    let workers = app::Workers::start(&db, &state);
+    let server = tokio::spawn(app::serve_on(listener, state, app::shutdown_signal()));
+    // A customer writes in through the network, which opens the 24-hour window. (The port
+    // is bound, so the simulator's webhook waits in the backlog if the server is not yet
+    // accepting.)
     let base = format!("http://{}", args.listen);
+    sim.inject_inbound(serde_json::json!({
+        "phone_number_id": DEMO_PNID,
+        "from": DEMO_CUSTOMER,
+        "profile_name": "Ada Lovelace",
+        "type": "text",
+        "text": {"body": "Hi! Where is my order?"}
+    }))
+    .map_err(|e| anyhow!("simulator: {e}"))?;
+
+    let auth = format!("-H 'Authorization: Bearer {api_key}'");
     println!("Tern demo is running at {base}");
-    println!("Database: {}", config.database_url);
+    println!(
+        "Database: {}   Network: the simulator at {}",
+        config.database_url,
+        sim.base_url()
+    );
     println!();
     println!("API key (shown once): {api_key}");
     println!();
-    println!("Try:");
-    println!("  curl -s {base}/api/public/v1/phone-numbers -H 'Authorization: Bearer {api_key}'");
+    println!(
+        "Ada (+{DEMO_CUSTOMER}) has just written in, so her 24-hour window is open. Send her a reply:"
+    );
+    println!();
+    println!(
+        "  curl -s {base}/api/public/v1/messages {auth} -H 'Idempotency-Key: demo-reply-1' \\\n    -H 'Content-Type: application/json' -d '{{\"to\": \"+{DEMO_CUSTOMER}\", \"type\": \"text\", \"text\": {{\"body\": \"Your order ships today.\"}}}}'"
+    );
+    println!();
+    println!(
+        "Then follow it from accepted to read (put the id from the answer in place of MESSAGE_ID):"
+    );
+    println!();
+    println!("  curl -s {base}/api/public/v1/messages/MESSAGE_ID {auth}");
+    println!();
+    println!("A template reaches anyone, window or not:");
+    println!();
+    println!(
+        "  curl -s {base}/api/public/v1/messages {auth} -H 'Idempotency-Key: demo-template-1' \\\n    -H 'Content-Type: application/json' -d '{{\"to\": \"+14155550124\", \"type\": \"template\", \"template\": {{\"name\": \"{DEMO_TEMPLATE}\", \"language\": \"en_US\", \"variables\": [\"Grace\", \"A-1002\"]}}}}'"
+    );
+    println!();
+    println!("  curl -s {base}/api/public/v1/conversations {auth}");
     println!();
     println!("API reference: {base}/docs/api   Errors: {base}/docs/errors");
     println!("Press Ctrl-C to stop.");
-    app::serve_on(
-        listener,
-        app::state(db.clone(), key, &config),
-        app::shutdown_signal(),
-    )
-    .await?;
+    let served = server.await;
+    workers.stop().await;
     db.close().await;
     drop(tmp);
+    served.map_err(|e| anyhow!("server task: {e}"))??;
     Ok(())
 }
 

@@ -12,6 +12,7 @@ mod contact_fields;
 mod contacts;
 mod conversations;
 mod db;
+mod dispatch;
 mod error;
 mod messages;
 mod network_inbox;
@@ -29,6 +30,10 @@ pub use contact_fields::ContactField;
 pub use contacts::Contact;
 pub use conversations::{CUSTOMER_WINDOW_MS, Conversation};
 pub use db::{Backend, Db};
+pub use dispatch::{
+    DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCounts,
+    DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
+};
 pub use error::{Result, StoreError};
 pub use messages::{Message, StatusChange};
 pub use network_inbox::InboxItem;

@@ -151,8 +151,7 @@ fn media_schema(caption: bool, filename: bool) -> Value {
 }
 
 fn send_schema() -> Value {
-    let value =
-        json!({"type": "string", "minLength": 1, "pattern": "^(?!.*[\\n\\t])(?!.*     ).*\\S.*$"});
+    let value = json!({"type": "string", "minLength": 1, "pattern": "^[^\\n\\t\\r]*[^\\s][^\\n\\t\\r]*$", "description": "Non-empty; no new line, no tab, no more than four spaces in a row."});
     json!({
         "type": "object",
         "required": ["type", "to"],
@@ -161,7 +160,7 @@ fn send_schema() -> Value {
             "type": {"type": "string", "enum": ["text", "image", "video", "audio", "document", "sticker", "location", "contacts", "interactive", "reaction", "template"]},
             "to": {"description": "A phone number in international format (`+` and the country code; spaces and dashes allowed), or an object with exactly one of `contact_id` / `wa_id`. Addressing by phone number also needs `contacts.create`.",
                    "oneOf": [
-                       {"type": "string", "pattern": "^\\+[0-9][0-9 -]{6,20}$", "example": "+14155550123"},
+                       {"type": "string", "pattern": "^\\+[0-9 ().-]{7,40}$", "example": "+14155550123"},
                        {"type": "object", "properties": {"contact_id": {"type": "string", "format": "uuid"}}, "required": ["contact_id"], "additionalProperties": false},
                        {"type": "object", "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false}
                    ]},

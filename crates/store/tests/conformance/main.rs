@@ -49,6 +49,7 @@ mod connect;
 mod contact_fields;
 mod contacts;
 mod conversations;
+mod dispatch;
 mod fixtures;
 mod messages;
 mod network_inbox;

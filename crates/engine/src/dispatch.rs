@@ -1,0 +1,1099 @@
+//! The dispatcher: sends accepted outbound messages from the durable queue in the database
+//! (see `tern_store`'s dispatch module) to the network, paced per business number.
+//!
+//! # Lifecycle of one message
+//! `accepted` (queued by the API) → claimed: `sending` → one of:
+//!
+//! | what the network did | decision |
+//! |---|---|
+//! | took it (HTTP 200 with a wamid) | `sent` with `wamid` and `sent_at` (the domain's monotonic rule: a status webhook may have moved it further already) |
+//! | refused it for now: 130429, 131000, 131016, other 5xx, throttling codes (`RetryClass::RetrySoon` / `RetryLater`) | back to the queue after an exponential backoff with full jitter; after `max_attempts` attempts, `failed` with the network's code |
+//! | the request never left (connection refused, DNS or TLS failure) | the same as above (`NotSent` is safe to repeat) |
+//! | the request left and no answer came (timeout, connection dropped) | outcome **unknown**: never resent; the network's status webhook, matched by `biz_opaque_callback_data` = the Tern message id, settles it; if none arrives within `unknown_grace`, `failed` with `network_outcome_unknown` |
+//! | a permanent error (`RetryClass::Never`, e.g. 131026, 131047, 132001) | `failed` at once, with the network's code, wording and link in `failure` |
+//! | nothing: the number is missing or disconnected, its token unreadable, or the stored request unusable | `failed` at once with `phone_number_not_connected`, `phone_number_token_unreadable` or `message_payload_invalid` |
+//!
+//! # Crash safety
+//! A claim is written before the request leaves, and a claim is never handed out again:
+//! a worker killed mid-send leaves its claims `in_flight`, and they are treated exactly like
+//! an unknown outcome (settled by a webhook or failed at `lease + unknown_grace`). So a
+//! `kill -9` never loses an accepted message (queued ones stay queued) and never sends one
+//! twice. The price is that claims that had not left yet fail as `network_outcome_unknown`;
+//! to keep that window small the dispatcher claims only what it can send **at once**: no
+//! more than the number's pacing allows right now and no more than free send slots.
+//!
+//! # Several processes
+//! Claims are exclusive across processes (`FOR NO KEY UPDATE SKIP LOCKED` on PostgreSQL),
+//! so N `tern serve` processes share the work and each message is sent once. Pacing is per
+//! process: N processes sending for one number may together exceed its throughput; the
+//! network then answers 130429 and those messages are retried with backoff.
+//!
+//! # Pacing
+//! Each number has a token bucket at its `throughput_mps` (default 80 messages per second,
+//! burst = one second's worth, like the network's own limit), rebuilt when the number's
+//! throughput changes (numbers are re-read every `number_refresh`). Tokens are taken for
+//! the messages actually claimed, after the claim.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng as _;
+use serde_json::{Map, Value, json};
+use tern_cloudapi::{CloudApiClient, RetryClass, SendError, SendPayload};
+use tern_domain::crypto::{MasterKey, Purpose};
+use tern_domain::message::{self, Status, Times};
+use tern_domain::time::now_ms;
+use tern_store::{
+    Db, DispatchClaim, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, StatusChange,
+    StoreError,
+};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Tern failure code: the sending number is missing or not connected.
+pub const FAILURE_NUMBER_NOT_CONNECTED: &str = "phone_number_not_connected";
+/// Tern failure code: the number's stored access token cannot be decrypted with the
+/// service's current secret key (the key was changed).
+pub const FAILURE_TOKEN_UNREADABLE: &str = "phone_number_token_unreadable";
+/// Tern failure code: the stored request cannot be turned into a network payload.
+pub const FAILURE_PAYLOAD_INVALID: &str = "message_payload_invalid";
+/// Tern failure code of a message whose send outcome stayed unknown past the grace period.
+pub use tern_cloudapi::error::FAILURE_OUTCOME_UNKNOWN;
+
+/// At most this many numbers are served per round (the rest next round).
+const NUMBERS_PER_ROUND: i64 = 500;
+/// At most this many expired messages are failed per sweep.
+const SWEEP_LIMIT: i64 = 500;
+/// Shortest pause when every due message waits for its number's pacing: claims a few
+/// messages per round instead of one per token.
+const MIN_PACING_PAUSE: Duration = Duration::from_millis(20);
+/// Compare-and-set rounds against concurrent status webhooks before giving up.
+const CAS_ROUNDS: usize = 8;
+
+/// Tuning of the dispatcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchConfig {
+    /// Time a worker has to send a claimed message and record the outcome. The send call is
+    /// cut off shortly before it ends (an answer that comes too late is an unknown outcome).
+    /// Must exceed the Cloud API client's request timeout (default 30 s). Default 60 s.
+    pub lease: Duration,
+    /// How long a message whose send outcome is unknown (the request left, no answer; or
+    /// its worker died mid-send) waits for the network's status webhook before it fails
+    /// with `network_outcome_unknown`. Default 15 minutes: the network's `sent` status
+    /// normally follows within seconds, but its webhook retries, and Tern's own inbox
+    /// backlog after a restart, can delay it by minutes; 15 minutes covers those while the
+    /// sender learns within a quarter of an hour that the message is in doubt (it is never
+    /// sent again blindly: that could deliver it twice). A status that arrives later cannot
+    /// un-fail the message (`failed` is terminal) but still fills its `*_at` times.
+    pub unknown_grace: Duration,
+    /// Attempts (claims) per message when the network keeps refusing it for now; then the
+    /// message fails with the network's last code. Default 10.
+    pub max_attempts: u32,
+    /// Backoff before retry n is a random delay in `[0, min(cap, base · 2^(n-1))]` (full
+    /// jitter). Defaults 1 s and 5 minutes.
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// At most this many messages per claim. Default 100.
+    pub batch_size: usize,
+    /// At most this many send calls at once (per process). Default 64.
+    pub max_in_flight: usize,
+    /// Look for due messages at least this often without a wakeup (retries coming due,
+    /// messages accepted by other processes). Default 250 ms.
+    pub poll_interval: Duration,
+    /// Run the queue's housekeeping (expired unknown outcomes, gauges) this often. Default 1 s.
+    pub sweep_interval: Duration,
+    /// Re-read a number's status, token and throughput this often. Default 5 s.
+    pub number_refresh: Duration,
+    /// Throughput of a number whose `throughput_mps` is not positive. Default 80.
+    pub default_mps: u32,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(60),
+            unknown_grace: Duration::from_secs(15 * 60),
+            max_attempts: 10,
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(5 * 60),
+            batch_size: 100,
+            max_in_flight: 64,
+            poll_interval: Duration::from_millis(250),
+            sweep_interval: Duration::from_secs(1),
+            number_refresh: Duration::from_secs(5),
+            default_mps: 80,
+        }
+    }
+}
+
+impl DispatchConfig {
+    /// The limit on one send call: the lease less a margin to record the outcome.
+    fn send_timeout(&self) -> Duration {
+        let margin = (self.lease / 4).min(Duration::from_secs(5));
+        self.lease
+            .saturating_sub(margin)
+            .max(Duration::from_millis(1))
+    }
+
+    /// Full-jitter exponential backoff before the next attempt of a message that has had
+    /// `attempts` attempts.
+    pub fn backoff(&self, attempts: i64) -> Duration {
+        let exp = u32::try_from(attempts.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
+        let ceiling = self
+            .backoff_base
+            .saturating_mul(2u32.saturating_pow(exp))
+            .min(self.backoff_cap);
+        let ceiling_ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(rand::rng().random_range(0..=ceiling_ms))
+    }
+}
+
+/// What the dispatcher did (for tests and logs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatchReport {
+    /// Accepted by the network.
+    pub sent: usize,
+    /// Put back in the queue for a later attempt.
+    pub retried: usize,
+    /// Send outcome unknown (waiting for a webhook or the grace deadline).
+    pub unknown: usize,
+    /// Failed for good (network refusal, retries exhausted, unusable number or request).
+    pub failed: usize,
+    /// Failed by the sweep as `network_outcome_unknown`.
+    pub expired: usize,
+    /// Outcomes dropped because the claim was no longer this worker's.
+    pub stale: usize,
+    /// Outcomes that could not be recorded (database trouble); the message stays claimed
+    /// and is settled by a webhook or the grace deadline.
+    pub errors: usize,
+}
+
+impl DispatchReport {
+    fn count(&mut self, o: Outcome) {
+        match o {
+            Outcome::Sent => self.sent += 1,
+            Outcome::Retried => self.retried += 1,
+            Outcome::Unknown => self.unknown += 1,
+            Outcome::Failed => self.failed += 1,
+            Outcome::Stale => self.stale += 1,
+            Outcome::Error => self.errors += 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Sent,
+    Retried,
+    Unknown,
+    Failed,
+    Stale,
+    Error,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Sent => "sent",
+            Outcome::Retried => "retry",
+            Outcome::Unknown => "unknown",
+            Outcome::Failed => "failed",
+            Outcome::Stale => "stale",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// Runs until cancelled: claims and sends due messages, woken by `wakeup` (notify it with
+/// `notify_one` right after a message is accepted) and polling every
+/// `config.poll_interval` otherwise. On cancellation it stops claiming and waits (at most
+/// the lease) for the sends under way to be recorded.
+pub async fn run(
+    db: Db,
+    cloud: CloudApiClient,
+    key: MasterKey,
+    config: DispatchConfig,
+    wakeup: Arc<Notify>,
+    cancel: CancellationToken,
+) {
+    let mut d = Dispatcher::new(db, cloud, key, config);
+    tracing::info!(worker = %d.owner, "dispatcher started");
+    'outer: loop {
+        let round = match d.round(true).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "dispatch round failed; will retry");
+                Round::default()
+            }
+        };
+        if round.more_due && !round.slot_limited {
+            if cancel.is_cancelled() {
+                break;
+            }
+            // Reap what finished meanwhile, then claim the next batch.
+            while let Some(done) = d.tasks.try_join_next() {
+                d.reap(done);
+            }
+            continue;
+        }
+        let poll = d.shared.config.poll_interval;
+        let pause = round
+            .pacing_wait
+            .map_or(poll, |w| w.max(MIN_PACING_PAUSE).min(poll));
+        let until = tokio::time::Instant::now() + pause;
+        loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break 'outer,
+                _ = wakeup.notified() => break,
+                Some(done) = d.tasks.join_next(), if !d.tasks.is_empty() => {
+                    d.reap(done);
+                    // A send slot came free: claim more if slots were what held us back.
+                    if round.slot_limited {
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep_until(until) => break,
+            }
+        }
+    }
+    d.finish_in_flight().await;
+    tracing::info!(worker = %d.owner, "dispatcher stopped");
+}
+
+/// Everything a send task needs.
+struct Shared {
+    db: Db,
+    cloud: CloudApiClient,
+    config: DispatchConfig,
+}
+
+/// What the dispatcher knows about one number.
+struct NumberSlot {
+    fetched: Instant,
+    org_id: Option<Uuid>,
+    state: NumberState,
+}
+
+enum NumberState {
+    Ready {
+        token: Arc<str>,
+        bucket: Bucket,
+    },
+    Unusable {
+        code: &'static str,
+        explanation: String,
+    },
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Round {
+    claimed: usize,
+    /// Some due messages wait for their number's pacing: the earliest a token frees up.
+    pacing_wait: Option<Duration>,
+    /// Some due messages wait for a free send slot.
+    slot_limited: bool,
+    /// More messages were due than one claim takes: go again at once.
+    more_due: bool,
+}
+
+/// One dispatcher instance (one per process): its claims carry a unique owner id.
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    key: MasterKey,
+    owner: String,
+    numbers: HashMap<String, NumberSlot>,
+    /// Where the next round's list of numbers with due messages starts.
+    due_cursor: Option<String>,
+    tasks: JoinSet<Outcome>,
+    last_sweep: Option<Instant>,
+    report: DispatchReport,
+}
+
+impl Dispatcher {
+    pub fn new(db: Db, cloud: CloudApiClient, key: MasterKey, config: DispatchConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared { db, cloud, config }),
+            key,
+            owner: format!("dispatch-{}", Uuid::new_v4()),
+            due_cursor: None,
+            numbers: HashMap::new(),
+            tasks: JoinSet::new(),
+            last_sweep: None,
+            report: DispatchReport::default(),
+        }
+    }
+
+    /// The `lease_owner` this dispatcher's claims carry.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Sends everything that is due now (waiting for pacing where needed), waits until
+    /// every outcome is recorded, sweeps, and returns what was done. Retries that come due
+    /// later are left for a later call.
+    pub async fn drain_once(&mut self) -> Result<DispatchReport, StoreError> {
+        self.sweep().await?;
+        loop {
+            let round = self.round(false).await?;
+            if round.claimed == 0 && self.tasks.is_empty() && !round.more_due {
+                match round.pacing_wait {
+                    Some(wait) => tokio::time::sleep(wait.max(Duration::from_millis(1))).await,
+                    None => break,
+                }
+                continue;
+            }
+            while let Some(done) = self.tasks.join_next().await {
+                self.reap(done);
+            }
+        }
+        self.sweep().await?;
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    /// The queue's housekeeping (see [`Db::sweep_dispatch`]): messages whose send outcome
+    /// stayed unknown past their deadline fail with `network_outcome_unknown`. Also
+    /// updates the queue gauges.
+    pub async fn sweep(&mut self) -> Result<DispatchSweep, StoreError> {
+        self.last_sweep = Some(Instant::now());
+        let (code, failure) = expired_failure(self.shared.config.unknown_grace);
+        let db = &self.shared.db;
+        let sweep = db
+            .sweep_dispatch(now_ms(), code, &failure, SWEEP_LIMIT)
+            .await?;
+        if sweep.abandoned > 0 {
+            tracing::warn!(
+                count = sweep.abandoned,
+                "claims past their lease (a worker died or hung); their outcome is unknown"
+            );
+        }
+        for e in &sweep.expired {
+            tracing::warn!(message_id = %e.id, org_id = %e.org_id,
+                "no answer and no status from the network within the grace period; message failed");
+        }
+        self.report.expired += sweep.expired.len();
+        metrics::counter!("tern_dispatch_expired_total").increment(sweep.expired.len() as u64);
+        let counts = db.count_dispatch_queue().await?;
+        metrics::gauge!("tern_dispatch_queue", "state" => "queued").set(counts.queued as f64);
+        metrics::gauge!("tern_dispatch_queue", "state" => "in_flight").set(counts.in_flight as f64);
+        metrics::gauge!("tern_dispatch_queue", "state" => "unknown").set(counts.unknown as f64);
+        Ok(sweep)
+    }
+
+    fn reap(&mut self, done: Result<Outcome, tokio::task::JoinError>) {
+        match done {
+            Ok(o) => self.report.count(o),
+            Err(e) => {
+                tracing::error!(error = %e, "send task failed");
+                self.report.count(Outcome::Error);
+            }
+        }
+    }
+
+    /// Waits for the sends under way (at most the lease), then abandons the rest: their
+    /// claims become unknown outcomes.
+    async fn finish_in_flight(&mut self) {
+        let limit = tokio::time::sleep(self.shared.config.lease);
+        tokio::pin!(limit);
+        while !self.tasks.is_empty() {
+            tokio::select! {
+                Some(done) = self.tasks.join_next() => self.reap(done),
+                _ = &mut limit => {
+                    tracing::warn!(count = self.tasks.len(), "sends still under way at shutdown abandoned");
+                    self.tasks.abort_all();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// One round: for each number with due messages claim what it may send now and start
+    /// the sends; then sweep when due (after the claims, to keep the wakeup path short).
+    async fn round(&mut self, sweep_when_due: bool) -> Result<Round, StoreError> {
+        let round = self.claim_round().await?;
+        if sweep_when_due
+            && self
+                .last_sweep
+                .is_none_or(|t| t.elapsed() >= self.shared.config.sweep_interval)
+        {
+            self.sweep().await?;
+        }
+        Ok(round)
+    }
+
+    async fn claim_round(&mut self) -> Result<Round, StoreError> {
+        let mut round = Round::default();
+        let batch = self.shared.config.batch_size.max(1);
+        let due = self
+            .shared
+            .db
+            .due_dispatch_numbers(now_ms(), self.due_cursor.as_deref(), NUMBERS_PER_ROUND)
+            .await?;
+        // More numbers than one page: continue after the last one next round.
+        self.due_cursor = (due.len() as i64 >= NUMBERS_PER_ROUND)
+            .then(|| due.last().cloned())
+            .flatten();
+        round.more_due |= self.due_cursor.is_some();
+        for pnid in due {
+            let free = self
+                .shared
+                .config
+                .max_in_flight
+                .saturating_sub(self.tasks.len());
+            if free == 0 {
+                round.slot_limited = true;
+                break;
+            }
+            self.refresh_number(&pnid).await?;
+            let Some(slot) = self.numbers.get_mut(&pnid) else {
+                continue;
+            };
+            match &mut slot.state {
+                NumberState::Unusable { code, explanation } => {
+                    let (code, explanation) = (*code, explanation.clone());
+                    let items = self.claim(&pnid, batch).await?;
+                    round.claimed += items.len();
+                    round.more_due |= items.len() == batch;
+                    for item in items {
+                        let o = self.shared.fail_unsendable(&item, code, &explanation).await;
+                        self.report.count(o);
+                    }
+                }
+                NumberState::Ready { token, bucket, .. } => {
+                    let now = Instant::now();
+                    let available = bucket.available(now);
+                    if available == 0 {
+                        let w = bucket.wait_for_one(now);
+                        round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
+                        continue;
+                    }
+                    let (token, org) = (token.clone(), slot.org_id);
+                    let ask = available.min(batch).min(free);
+                    let items = self.claim(&pnid, ask).await?;
+                    if let Some(NumberState::Ready { bucket, .. }) =
+                        self.numbers.get_mut(&pnid).map(|s| &mut s.state)
+                    {
+                        bucket.take(items.len());
+                    }
+                    round.claimed += items.len();
+                    if items.len() == ask {
+                        // Maybe more due: what held this claim back?
+                        if ask == batch {
+                            round.more_due = true;
+                        } else if ask == free {
+                            round.slot_limited = true;
+                        } else if let Some(NumberState::Ready { bucket, .. }) =
+                            self.numbers.get_mut(&pnid).map(|s| &mut s.state)
+                        {
+                            let w = bucket.wait_for_one(Instant::now());
+                            round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
+                        }
+                    }
+                    for item in items {
+                        if Some(item.org_id) != org {
+                            // The number was moved to another organisation.
+                            let o = self
+                                .shared
+                                .fail_unsendable(
+                                    &item,
+                                    FAILURE_NUMBER_NOT_CONNECTED,
+                                    "The sending number is no longer connected to this organisation.",
+                                )
+                                .await;
+                            self.report.count(o);
+                            continue;
+                        }
+                        let shared = self.shared.clone();
+                        let token = token.clone();
+                        self.tasks
+                            .spawn(async move { shared.deliver(item, token).await });
+                    }
+                }
+            }
+        }
+        Ok(round)
+    }
+
+    async fn claim(&self, pnid: &str, limit: usize) -> Result<Vec<DispatchItem>, StoreError> {
+        let c = &self.shared.config;
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        self.shared
+            .db
+            .claim_dispatch(&DispatchClaim {
+                phone_number_id: Some(pnid),
+                limit: i64::try_from(limit).unwrap_or(i64::MAX),
+                owner: &self.owner,
+                now: now_ms(),
+                lease_ms: ms(c.lease),
+                grace_ms: ms(c.unknown_grace),
+            })
+            .await
+    }
+
+    /// Reads the number (again) when unknown or older than `number_refresh`.
+    async fn refresh_number(&mut self, pnid: &str) -> Result<(), StoreError> {
+        let refresh = self.shared.config.number_refresh;
+        if self
+            .numbers
+            .get(pnid)
+            .is_some_and(|s| s.fetched.elapsed() < refresh)
+        {
+            return Ok(());
+        }
+        let number = self.shared.db.get_phone_number(pnid).await?;
+        let old = self.numbers.remove(pnid);
+        let org_id = number.as_ref().map(|n| n.org_id);
+        let state = match number {
+            None => NumberState::Unusable {
+                code: FAILURE_NUMBER_NOT_CONNECTED,
+                explanation: "The sending number is not connected to Tern any more.".into(),
+            },
+            Some(n) if n.status != "connected" => NumberState::Unusable {
+                code: FAILURE_NUMBER_NOT_CONNECTED,
+                explanation: format!(
+                    "The sending number {} is {}, so it cannot send.",
+                    n.display_phone_number, n.status
+                ),
+            },
+            Some(n) => match self
+                .key
+                .open(Purpose::TokenEncryption, &n.access_token_enc)
+                .and_then(|b| String::from_utf8(b).ok())
+            {
+                None => NumberState::Unusable {
+                    code: FAILURE_TOKEN_UNREADABLE,
+                    explanation: format!(
+                        "The network access token of the sending number {} cannot be read \
+                         with the service's current secret key; an operator must store it again.",
+                        n.display_phone_number
+                    ),
+                },
+                Some(token) => {
+                    let mps = u32::try_from(n.throughput_mps)
+                        .ok()
+                        .filter(|m| *m > 0)
+                        .unwrap_or(self.shared.config.default_mps)
+                        .max(1);
+                    // Keep the bucket (and its state) unless the throughput changed.
+                    let bucket = match old.map(|s| s.state) {
+                        Some(NumberState::Ready { bucket, .. }) if bucket.mps == mps => bucket,
+                        _ => Bucket::new(mps),
+                    };
+                    NumberState::Ready {
+                        token: token.into(),
+                        bucket,
+                    }
+                }
+            },
+        };
+        self.numbers.insert(
+            pnid.to_string(),
+            NumberSlot {
+                fetched: Instant::now(),
+                org_id,
+                state,
+            },
+        );
+        Ok(())
+    }
+}
+
+/// Pacing of one number: a token bucket holding one second of throughput (as the network's
+/// own limit), refilled continuously at `mps`. Tokens are taken for what was actually
+/// claimed, so messages claimed by another process cost this one nothing.
+#[derive(Debug, Clone)]
+struct Bucket {
+    mps: u32,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn new(mps: u32) -> Self {
+        Self {
+            mps: mps.max(1),
+            tokens: f64::from(mps.max(1)),
+            last: Instant::now(),
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        let rate = f64::from(self.mps);
+        self.tokens = (self.tokens + elapsed * rate).min(rate);
+        self.last = now;
+    }
+
+    /// Whole tokens available at `now`.
+    fn available(&mut self, now: Instant) -> usize {
+        self.refill(now);
+        // Bounded by mps (a u32), so the cast cannot truncate.
+        self.tokens.max(0.0).floor() as usize
+    }
+
+    fn take(&mut self, n: usize) {
+        self.tokens -= n as f64;
+    }
+
+    /// Time until one whole token is available.
+    fn wait_for_one(&mut self, now: Instant) -> Duration {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - self.tokens) / f64::from(self.mps))
+        }
+    }
+}
+
+/// The `failure` object and code of a message failed by the sweep.
+fn expired_failure(grace: Duration) -> (&'static str, Value) {
+    let minutes = grace.as_secs().div_ceil(60);
+    let explanation = format!(
+        "Tern could not confirm that the network received this message: the send was \
+         interrupted (no answer from the network, or a restart) and no status from the network \
+         arrived within {minutes} minute(s). It was not sent again, to avoid a duplicate; it may \
+         or may not have reached the recipient."
+    );
+    (
+        FAILURE_OUTCOME_UNKNOWN,
+        json!({
+            "code": FAILURE_OUTCOME_UNKNOWN,
+            "message": explanation,
+            "provider_code": null,
+            "provider_message": null,
+        }),
+    )
+}
+
+/// A `failure` object (same shape as `crate::inbox::failure_object`).
+fn failure_value(
+    code: &str,
+    explanation: &str,
+    provider_code: Option<String>,
+    provider_message: Option<String>,
+    provider_href: Option<&str>,
+) -> Value {
+    let mut obj = json!({
+        "code": code,
+        "message": explanation,
+        "provider_code": provider_code,
+        "provider_message": provider_message,
+    });
+    if let Some(href) = provider_href {
+        obj["provider_href"] = Value::String(href.to_string());
+    }
+    obj
+}
+
+/// The failure of a send error; `gave_up_after` when retries ran out.
+fn send_failure(e: &SendError, gave_up_after: Option<i64>) -> (String, Value) {
+    let info = e.failure();
+    let mut explanation = info.explanation;
+    if let Some(n) = gave_up_after {
+        explanation = explanation.replace("; it will be retried", "");
+        explanation = format!("{explanation} Tern gave up after {n} attempts.");
+    }
+    let (provider_code, provider_message, href) = match e.graph() {
+        Some(g) if g.is_graph_body() => {
+            let mut wording = g.message.clone();
+            if let Some(d) = g.details.as_deref().filter(|d| !d.is_empty())
+                && !wording.contains(d)
+            {
+                wording = if wording.is_empty() {
+                    d.to_string()
+                } else {
+                    format!("{wording} ({d})")
+                };
+            }
+            (
+                g.code.map(|c| c.to_string()),
+                Some(wording).filter(|w| !w.is_empty()),
+                g.href.as_deref(),
+            )
+        }
+        _ => (None, None, None),
+    };
+    (
+        info.code.to_string(),
+        failure_value(
+            info.code,
+            &explanation,
+            provider_code,
+            provider_message,
+            href,
+        ),
+    )
+}
+
+/// The network payload of a stored request: the envelope (`messaging_product`,
+/// `recipient_type`), the request's fields, and `biz_opaque_callback_data` = the Tern
+/// message id. A `to` of digits only (a wa_id) gets its `+`: without it the network would
+/// prepend the business number's country code.
+pub fn build_payload(id: Uuid, request: &Value) -> Result<SendPayload, String> {
+    let Value::Object(fields) = request else {
+        return Err("the stored request is not a JSON object".into());
+    };
+    let mut obj = Map::new();
+    obj.insert("messaging_product".into(), json!("whatsapp"));
+    obj.insert("recipient_type".into(), json!("individual"));
+    for (k, v) in fields {
+        if k != "messaging_product" && k != "biz_opaque_callback_data" {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(Value::String(to)) = obj.get_mut("to")
+        && !to.is_empty()
+        && to.bytes().all(|b| b.is_ascii_digit())
+    {
+        *to = format!("+{to}");
+    }
+    obj.insert("biz_opaque_callback_data".into(), json!(id.to_string()));
+    serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())
+}
+
+/// How a claim ends.
+enum Final {
+    Sent {
+        wamid: String,
+    },
+    /// Every failure the dispatcher decides is one where the network did not take the
+    /// message, so a template's wallet debit is refunded.
+    Failed {
+        code: String,
+        failure: Value,
+    },
+}
+
+impl Shared {
+    /// Sends one claimed message and records the outcome.
+    async fn deliver(self: Arc<Self>, item: DispatchItem, token: Arc<str>) -> Outcome {
+        let payload = match build_payload(item.id, &item.request) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(message_id = %item.id, error = %e, "stored request cannot be sent");
+                let explanation = format!("Tern could not build the network request ({e}).");
+                let failure =
+                    failure_value(FAILURE_PAYLOAD_INVALID, &explanation, None, None, None);
+                let fin = Final::Failed {
+                    code: FAILURE_PAYLOAD_INVALID.into(),
+                    failure,
+                };
+                return self.record_final(&item, fin).await;
+            }
+        };
+        let send = self
+            .cloud
+            .send_message(&item.phone_number_id, &token, &payload);
+        let result = match tokio::time::timeout(self.config.send_timeout(), send).await {
+            Ok(r) => r,
+            Err(_) => Err(SendError::OutcomeUnknown {
+                reason: "no answer before the dispatch lease ran out".into(),
+            }),
+        };
+        self.record(&item, result).await
+    }
+
+    async fn record(
+        &self,
+        item: &DispatchItem,
+        result: Result<tern_cloudapi::SendAccepted, SendError>,
+    ) -> Outcome {
+        let lease = item.lease();
+        let e = match result {
+            Ok(accepted) => {
+                let fin = Final::Sent {
+                    wamid: accepted.wamid,
+                };
+                return self.record_final(item, fin).await;
+            }
+            Err(e) => e,
+        };
+        match e.retry_class() {
+            RetryClass::OutcomeUnknown => {
+                tracing::warn!(message_id = %item.id, error = %e,
+                    "send outcome unknown; waiting for the network's status");
+                let grace =
+                    i64::try_from(self.config.unknown_grace.as_millis()).unwrap_or(i64::MAX);
+                let deadline = now_ms().saturating_add(grace);
+                let error = e.to_string();
+                let r = retrying(|| {
+                    self.db
+                        .mark_dispatch_unknown(item.id, &lease, deadline, &error)
+                })
+                .await;
+                finish_queue_write(item, r, Outcome::Unknown)
+            }
+            RetryClass::RetrySoon | RetryClass::RetryLater
+                if item.attempts < i64::from(self.config.max_attempts) =>
+            {
+                let delay = self.config.backoff(item.attempts);
+                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
+                    retry_in_ms = delay.as_millis() as u64, "network did not take the message; will retry");
+                let at = now_ms().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0));
+                let error = e.to_string();
+                let r = retrying(|| self.db.retry_dispatch(item.id, &lease, at, &error)).await;
+                finish_queue_write(item, r, Outcome::Retried)
+            }
+            class => {
+                let gave_up = (class != RetryClass::Never).then_some(item.attempts);
+                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
+                    "message failed");
+                let (code, failure) = send_failure(&e, gave_up);
+                self.record_final(item, Final::Failed { code, failure })
+                    .await
+            }
+        }
+    }
+
+    /// Fails a claimed message that cannot be sent at all (number or token unusable).
+    async fn fail_unsendable(
+        &self,
+        item: &DispatchItem,
+        code: &'static str,
+        explanation: &str,
+    ) -> Outcome {
+        tracing::warn!(message_id = %item.id, phone_number_id = %item.phone_number_id, code,
+            "message cannot be sent from its number");
+        let failure = failure_value(code, explanation, None, None, None);
+        self.record_final(
+            item,
+            Final::Failed {
+                code: code.to_string(),
+                failure,
+            },
+        )
+        .await
+    }
+
+    /// Writes the final status with the domain's monotonic rule under compare-and-set:
+    /// a status webhook may have moved the message already (even to `delivered` or `read`).
+    async fn record_final(&self, item: &DispatchItem, fin: Final) -> Outcome {
+        let outcome = match &fin {
+            Final::Sent { .. } => Outcome::Sent,
+            Final::Failed { .. } => Outcome::Failed,
+        };
+        let r = retrying(|| self.write_final(item, &fin)).await;
+        let o = match r {
+            Ok(Some(became_failed)) => {
+                if became_failed {
+                    self.refund(item).await;
+                }
+                outcome
+            }
+            Ok(None) => {
+                tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
+                Outcome::Stale
+            }
+            Err(e) => {
+                tracing::error!(message_id = %item.id, error = %e,
+                    "could not record the send outcome; a status webhook or the grace deadline will settle it");
+                Outcome::Error
+            }
+        };
+        if o == Outcome::Sent {
+            let latency_ms = (now_ms() - item.created_at).max(0);
+            metrics::histogram!("tern_dispatch_accepted_to_sent_seconds")
+                .record(latency_ms as f64 / 1000.0);
+        }
+        metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
+        o
+    }
+
+    /// A template message that failed before reaching the network gets its wallet debit
+    /// back (idempotent: at most one refund per message).
+    async fn refund(&self, item: &DispatchItem) {
+        match retrying(|| self.db.refund_message_debit(item.id, now_ms())).await {
+            Ok(0) => {}
+            Ok(amount) => {
+                tracing::info!(message_id = %item.id, amount_minor = amount, "wallet debit refunded");
+                metrics::counter!("tern_wallet_refunds_total").increment(1);
+            }
+            Err(e) => {
+                tracing::error!(message_id = %item.id, error = %e, "wallet refund failed");
+            }
+        }
+    }
+
+    /// `Ok(Some(became_failed))` written (and whether this write failed the message),
+    /// `Ok(None)` the claim is stale.
+    async fn write_final(
+        &self,
+        item: &DispatchItem,
+        fin: &Final,
+    ) -> Result<Option<bool>, StoreError> {
+        let lease: DispatchLease = item.lease();
+        let (incoming, wamid, failure) = match fin {
+            Final::Sent { wamid } => (Status::Sent, Some(wamid.clone()), None),
+            Final::Failed { code, failure } => (Status::Failed, None, Some((code, failure))),
+        };
+        for _ in 0..CAS_ROUNDS {
+            let Some(msg) = self.db.get_message(item.org_id, item.id).await? else {
+                return Ok(None);
+            };
+            let Some(current) = Status::parse(&msg.status) else {
+                tracing::warn!(message_id = %item.id, status = %msg.status, "unknown message status");
+                return Ok(None);
+            };
+            let at = now_ms();
+            let times = Times {
+                sent_at: msg.sent_at,
+                delivered_at: msg.delivered_at,
+                read_at: msg.read_at,
+                failed_at: msg.failed_at,
+            };
+            let o = message::apply(current, times, incoming, at);
+            let (failure_code, failure_obj) = match failure {
+                Some((code, obj)) if o.status == Status::Failed && current != Status::Failed => {
+                    (Some(code.clone()), Some(obj.clone()))
+                }
+                _ => (msg.failure_code.clone(), msg.failure.clone()),
+            };
+            let change = StatusChange {
+                status: o.status.as_str().to_string(),
+                wamid: wamid.clone(),
+                sent_at: o.times.sent_at,
+                delivered_at: o.times.delivered_at,
+                read_at: o.times.read_at,
+                failed_at: o.times.failed_at,
+                failure_code,
+                failure: failure_obj,
+            };
+            match self
+                .db
+                .complete_dispatch(item.id, &lease, &msg.status, msg.updated_at, &change, at)
+                .await?
+            {
+                DispatchWrite::Applied => {
+                    return Ok(Some(
+                        o.status == Status::Failed && current != Status::Failed,
+                    ));
+                }
+                DispatchWrite::LeaseLost => return Ok(None),
+                DispatchWrite::Moved => continue,
+            }
+        }
+        Err(StoreError::Conflict {
+            constraint: "message_status_contention".into(),
+        })
+    }
+}
+
+fn finish_queue_write(item: &DispatchItem, r: Result<bool, StoreError>, ok: Outcome) -> Outcome {
+    let o = match r {
+        Ok(true) => ok,
+        Ok(false) => {
+            tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
+            Outcome::Stale
+        }
+        Err(e) => {
+            tracing::error!(message_id = %item.id, error = %e,
+                "could not record the send outcome; a status webhook or the grace deadline will settle it");
+            Outcome::Error
+        }
+    };
+    metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
+    o
+}
+
+/// Runs a store write, retrying a few times while the database is unavailable.
+async fn retrying<T, F, Fut>(mut f: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut delay = Duration::from_millis(50);
+    for _ in 0..4 {
+        match f().await {
+            Err(e) if e.is_unavailable() => {
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+            }
+            other => return other,
+        }
+    }
+    f().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_has_envelope_callback_and_plus() {
+        let id = Uuid::now_v7();
+        let p = build_payload(
+            id,
+            &json!({"to": "16505551234", "type": "text", "text": {"body": "hi"},
+                    "context": {"message_id": "wamid.X"}, "biz_opaque_callback_data": "evil"}),
+        )
+        .unwrap();
+        assert_eq!(
+            p.to_json(),
+            json!({"messaging_product": "whatsapp", "recipient_type": "individual",
+                   "to": "+16505551234", "type": "text", "text": {"body": "hi"},
+                   "context": {"message_id": "wamid.X"},
+                   "biz_opaque_callback_data": id.to_string()})
+        );
+        assert!(build_payload(id, &json!({"to": "1", "type": "bogus"})).is_err());
+        assert!(build_payload(id, &json!([1])).is_err());
+        assert!(build_payload(id, &Value::Null).is_err());
+    }
+
+    #[test]
+    fn backoff_is_bounded_full_jitter() {
+        let c = DispatchConfig {
+            backoff_base: Duration::from_millis(100),
+            backoff_cap: Duration::from_millis(1_000),
+            ..Default::default()
+        };
+        for attempts in [0, 1, 2, 3, 10, 1_000] {
+            for _ in 0..50 {
+                let d = c.backoff(attempts);
+                let ceiling = (100u64 << attempts.clamp(1, 30).saturating_sub(1)).min(1_000);
+                assert!(d.as_millis() as u64 <= ceiling, "{attempts}: {d:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn graph_failures_carry_the_network_code_wording_and_link() {
+        let g = tern_cloudapi::GraphError::from_response(
+            400,
+            br#"{"error":{"message":"(#131026) Message undeliverable","type":"OAuthException","code":131026,"error_data":{"details":"Not on WhatsApp"},"href":"https://example.test/fix"}}"#,
+        );
+        let (code, f) = send_failure(&SendError::Graph(Box::new(g)), None);
+        assert_eq!(code, "recipient_not_on_whatsapp");
+        assert_eq!(f["provider_code"], "131026");
+        assert_eq!(
+            f["provider_message"],
+            "(#131026) Message undeliverable (Not on WhatsApp)"
+        );
+        assert_eq!(f["provider_href"], "https://example.test/fix");
+        assert!(f["message"].as_str().unwrap().contains("not on WhatsApp"));
+
+        let g = tern_cloudapi::GraphError::from_response(
+            400,
+            br#"{"error":{"message":"(#130429) Rate limit hit","code":130429}}"#,
+        );
+        let (code, f) = send_failure(&SendError::Graph(Box::new(g)), Some(10));
+        assert_eq!(code, "network_rate_limited");
+        assert!(f.get("provider_href").is_none());
+        let m = f["message"].as_str().unwrap();
+        assert!(m.ends_with("Tern gave up after 10 attempts."), "{m}");
+        assert!(!m.contains("will be retried"), "{m}");
+
+        let (code, f) = send_failure(
+            &SendError::NotSent {
+                reason: "connection refused".into(),
+            },
+            Some(3),
+        );
+        assert_eq!(code, "network_error");
+        assert_eq!(f["provider_code"], Value::Null);
+    }
+}
