@@ -32,7 +32,11 @@ pub fn base() -> OpenApi {
 }
 
 /// Standard error responses of an operation: (status, description, codes that may occur).
-fn standard_errors(method: &str, has_path_params: bool) -> Vec<(&'static str, &'static str)> {
+fn standard_errors(
+    method: &str,
+    path: &str,
+    has_path_params: bool,
+) -> Vec<(&'static str, &'static str)> {
     let mut v = vec![
         ("400", "The request is not valid (`validation_failed`)."),
         ("401", "No valid API key (`unauthenticated`)."),
@@ -47,7 +51,8 @@ fn standard_errors(method: &str, has_path_params: bool) -> Vec<(&'static str, &'
             "The service cannot answer now; retry (`unavailable`).",
         ),
     ];
-    if has_path_params {
+    // A send names a contact by id in its body.
+    if has_path_params || (method == "post" && path == "/messages") {
         v.push(("404", "No such item in the organisation (`not_found`)."));
     }
     if matches!(method, "post" | "put" | "patch") {
@@ -91,7 +96,7 @@ pub fn finish(doc: OpenApi) -> Value {
                 let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
                     continue;
                 };
-                for (status, desc) in standard_errors(method, has_params) {
+                for (status, desc) in standard_errors(method, path, has_params) {
                     responses.entry(status).or_insert_with(|| {
                         json!({
                             "description": desc,
