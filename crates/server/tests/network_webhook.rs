@@ -226,7 +226,8 @@ async fn outbound(app: &TestApp, wamid: Option<&str>) -> Message {
         wamid: wamid.map(str::to_string),
         request: json!({}),
         campaign_id: None,
-        created_at: now,
+        // Accepted before the (fixed, 2023) status times the tests report.
+        created_at: 1_699_999_990_000,
         sent_at: None,
         delivered_at: None,
         read_at: None,
