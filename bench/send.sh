@@ -1,0 +1,419 @@
+#!/usr/bin/env bash
+# Send-path benchmark: POST /messages and GET /messages/{id} through a release build of
+# `tern serve` pointed at `tern simulator`, on SQLite and on PostgreSQL, plus the
+# accepted → sent latency of the dispatcher at a low rate.
+#
+# Usage: bench/send.sh [seconds per wrk run, default 20]
+#   BENCH_BACKENDS="sqlite postgres"  backends to run (default both)
+#   BENCH_CONNECTIONS=32 BENCH_THREADS=2  wrk settings
+#   BENCH_RECIPIENTS=1000             customers written to, round-robin (1 to 10000); each one
+#                                     writes in first. 1 puts every send on one conversation row
+#   BENCH_PROBE_N=200                 messages of the latency probe (sent one at a time)
+#   BENCH_PROBE_GAP=0.02              pause between two probe sends (s) — about 40/s with curl
+#   BENCH_SENT_WAIT=15                seconds to wait for the probe messages to reach `sent`
+#   BENCH_TERN_MPS=10000              the number's throughput in Tern (the dispatcher's pacing);
+#                                     1 nearly idles the dispatcher, to time the accept path alone
+#   BENCH_PG_SAMPLE=0                 1: sample pg_stat_activity every 0.1 s during the POST run
+#                                     and print what PostgreSQL backends were doing (diagnostic;
+#                                     the sampling itself costs a little CPU)
+#
+# Per backend:
+#   setup    simulator (no status delays, --no-window, no pacing), `tern admin` provisioning
+#            (enterprise org, rate limits raised out of the way, a 10,000 mps number, a send_messages key),
+#            then one inbound message per customer through the simulator (signed webhook →
+#            inbox worker), so BENCH_RECIPIENTS conversations have an open window.
+#   latency  BENCH_PROBE_N sends one at a time on an idle queue, then sent_at − created_at
+#            read from the database. Runs first so the backlog left by the wrk run does not
+#            pollute it. The simulator's callback is detached meanwhile: status webhooks
+#            carry whole-second timestamps (raised to created_at) and the earliest report
+#            wins, so a `sent` webhook would overwrite the dispatcher's millisecond sent_at
+#            with a truncated value (often exactly created_at, i.e. 0 ms).
+#            If no message reaches `sent` within BENCH_SENT_WAIT s, says so (no numbers).
+#   POST     wrk -t2 -c32 on POST /messages (unique Idempotency-Key per request, bench/send.lua);
+#            every non-202 is counted and must be 0 (else the script exits 1); rows in the
+#            database are cross-checked.
+#   GET      wrk -t2 -c32 on GET /messages/{id} over 1,000 accepted ids (bench/get.lua);
+#            every non-200 is counted and must be 0.
+#   RSS      VmHWM of the tern process (peak resident set) after each wrk run.
+#   CPU      CPU seconds of tern, the simulator, PostgreSQL, wrk and everything else during
+#            each wrk run, as a share of all cores' time (wall time × cores). "other" is
+#            whatever else ran on the machine meanwhile: a busy neighbour skews the run.
+# Loopback only; every run is bounded. Raw outputs go to bench/results/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-20}
+backends=${BENCH_BACKENDS:-sqlite postgres}
+conns=${BENCH_CONNECTIONS:-32}
+threads=${BENCH_THREADS:-2}
+probe_n=${BENCH_PROBE_N:-200}
+recipients=${BENCH_RECIPIENTS:-1000}
+[[ $recipients =~ ^[0-9]+$ && $recipients -ge 1 && $recipients -le 10000 ]] || { echo "BENCH_RECIPIENTS must be 1 to 10000" >&2; exit 2; }
+probe_gap=${BENCH_PROBE_GAP:-0.02}
+sent_wait=${BENCH_SENT_WAIT:-15}
+tern_mps=${BENCH_TERN_MPS:-10000}
+pg_sample=${BENCH_PG_SAMPLE:-0}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
+tern="$CARGO_TARGET_DIR/release/tern"
+out="$root/bench/results"
+
+PNID=109000000000001
+WABA=209000000000001
+DISPLAY=+14155550100
+TOKEN=bench-access-token
+CUSTOMER_PREFIX=1415556 # customers: 1415556 + 4 digits (14155560000, 14155560001, …)
+APP_SECRET="bench-app-secret-$$"
+VERIFY_TOKEN="bench-verify-$$"
+API=/api/public/v1
+
+# --- tools -----------------------------------------------------------------------------------
+need_apt=()
+command -v wrk >/dev/null || need_apt+=(wrk)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+if ((${#need_apt[@]})); then
+  echo "installing ${need_apt[*]} …"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }; done
+[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (package time) is required" >&2; exit 1; }
+
+# --- cleanup ---------------------------------------------------------------------------------
+tmp=$(mktemp -d /tmp/tern-bench-send.XXXXXX)
+pids=()
+pg_db=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for p in "${pids[@]:-}"; do
+    [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]:-}"; do
+    [[ -n "$p" ]] && wait "$p" 2>/dev/null || true
+  done
+  if [[ -n "$pg_db" ]]; then
+    psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- helpers ---------------------------------------------------------------------------------
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
+wait_http() { # url what log
+  for _ in $(seq 1 200); do curl -sf -o /dev/null "$1" && return 0; sleep 0.05; done
+  echo "$2 did not come up ($1); last log lines:" >&2
+  tail -n 20 "$3" >&2 || true
+  exit 1
+}
+# CPU snapshot: the machine's busy/total ticks and every process's utime+stime (JSON).
+cpu_snapshot() {
+  python3 -c '
+import json, os, sys
+snap = {"procs": {}}
+with open("/proc/stat") as f:
+    v = [int(x) for x in f.readline().split()[1:]]
+busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # user nice system irq softirq steal
+snap["machine"] = [busy, busy + v[3] + v[4]]     # + idle iowait
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        continue
+    rest = st[st.rindex(")") + 2:].split()
+    snap["procs"][pid] = [st[st.index("(") + 1:st.rindex(")")], cmd[:100], int(rest[11]) + int(rest[12])]
+json.dump(snap, sys.stdout)'
+}
+# cpu_split BEFORE AFTER TERN_PID SIM_PID PG_DB WRK_SECONDS → one line: shares of 2 cores' time.
+# PostgreSQL = its shared processes + backends of the bench database; backends of other
+# databases and every other process count as "other" (the top three are named).
+cpu_split() {
+  python3 - "$@" <<'EOF'
+import json, os, sys
+before, after = (json.load(open(f)) for f in sys.argv[1:3])
+tern_pid, sim_pid, pg_db, wrk = sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])
+hz = os.sysconf("SC_CLK_TCK")
+busy = (after["machine"][0] - before["machine"][0]) / hz
+total = (after["machine"][1] - before["machine"][1]) / hz  # wall time × cores
+use = {"tern": 0.0, "postgres": 0.0, "simulator": 0.0}
+others = {}
+for pid, (comm, cmd, t) in after["procs"].items():
+    d = (t - before["procs"].get(pid, [0, 0, 0])[2]) / hz
+    if pid == tern_pid:
+        use["tern"] += d
+    elif pid == sim_pid:
+        use["simulator"] += d
+    elif comm == "postgres" and pg_db and (pg_db in cmd or ("(" not in cmd and "[local]" not in cmd)):
+        use["postgres"] += d
+    elif d > 0:
+        name = {"postgres": "postgres (other dbs)", "tern": "another tern"}.get(comm, comm)
+        others[name] = others.get(name, 0.0) + d
+other = max(0.0, busy - sum(use.values()) - wrk)
+pct = lambda x: f"{100 * x / total:.0f}%" if total else "?"
+top = sorted(others.items(), key=lambda kv: -kv[1])[:3]
+named = ", ".join(f"{k} {pct(v)}" for k, v in top if 100 * v / total >= 1)
+print(f"tern {pct(use['tern'])} · wrk {pct(wrk)} · postgres {pct(use['postgres'])} · "
+      f"simulator {pct(use['simulator'])} · other {pct(other)}{' (' + named + ')' if named else ''} · "
+      f"idle {pct(total - busy)} (of {os.cpu_count()} cores)")
+EOF
+}
+hwm_mib() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
+percentiles() { # reads integers (ms) on stdin → "p50 p99 n" (nearest rank)
+  python3 -c '
+import math, sys
+v = sorted(int(x) for x in sys.stdin.read().split())
+if not v:
+    print("- - 0"); sys.exit()
+rank = lambda p: v[max(0, math.ceil(p / 100 * len(v)) - 1)]
+print(rank(50), rank(99), len(v))'
+}
+field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; } # field NAME "RESULT …"
+
+# --- build -----------------------------------------------------------------------------------
+echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
+cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
+mkdir -p "$out"
+"$root/scripts/services.sh" >/dev/null
+
+summary=()
+
+# run_backend NAME DATABASE_URL
+run_backend() {
+  local name=$1 url=$2
+  local dir="$tmp/$name"
+  mkdir -p "$dir"
+  local sim_port tern_port
+  sim_port=$(free_port)
+  tern_port=$(free_port)
+  local base="http://127.0.0.1:$tern_port"
+  local sim="http://127.0.0.1:$sim_port"
+  local callback="$base/webhooks/whatsapp"
+  echo
+  echo "=== $name ==="
+
+  local id_expr
+  case $name in
+    sqlite)
+      local dbfile=${url#sqlite://}
+      sql() { sqlite3 -batch -noheader "$dbfile" "$1"; }
+      id_expr="lower(substr(hex(id),1,8)||'-'||substr(hex(id),9,4)||'-'||substr(hex(id),13,4)||'-'||substr(hex(id),17,4)||'-'||substr(hex(id),21,12))"
+      ;;
+    postgres)
+      sql() { psql -h 127.0.0.1 -U postgres -d "$pg_db" -Atq -c "$1"; }
+      id_expr="id::text"
+      ;;
+  esac
+
+  # The network: instant statuses, no 24 h window, no throughput or pair pacing.
+  "$tern" simulator --listen "127.0.0.1:$sim_port" --callback-url "$callback" \
+    --app-secret "$APP_SECRET" --verify-token "$VERIFY_TOKEN" --seed 1 \
+    --number "$PNID:$DISPLAY:$WABA:$TOKEN:1000000" --default-mps 1000000 \
+    --sent-delay-ms 0 --delivered-delay-ms 0 --read-delay-ms 0 --no-window \
+    --pair-burst 1000000000 --pair-period-ms 1 >"$dir/simulator.log" 2>&1 &
+  local sim_pid=$!
+  pids+=("$sim_pid")
+  wait_http "$sim/_sim/health" simulator "$dir/simulator.log"
+
+  unset TERN_REDIS_URL TERN_CONFIG
+  export TERN_DATABASE_URL="$url" TERN_LISTEN="127.0.0.1:$tern_port" TERN_PUBLIC_URL="$base" \
+    TERN_GRAPH_URL="$sim" TERN_APP_SECRET="$APP_SECRET" TERN_VERIFY_TOKEN="$VERIFY_TOKEN" \
+    TERN_SECRET_KEY="bench-secret-key-0123456789abcdef0123456789" \
+    TERN_MEDIA_STORE="file://$dir/media" TERN_LOG=warn
+
+  local org member key
+  org=$("$tern" admin org create --name bench --plan enterprise | json id)
+  "$tern" admin org update --org "$org" --rate-limit key-minute=1000000000 \
+    --rate-limit tenant-minute=1000000000 --rate-limit key-day=1000000000 \
+    --rate-limit tenant-day=1000000000 >/dev/null
+  "$tern" admin number add --org "$org" --phone-number-id "$PNID" --display-phone-number "$DISPLAY" \
+    --waba-id "$WABA" --access-token "$TOKEN" --throughput-mps "$tern_mps" >/dev/null
+  member=$("$tern" admin member add --org "$org" --email "owner@bench.test" --role owner | json id)
+  key=$("$tern" admin key create --org "$org" --member "$member" --name bench --preset send_messages | json key)
+
+  "$tern" serve >"$dir/tern.log" 2>&1 &
+  local tern_pid=$!
+  pids+=("$tern_pid")
+  wait_http "$base/readyz" "tern serve" "$dir/tern.log"
+
+  # Every customer writes first (signed network webhook → inbox worker): the windows open.
+  echo "-- $recipients customers write in through the simulator"
+  python3 -c '
+import json, sys, urllib.request
+sim, pnid, prefix, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+for i in range(n):
+    body = {"phone_number_id": pnid, "from": f"{prefix}{i:04d}", "profile_name": f"Bench {i}",
+            "type": "text", "text": {"body": "hi"}}
+    req = urllib.request.Request(f"{sim}/_sim/inbound", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+' "$sim" "$PNID" "$CUSTOMER_PREFIX" "$recipients"
+  local convs=0 i
+  for i in $(seq 1 300); do
+    convs=$(sql "SELECT count(*) FROM conversations WHERE last_inbound_at IS NOT NULL")
+    [[ $convs -ge $recipients ]] && break
+    sleep 0.1
+  done
+  [[ $convs -ge $recipients ]] || { echo "only $convs of $recipients conversations opened in 30 s" >&2; exit 1; }
+  local status=""
+  for i in $(seq 1 100); do
+    status=$(curl -s -o "$dir/warmup.json" -w '%{http_code}' -X POST "$base$API/messages" \
+      -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+      -H "Idempotency-Key: warmup-$$-$i" -d "{\"to\":\"+${CUSTOMER_PREFIX}0000\",\"type\":\"text\",\"text\":{\"body\":\"warm-up\"}}")
+    [[ $status == 202 ]] && break
+    sleep 0.1
+  done
+  if [[ $status != 202 ]]; then
+    echo "the customer's window never opened (last POST /messages: $status $(head -c 300 "$dir/warmup.json"))" >&2
+    exit 1
+  fi
+
+  # --- accepted → sent latency, idle queue -----------------------------------------------------
+  echo "-- accepted → sent: $probe_n sends one at a time (gap ${probe_gap}s)"
+  curl -sf -X PUT "$sim/_sim/callback" -H 'Content-Type: application/json' -d '{"url":null}' >/dev/null
+  local bad=0
+  for i in $(seq 1 "$probe_n"); do
+    status=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base$API/messages" \
+      -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+      -H "Idempotency-Key: probe-$$-$i" -d "{\"to\":\"+$CUSTOMER_PREFIX$(printf %04d $((i % recipients)))\",\"type\":\"text\",\"text\":{\"body\":\"latency-probe $i\"}}")
+    [[ $status == 202 ]] || bad=$((bad + 1))
+    sleep "$probe_gap"
+  done
+  local probe_where="direction='outbound' AND text LIKE 'latency-probe %'"
+  local sent=0 waited=0 lat_note lat_p50="-" lat_p99="-"
+  while :; do
+    sent=$(sql "SELECT count(*) FROM messages WHERE $probe_where AND sent_at IS NOT NULL")
+    [[ $sent -ge $((probe_n - bad)) ]] && break
+    [[ $waited -ge $((sent_wait * 2)) ]] && break
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  local states
+  states=$(sql "SELECT status || '=' || count(*) FROM messages WHERE $probe_where GROUP BY status ORDER BY status" | paste -sd' ')
+  if [[ $sent -eq 0 ]]; then
+    lat_note="NO message reached sent within ${sent_wait}s (statuses: $states) — dispatcher not running?"
+    echo "   NOTICE: $lat_note"
+  else
+    read -r lat_p50 lat_p99 _ < <(sql "SELECT sent_at - created_at FROM messages WHERE $probe_where AND sent_at IS NOT NULL" | percentiles)
+    lat_note="$sent/$probe_n sent (statuses: $states)"
+    echo "   p50 ${lat_p50} ms, p99 ${lat_p99} ms; $lat_note"
+  fi
+  [[ $bad -eq 0 ]] || echo "   WARNING: $bad probe sends were not answered 202"
+  curl -sf -X PUT "$sim/_sim/callback" -H 'Content-Type: application/json' -d "{\"url\":\"$callback\"}" >/dev/null
+
+  # --- wrk runs --------------------------------------------------------------------------------
+  # run_wrk LABEL OUTFILE wrk-args… → sets RES (RESULT line) and CPU (split string)
+  local RES CPU
+  run_wrk() {
+    local label=$1 file=$2
+    shift 2
+    local sampler=""
+    if [[ $pg_sample == 1 && $name == postgres && $label == POST* ]]; then
+      while :; do
+        psql -h 127.0.0.1 -U postgres -d postgres -Atq -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') || ' | ' || left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_activity WHERE datname = '$pg_db' AND state <> 'idle' AND pid <> pg_backend_pid()" || true
+        echo "-- sample"
+        sleep 0.1
+      done >"$dir/pg_activity.txt" 2>/dev/null &
+      sampler=$!
+      pids+=("$sampler")
+    fi
+    cpu_snapshot >"$dir/cpu0.json"
+    /usr/bin/time -f '%U %S' -o "$dir/wrk.time" wrk "$@" >"$file" 2>&1 || {
+      echo "wrk failed:" >&2; cat "$file" >&2; exit 1; }
+    cpu_snapshot >"$dir/cpu1.json"
+    CPU=$(cpu_split "$dir/cpu0.json" "$dir/cpu1.json" "$tern_pid" "$sim_pid" "$pg_db" \
+      "$(awk 'END{print $1+$2}' "$dir/wrk.time")")
+    if [[ -n $sampler ]]; then
+      kill "$sampler" 2>/dev/null || true
+      wait "$sampler" 2>/dev/null || true
+      local samples
+      samples=$(grep -c '^-- sample' "$dir/pg_activity.txt" || true)
+      echo "   pg_stat_activity, $samples samples: non-idle backends per sample, by wait event | query"
+      grep -v '^-- sample' "$dir/pg_activity.txt" | sort | uniq -c | sort -rn | head -12 |
+        awk -v n="$samples" '{c=$1; $1=""; printf "   %6.2f %s\n", c/n, $0}'
+    fi
+    RES=$(grep '^RESULT' "$file" || true)
+    [[ -n $RES ]] || { echo "wrk printed no RESULT line:" >&2; cat "$file" >&2; exit 1; }
+    echo "-- $label"
+    grep -E 'Requests/sec|Latency  |Non-2xx' "$file" | sed 's/^/   /'
+    echo "   $RES"
+    grep '^FIRST_UNEXPECTED' "$file" | sed 's/^/   /' || true
+    echo "   CPU: $CPU"
+  }
+
+  local run_id="b$$${name:0:1}"
+  run_wrk "POST /messages (wrk -t$threads -c$conns -d${secs}s)" "$out/send-$name-post.txt" \
+    -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/send.lua" \
+    "$base$API/messages" -- "$key" "$run_id" "$recipients" "+$CUSTOMER_PREFIX"
+  local post_res=$RES post_cpu=$CPU post_hwm
+  post_hwm=$(hwm_mib "$tern_pid")
+  local rows
+  rows=$(sql "SELECT count(*) FROM messages WHERE direction='outbound' AND text = 'bench $run_id'")
+  echo "   rows in the database for this run: $rows (wrk counted $(field requests "$post_res") completed; up to $conns more were in flight when it stopped)"
+  echo "   peak RSS so far ${post_hwm} MiB"
+  local after_post
+  after_post=$(sql "SELECT status || '=' || count(*) FROM messages WHERE direction='outbound' AND text = 'bench $run_id' GROUP BY status ORDER BY status" | paste -sd' ')
+  echo "   statuses of the POSTed messages right after the run: $after_post"
+
+  sql "SELECT $id_expr FROM messages WHERE direction='outbound' AND text = 'bench $run_id' LIMIT 1000" >"$dir/ids.txt"
+  run_wrk "GET /messages/{id} over $(wc -l <"$dir/ids.txt") ids (wrk -t$threads -c$conns -d${secs}s)" \
+    "$out/send-$name-get.txt" -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/get.lua" \
+    "$base$API/messages/" -- "$key" "$dir/ids.txt"
+  local get_res=$RES get_cpu=$CPU hwm
+  hwm=$(hwm_mib "$tern_pid")
+
+  local backlog
+  backlog=$(sql "SELECT status || '=' || count(*) FROM messages WHERE direction='outbound' AND text = 'bench $run_id' GROUP BY status ORDER BY status" | paste -sd' ')
+  echo "-- statuses of the POSTed messages after the GET run: $backlog"
+  echo "-- peak RSS of tern (VmHWM): $hwm MiB"
+
+  kill -TERM "$tern_pid" && wait "$tern_pid" || true
+  kill -TERM "$sim_pid" && wait "$sim_pid" || true
+  pids=()
+  unset -f sql
+
+  summary+=("$name|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog")
+}
+
+for b in $backends; do
+  case $b in
+    sqlite) run_backend sqlite "sqlite://$tmp/bench.db" ;;
+    postgres)
+      pg_db="tern_bench_$$"
+      psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
+      run_backend postgres "postgres://postgres@127.0.0.1:5432/$pg_db?sslmode=disable"
+      psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE $pg_db WITH (FORCE)" >/dev/null
+      pg_db=""
+      ;;
+    *) echo "unknown backend $b (sqlite, postgres)" >&2; exit 2 ;;
+  esac
+done
+
+echo
+echo "=== summary: $(nproc) cores, wrk -t$threads -c$conns -d${secs}s, $recipients recipients, $(date -u +%FT%TZ) ==="
+printf '%-9s | %-26s | %-26s | %-8s | %s\n' backend "POST /messages rps p50/p99" "GET /messages/{id} rps p50/p99" "peak RSS" "accepted→sent p50/p99"
+for row in "${summary[@]}"; do
+  IFS='|' read -r n prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog <<<"$row"
+  if [[ $lp50 == "-" ]]; then lat="n/a"; else lat="${lp50} / ${lp99} ms"; fi
+  printf '%-9s | %7s/s %6s/%-6s ms | %7s/s %6s/%-6s ms | %5s MiB | %s\n' \
+    "$n" "$prps" "$pp50" "$pp99" "$grps" "$gp50" "$gp99" "$hwm" "$lat"
+  echo "          non-202 POST: $pbad · non-200 GET: $gbad · latency probe: $lnote"
+  echo "          CPU during POST: $pcpu"
+  echo "          CPU during GET:  $gcpu"
+  echo "          POSTed messages by status (after POST → after GET): $backlog"
+done
+failed=0
+for row in "${summary[@]}"; do
+  IFS='|' read -r n _ _ _ pbad _ _ _ gbad _ <<<"$row"
+  if [[ $pbad != 0 || $gbad != 0 ]]; then
+    echo "FAIL: $n answered $pbad POST requests with a status other than 202 and $gbad GET requests with one other than 200" >&2
+    failed=1
+  fi
+done
+exit "$failed"
