@@ -661,33 +661,8 @@ fn expired_failure(grace: Duration) -> (&'static str, Value) {
     );
     (
         FAILURE_OUTCOME_UNKNOWN,
-        json!({
-            "code": FAILURE_OUTCOME_UNKNOWN,
-            "message": explanation,
-            "provider_code": null,
-            "provider_message": null,
-        }),
+        crate::failure::object(FAILURE_OUTCOME_UNKNOWN, &explanation, None, None, None),
     )
-}
-
-/// A `failure` object (same shape as `crate::inbox::failure_object`).
-fn failure_value(
-    code: &str,
-    explanation: &str,
-    provider_code: Option<String>,
-    provider_message: Option<String>,
-    provider_href: Option<&str>,
-) -> Value {
-    let mut obj = json!({
-        "code": code,
-        "message": explanation,
-        "provider_code": provider_code,
-        "provider_message": provider_message,
-    });
-    if let Some(href) = provider_href {
-        obj["provider_href"] = Value::String(href.to_string());
-    }
-    obj
 }
 
 /// The failure of a send error; `gave_up_after` when retries ran out.
@@ -720,7 +695,7 @@ fn send_failure(e: &SendError, gave_up_after: Option<i64>) -> (String, Value) {
     };
     (
         info.code.to_string(),
-        failure_value(
+        crate::failure::object(
             info.code,
             &explanation,
             provider_code,
@@ -778,7 +753,7 @@ impl Shared {
                 tracing::error!(message_id = %item.id, error = %e, "stored request cannot be sent");
                 let explanation = format!("Tern could not build the network request ({e}).");
                 let failure =
-                    failure_value(FAILURE_PAYLOAD_INVALID, &explanation, None, None, None);
+                    crate::failure::object(FAILURE_PAYLOAD_INVALID, &explanation, None, None, None);
                 let fin = Final::Failed {
                     code: FAILURE_PAYLOAD_INVALID.into(),
                     failure,
@@ -859,7 +834,7 @@ impl Shared {
     ) -> Outcome {
         tracing::warn!(message_id = %item.id, phone_number_id = %item.phone_number_id, code,
             "message cannot be sent from its number");
-        let failure = failure_value(code, explanation, None, None, None);
+        let failure = crate::failure::object(code, explanation, None, None, None);
         self.record_final(
             item,
             Final::Failed {

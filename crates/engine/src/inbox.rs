@@ -239,15 +239,13 @@ pub fn failure_object(err: Option<&tern_cloudapi::WebhookError>) -> (String, ser
     let err = err.unwrap_or(&default);
     let info = err.failure();
     let provider_message = err.message.clone().or_else(|| err.title.clone());
-    let mut obj = serde_json::json!({
-        "code": info.code,
-        "message": info.explanation,
-        "provider_code": err.code.map(|c| c.to_string()),
-        "provider_message": provider_message,
-    });
-    if let Some(href) = &err.href {
-        obj["provider_href"] = serde_json::Value::String(href.clone());
-    }
+    let obj = crate::failure::object(
+        info.code,
+        &info.explanation,
+        err.code.map(|c| c.to_string()),
+        provider_message,
+        err.href.as_deref(),
+    );
     (info.code.to_string(), obj)
 }
 

@@ -2,5 +2,7 @@
 //! from the database with leases, so any number of `tern serve` processes can run them.
 
 pub mod dispatch;
+pub mod failure;
+pub mod housekeeping;
 pub mod inbox;
 pub mod templates;

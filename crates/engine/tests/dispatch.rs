@@ -355,6 +355,33 @@ macro_rules! dispatch_tests {
 }
 
 dispatch_tests! {
+    housekeeping_prunes_only_what_outlived_its_purpose => |env| async move {
+        use tern_engine::housekeeping::{self, NETWORK_RETENTION_MS};
+        let id = env.accept_text("16505551234", "kept").await;
+        let m = env.message(id).await;
+        let now = now_ms();
+        // A key that expired and one still live.
+        let old = Message { id: Uuid::now_v7(), ..m.clone() };
+        env.db.accept_message(&old, "expired-key", &[1; 32], now - 1, &Default::default()).await.unwrap();
+        let live = Message { id: Uuid::now_v7(), ..m };
+        env.db.accept_message(&live, "live-key-1", &[1; 32], now + 60_000, &Default::default()).await.unwrap();
+        // A processed batch and an event key older than the retention, and fresh ones.
+        for (at, key) in [(now - NETWORK_RETENTION_MS - 1, "old"), (now, "new")] {
+            let batch = Uuid::now_v7();
+            env.db.insert_inbox(batch, b"{}", "sig", at).await.unwrap();
+            env.db.mark_inbox_processed(batch, at).await.unwrap();
+            assert!(env.db.remember_network_event(key, at).await.unwrap());
+        }
+        let pruned = housekeeping::once(&env.db, now).await.unwrap();
+        assert_eq!((pruned.idempotency_keys, pruned.inbox_batches, pruned.network_event_keys), (1, 1, 1));
+        assert!(env.db.get_idempotency_key(env.org_id, "live-key-1", now).await.unwrap().is_some());
+        assert!(!env.db.remember_network_event("new", now).await.unwrap(), "fresh key kept");
+        assert!(env.db.remember_network_event("old", now).await.unwrap(), "old key pruned");
+        // The messages themselves stay.
+        assert_eq!(env.message(old.id).await.id, old.id);
+        assert_eq!(housekeeping::once(&env.db, now).await.unwrap(), Default::default());
+    },
+
     sends_each_message_once_with_its_wamid => |env| async move {
         let ids = [
             env.accept_text("16505551234", "one").await,

@@ -123,6 +123,8 @@ impl Workers {
                 state.inbox_wakeup.clone(),
                 cancel.clone(),
             )),
+            // Expired idempotency keys, old processed webhook batches and event keys.
+            tokio::spawn(tern_engine::housekeeping::run(db.clone(), cancel.clone())),
             // Templates created outside Tern, and statuses whose webhook was missed.
             tokio::spawn(tern_engine::templates::run(
                 db.clone(),

@@ -466,7 +466,10 @@ async fn sending_number(
                     .with_detail("numbers", numbers_detail(&numbers)),
                 ));
             }
-            numbers[0].clone()
+            match numbers.first() {
+                Some(n) => n.clone(),
+                None => return Err(ApiError(Problem::conflict("no_connected_phone_number"))),
+            }
         }
     };
     if !connected(&chosen) {

@@ -1,0 +1,46 @@
+//! Deletes what has outlived its purpose: expired idempotency keys (remembered 24 h),
+//! processed network webhook batches and the dedupe keys of network events. Every step is a
+//! plain conditional `DELETE`, so running it in several processes at once is harmless.
+
+use std::time::Duration;
+use tern_domain::time::now_ms;
+use tern_store::{Db, StoreError};
+use tokio_util::sync::CancellationToken;
+
+/// How often the clean-up runs.
+pub const INTERVAL: Duration = Duration::from_secs(10 * 60);
+/// Processed batches and event keys are kept as long as the network may still retry a
+/// webhook (7 days), so a late retry is recognised as a duplicate.
+pub const NETWORK_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// What one pass deleted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pruned {
+    pub idempotency_keys: u64,
+    pub inbox_batches: u64,
+    pub network_event_keys: u64,
+}
+
+/// One pass at `now`.
+pub async fn once(db: &Db, now: i64) -> Result<Pruned, StoreError> {
+    let cutoff = now - NETWORK_RETENTION_MS;
+    Ok(Pruned {
+        idempotency_keys: db.prune_idempotency_keys(now).await?,
+        inbox_batches: db.prune_processed_inbox(cutoff).await?,
+        network_event_keys: db.prune_network_event_keys(cutoff).await?,
+    })
+}
+
+/// Runs a pass at start and every [`INTERVAL`] until cancelled.
+pub async fn run(db: Db, cancel: CancellationToken) {
+    loop {
+        match once(&db, now_ms()).await {
+            Ok(p) => tracing::debug!(?p, "housekeeping done"),
+            Err(e) => tracing::warn!(error = %e, "housekeeping failed; will retry"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(INTERVAL) => {}
+        }
+    }
+}
