@@ -176,8 +176,7 @@ async fn validation_errors(app: &TestApp) {
     assert_error(s, &h, &b, 400, "validation_failed");
     assert_eq!(b["details"]["fields"][0]["field"], "Content-Type");
     // Too large.
-    let big = json!({"phone": "+14155550026", "name": "x".repeat(2 * 1024 * 1024)});
-    let (s, h, b) = app.post_json(C, &key, big).await;
+    let (s, h, b) = common::send_oversized(app, "POST", C, &key, 2 * 1024 * 1024).await;
     assert_error(s, &h, &b, 413, "request_too_large");
     // PATCH with an unknown custom field or a bad type.
     let (_, _, c) = app

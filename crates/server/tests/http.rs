@@ -277,12 +277,12 @@ async fn routing_errors(app: &TestApp) {
     assert_error(s, &h, &b, 401, "unauthenticated");
     assert_eq!(b["details"]["reason"], "api_key_not_accepted");
     // Hostile: a huge body on a GET and odd headers never produce a 5xx.
-    let (s, _, _) = send(
-        app.http
-            .get(app.url("/api/public/v1/phone-numbers"))
-            .bearer_auth(&key)
-            .header("Content-Type", "application/json")
-            .body(vec![b'{'; 2 * 1024 * 1024]),
+    let (s, _, _) = common::send_oversized(
+        app,
+        "GET",
+        "/api/public/v1/phone-numbers",
+        &key,
+        2 * 1024 * 1024,
     )
     .await;
     assert!(s < 500, "{s}");

@@ -233,6 +233,79 @@ impl TestApp {
     }
 }
 
+/// Sends (`method`) a JSON body announced as `content_length` bytes but sends only a little more than
+/// the server's limit, and reads the answer. For size limits: the server answers from `Content-Length` and closes, so
+/// a client still writing megabytes would see a broken pipe instead of the answer.
+pub async fn send_oversized(
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    key: &str,
+    content_length: usize,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {content_length}\r\n\
+         Connection: close\r\n\r\n{{\"name\": \"",
+        app.addr
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // Just past the server's limit: enough for it to refuse, little enough to sit in the
+    // socket buffers once it stops reading.
+    let sent = content_length.min(tern_api::JSON_BODY_LIMIT + 4096);
+    stream.write_all(&vec![b'x'; sent]).await.unwrap();
+    // Read until the answer's head and its Content-Length of body have arrived (the server
+    // may keep the connection open waiting for the announced body, or reset it).
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&raw).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if body.len() >= len {
+                break;
+            }
+        }
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("the answer arrives");
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let mut headers = reqwest::header::HeaderMap::new();
+    for line in lines {
+        if let Some((k, v)) = line.split_once(':')
+            && let (Ok(k), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(k.trim().as_bytes()),
+                reqwest::header::HeaderValue::from_str(v.trim()),
+            )
+        {
+            headers.insert(k, v);
+        }
+    }
+    let body = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
 pub async fn send(req: reqwest::RequestBuilder) -> (u16, reqwest::header::HeaderMap, Value) {
     let res = req.send().await.expect("request failed");
     let status = res.status().as_u16();
