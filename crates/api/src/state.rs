@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tern_cloudapi::CloudApiClient;
 use tern_domain::crypto::MasterKey;
 use tern_domain::crypto::Purpose;
-use tern_store::Db;
+use tern_store::{AcceptQueue, Db};
 use tokio::sync::Notify;
 
 /// Shared, cheaply cloned application state.
@@ -25,6 +25,8 @@ pub struct Inner {
     pub dispatch_wakeup: Arc<Notify>,
     /// The messaging network (Cloud API) client.
     pub cloud: CloudApiClient,
+    /// Group commit of POST /messages acceptances.
+    pub acceptor: AcceptQueue,
     draining: AtomicBool,
 }
 
@@ -49,8 +51,10 @@ pub struct StateConfig {
 }
 
 impl AppState {
+    /// Must be called inside a Tokio runtime (it starts the acceptance writer).
     pub fn new(c: StateConfig) -> Self {
         AppState(Arc::new(Inner {
+            acceptor: AcceptQueue::start(c.db.clone()),
             db: c.db,
             key: c.key,
             public_url: c.public_url.trim_end_matches('/').to_string(),

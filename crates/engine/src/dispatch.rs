@@ -251,8 +251,12 @@ pub async fn run(
                 _ = wakeup.notified() => break,
                 Some(done) = d.tasks.join_next(), if !d.tasks.is_empty() => {
                     d.reap(done);
-                    // A send slot came free: claim more if slots were what held us back.
-                    if round.slot_limited {
+                    // Send slots came free: claim more if slots were what held us back, once
+                    // half of them are, so claims stay batches (one claim per finished send
+                    // cost a due-numbers query and a transaction per message).
+                    if round.slot_limited
+                        && d.tasks.len() <= d.shared.config.max_in_flight / 2
+                    {
                         break;
                     }
                 }

@@ -20,9 +20,9 @@ static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Default pool size for a file-backed SQLite database: WAL allows many readers, and
 /// writers queue on the busy timeout.
-const SQLITE_MAX_CONNECTIONS: u32 = 8;
+const SQLITE_MAX_CONNECTIONS: u32 = 4;
 /// Default pool size for PostgreSQL (per `tern serve` process).
-const POSTGRES_MAX_CONNECTIONS: u32 = 16;
+const POSTGRES_MAX_CONNECTIONS: u32 = 6;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Which database engine backs a [`Db`].

@@ -227,7 +227,8 @@ impl Db {
     /// The numbers that have queued messages due at `now`, by id, after `after` (a cursor:
     /// the last id of the previous page), at most `limit`. The dispatcher asks this first so
     /// it can claim per number only what the number's pacing lets it send now. One index
-    /// probe per number (`messages_dispatch_number_idx`), whatever the backlog.
+    /// probe per number, whatever the backlog: a scalar subquery with `LIMIT 1` (an `EXISTS`
+    /// became a semi-join over the whole queue in PostgreSQL's generic plan).
     pub async fn due_dispatch_numbers(
         &self,
         now: i64,
@@ -236,10 +237,11 @@ impl Db {
     ) -> Result<Vec<String>> {
         let ids = with_pool!(self, pool => sqlx::query_scalar::<_, String>(
                 "SELECT p.id FROM phone_numbers p \
-                 WHERE ($2 IS NULL OR p.id > $2) AND EXISTS ( \
-                   SELECT 1 FROM messages m \
+                 WHERE ($2 IS NULL OR p.id > $2) AND ( \
+                   SELECT m.next_attempt_at FROM messages m \
                    WHERE m.phone_number_id = p.id AND m.dispatch_state = 'queued' \
-                     AND m.next_attempt_at <= $1 AND m.status IN ('accepted', 'sending')) \
+                     AND m.next_attempt_at <= $1 AND m.status IN ('accepted', 'sending') \
+                   ORDER BY m.next_attempt_at LIMIT 1) IS NOT NULL \
                  ORDER BY p.id LIMIT $3")
             .bind(now)
             .bind(after)

@@ -7,6 +7,7 @@
 //! Every write is safe with several `tern serve` processes on one PostgreSQL: single-statement
 //! conditional updates, upserts and unique constraints, or transactions with row locks.
 
+mod accept_queue;
 mod api_keys;
 mod contact_fields;
 mod contacts;
@@ -25,6 +26,7 @@ mod tags;
 mod templates;
 pub mod testkit;
 
+pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
 pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
 pub use contact_fields::ContactField;
 pub use contacts::Contact;
@@ -38,6 +40,6 @@ pub use error::{Result, StoreError};
 pub use messages::{Message, StatusChange};
 pub use network_inbox::InboxItem;
 pub use orgs::{Member, Org};
-pub use outbound::{Acceptance, Charges, IdempotencyRecord};
+pub use outbound::{Accept, Acceptance, Charges, ContactRef, IdempotencyRecord, SendOption};
 pub use phone_numbers::PhoneNumber;
 pub use templates::Template;

@@ -2,12 +2,16 @@
 //! message are written in one transaction, so a message exists exactly when its key is bound
 //! (and its debit and usage were recorded), whatever crashes or races happen.
 
+use std::collections::{BTreeMap, HashSet};
+
 use sqlx::types::Json;
+use sqlx::{PgConnection, SqliteConnection};
 use uuid::Uuid;
 
 use crate::db::{BeginWrite as _, Db, with_pool};
 use crate::error::{Result, StoreError};
 use crate::messages::Message;
+use crate::phone_numbers::PhoneNumber;
 
 /// A bound idempotency key.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -44,6 +48,71 @@ pub enum Acceptance {
     AllowanceUsed { used: i64 },
 }
 
+/// One message to accept with [`Db::accept_messages`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accept {
+    /// The message (status `accepted`); `contact_id` / `conversation_id` are the existing
+    /// rows' ids, or the ids to create them with (see below).
+    pub message: Message,
+    pub key: String,
+    /// SHA-256 of the canonical request body.
+    pub fingerprint: Vec<u8>,
+    pub key_expires_at: i64,
+    pub charges: Charges,
+    /// Create the contact with this wa_id (id `message.contact_id`) if it does not exist.
+    pub new_contact: Option<String>,
+    /// Create the conversation (id `message.conversation_id`) if it does not exist.
+    pub new_conversation: bool,
+}
+
+/// One of the organisation's numbers with what the send path needs to know about the
+/// recipient on it, read in one statement ([`Db::send_options`]).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SendOption {
+    #[sqlx(flatten)]
+    pub number: PhoneNumber,
+    /// The recipient's contact (`None`: no such contact in the organisation).
+    pub contact_id: Option<Uuid>,
+    pub contact_wa_id: Option<String>,
+    pub consent_status: Option<String>,
+    /// The conversation between the contact and this number, if any.
+    pub conversation_id: Option<Uuid>,
+    /// The network's timestamp of the customer's latest message on this number.
+    pub last_inbound_at: Option<i64>,
+}
+
+/// Who a message is addressed to, as [`Db::send_options`] looks it up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ContactRef<'a> {
+    Id(Uuid),
+    WaId(&'a str),
+}
+
+/// Takes back one `messages_sent` count inside the acceptance transaction.
+macro_rules! undo_usage {
+    ($tx:ident, $org:expr, $period:expr) => {
+        sqlx::query(
+            "UPDATE usage_counters SET count = count - 1 \
+             WHERE org_id = $1 AND meter = 'messages_sent' AND period_start = $2",
+        )
+        .bind($org)
+        .bind($period)
+        .execute(&mut *$tx)
+        .await?
+    };
+}
+
+/// Unbinds a key bound earlier in the acceptance transaction.
+macro_rules! release_key {
+    ($tx:ident, $org:expr, $key:expr) => {
+        sqlx::query("DELETE FROM idempotency_keys WHERE org_id = $1 AND key = $2")
+            .bind($org)
+            .bind($key)
+            .execute(&mut *$tx)
+            .await?
+    };
+}
+
 impl Db {
     /// The organisation's idempotency key if it is bound and not expired at `now`.
     pub async fn get_idempotency_key(
@@ -63,13 +132,50 @@ impl Db {
         Ok(rec)
     }
 
+    /// Every number of the organisation (ordered by id, at most 100, as
+    /// [`Db::list_phone_numbers`]), each with the recipient's contact and their
+    /// conversation on that number: the reads of a send in one statement.
+    pub async fn send_options(
+        &self,
+        org_id: Uuid,
+        contact: ContactRef<'_>,
+    ) -> Result<Vec<SendOption>> {
+        macro_rules! sql {
+            ($contact:literal) => {
+                concat!(
+                    "SELECT p.id, p.org_id, p.display_phone_number, p.waba_id, p.access_token_enc, \
+                     p.status, p.throughput_mps, p.created_at, p.updated_at, \
+                     c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
+                     v.id AS conversation_id, v.last_inbound_at \
+                     FROM phone_numbers p \
+                     LEFT JOIN contacts c ON c.org_id = p.org_id AND ",
+                    $contact,
+                    " LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
+                     WHERE p.org_id = $1 ORDER BY p.id LIMIT 100"
+                )
+            };
+        }
+        let rows = match contact {
+            ContactRef::Id(id) => with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
+                    sql!("c.id = $2"))
+                .bind(org_id)
+                .bind(id)
+                .fetch_all(pool)
+                .await)?,
+            ContactRef::WaId(wa_id) => with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
+                    sql!("c.wa_id = $2"))
+                .bind(org_id)
+                .bind(wa_id)
+                .fetch_all(pool)
+                .await)?,
+        };
+        Ok(rows)
+    }
+
     /// Stores an outbound message `m` (status `accepted`, queued for dispatch now) bound to
     /// the idempotency `key` until `key_expires_at`, applies `charges`, and records the
-    /// message in its conversation — all or nothing.
-    ///
-    /// A key bound by a concurrent request makes this a no-op answering
-    /// [`Acceptance::KeyTaken`] with the winner's record (on PostgreSQL the loser waits for
-    /// the winner's commit; on SQLite writers are serialised). An expired key is reused.
+    /// message in its conversation — all or nothing. One-item form of
+    /// [`Db::accept_messages`]; the contact and conversation must exist.
     pub async fn accept_message(
         &self,
         m: &Message,
@@ -78,125 +184,222 @@ impl Db {
         key_expires_at: i64,
         charges: &Charges,
     ) -> Result<Acceptance> {
-        let now = m.created_at;
+        let mut items = [Accept {
+            message: m.clone(),
+            key: key.to_string(),
+            fingerprint: fingerprint.to_vec(),
+            key_expires_at,
+            charges: charges.clone(),
+            new_contact: None,
+            new_conversation: false,
+        }];
+        self.accept_messages(&mut items)
+            .await
+            .pop()
+            .unwrap_or(Err(StoreError::NotFound))
+    }
+
+    /// Accepts several outbound messages in as few transactions as possible (group commit):
+    /// each item's outcome is exactly what [`Db::accept_message`] would give it alone, run
+    /// in the slice's order. Per item: the key is bound (or [`Acceptance::KeyTaken`]), its
+    /// charges apply (or it is refused and nothing of it stays), the contact and the
+    /// conversation are created when asked (ids written back into `message` when a
+    /// concurrent request created them first), the message is stored queued for dispatch,
+    /// and the conversation's `last_message_at` moves forward.
+    ///
+    /// Items sharing an (organisation, key) run in later rounds, so the second sees the
+    /// first one's key. If a batch transaction fails (a deadlock between processes, a bad
+    /// row), its items are retried one transaction each, so one item's error is its own.
+    pub async fn accept_messages(&self, items: &mut [Accept]) -> Vec<Result<Acceptance>> {
+        let mut out: Vec<Option<Result<Acceptance>>> = items.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..items.len()).collect();
+        while !pending.is_empty() {
+            let mut seen = HashSet::new();
+            let (round, later): (Vec<usize>, Vec<usize>) = pending
+                .into_iter()
+                .partition(|&i| seen.insert((items[i].message.org_id, items[i].key.clone())));
+            match self.accept_round(items, &round).await {
+                Ok(results) => {
+                    for (i, r) in round.iter().zip(results) {
+                        out[*i] = Some(Ok(r));
+                    }
+                }
+                Err(e) if round.len() == 1 => out[round[0]] = Some(Err(e)),
+                Err(e) => {
+                    tracing::debug!(error = %e, items = round.len(), "batch acceptance failed; one by one");
+                    for i in round {
+                        out[i] = Some(
+                            self.accept_round(items, &[i])
+                                .await
+                                .map(|mut r| r.remove(0)),
+                        );
+                    }
+                }
+            }
+            pending = later;
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or(Err(StoreError::NotFound)))
+            .collect()
+    }
+
+    /// One transaction over `items[idx]` (distinct keys); outcomes in `idx` order.
+    async fn accept_round(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
+        let mut outcome: Vec<Option<Acceptance>> = idx.iter().map(|_| None).collect();
         with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let bound: Option<Uuid> = sqlx::query_scalar(
-                    "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
-                     created_at, expires_at) VALUES ($1, $2, $3, $4, 'completed', $5, $6) \
-                     ON CONFLICT (org_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, \
-                       message_id = excluded.message_id, state = 'completed', \
-                       created_at = excluded.created_at, expires_at = excluded.expires_at, \
-                       locked_until = NULL \
-                     WHERE idempotency_keys.expires_at <= $5 \
-                     RETURNING message_id")
-                .bind(m.org_id)
-                .bind(key)
-                .bind(fingerprint)
-                .bind(m.id)
-                .bind(now)
-                .bind(key_expires_at)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if bound.is_none() {
-                let rec = sqlx::query_as::<_, IdempotencyRecord>(
-                        "SELECT key, fingerprint, message_id, created_at, expires_at \
-                         FROM idempotency_keys WHERE org_id = $1 AND key = $2")
-                    .bind(m.org_id)
-                    .bind(key)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                tx.rollback().await?;
-                return Ok(Acceptance::KeyTaken(rec));
-            }
-            if let Some((period_start, allowance)) = charges.messages_sent {
-                let counted: Option<i64> = sqlx::query_scalar(
-                        "INSERT INTO usage_counters (org_id, meter, period_start, count) \
-                         VALUES ($1, 'messages_sent', $2, 1) \
-                         ON CONFLICT (org_id, meter, period_start) \
-                         DO UPDATE SET count = usage_counters.count + 1 \
-                         WHERE usage_counters.count < $3 RETURNING count")
-                    .bind(m.org_id)
-                    .bind(period_start)
-                    .bind(allowance)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                // The allowance may be 0: the insert itself must respect it.
-                if counted.is_none_or(|c| c > allowance) {
-                    tx.rollback().await?;
-                    return Ok(Acceptance::AllowanceUsed { used: allowance });
+
+            // 1. Bind every key that is free (or expired) in one statement.
+            let bound = {
+                let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
+                AcceptBatch::bind_keys(&mut *tx, &batch).await?
+            };
+
+            for (slot, &i) in idx.iter().enumerate() {
+                let it = &items[i];
+                let org_id = it.message.org_id;
+                if !bound.contains(&(org_id, it.key.clone())) {
+                    let rec = sqlx::query_as::<_, IdempotencyRecord>(
+                            "SELECT key, fingerprint, message_id, created_at, expires_at \
+                             FROM idempotency_keys WHERE org_id = $1 AND key = $2")
+                        .bind(org_id)
+                        .bind(&it.key)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    outcome[slot] = Some(Acceptance::KeyTaken(rec));
+                    continue;
                 }
-            }
-            if let Some(amount) = charges.debit_minor.filter(|a| *a > 0) {
-                let balance: Option<i64> = sqlx::query_scalar(
-                        "UPDATE organisations SET wallet_balance_minor = wallet_balance_minor - $2 \
-                         WHERE id = $1 AND wallet_balance_minor >= $2 RETURNING wallet_balance_minor")
-                    .bind(m.org_id)
-                    .bind(amount)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if balance.is_none() {
-                    let balance: i64 = sqlx::query_scalar(
-                            "SELECT wallet_balance_minor FROM organisations WHERE id = $1")
-                        .bind(m.org_id)
+
+                // 2. Charges, in order; a refused item gives its key back (a deleted key is
+                // the same as an expired one to every reader) and undoes its usage count.
+                let mut counted_in = None;
+                if let Some((period_start, allowance)) = it.charges.messages_sent {
+                    let counted: Option<i64> = sqlx::query_scalar(
+                            "INSERT INTO usage_counters (org_id, meter, period_start, count) \
+                             VALUES ($1, 'messages_sent', $2, 1) \
+                             ON CONFLICT (org_id, meter, period_start) \
+                             DO UPDATE SET count = usage_counters.count + 1 \
+                             WHERE usage_counters.count < $3 RETURNING count")
+                        .bind(org_id)
+                        .bind(period_start)
+                        .bind(allowance)
                         .fetch_optional(&mut *tx)
-                        .await?
-                        .ok_or(StoreError::NotFound)?;
-                    tx.rollback().await?;
-                    return Ok(Acceptance::WalletLow { balance_minor: balance });
+                        .await?;
+                    // The allowance may be 0: the insert itself must respect it.
+                    if counted.is_none_or(|c| c > allowance) {
+                        if counted.is_some() {
+                            undo_usage!(tx, org_id, period_start);
+                        }
+                        release_key!(tx, org_id, &it.key);
+                        outcome[slot] = Some(Acceptance::AllowanceUsed { used: allowance });
+                        continue;
+                    }
+                    counted_in = Some(period_start);
                 }
-                sqlx::query(
-                        "INSERT INTO wallet_ledger (id, org_id, amount_minor, reason, message_id, created_at) \
-                         VALUES ($1, $2, $3, 'message_debit', $4, $5)")
-                    .bind(Uuid::now_v7())
-                    .bind(m.org_id)
-                    .bind(-amount)
-                    .bind(m.id)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                if let Some(amount) = it.charges.debit_minor.filter(|a| *a > 0) {
+                    let balance: Option<i64> = sqlx::query_scalar(
+                            "UPDATE organisations SET wallet_balance_minor = wallet_balance_minor - $2 \
+                             WHERE id = $1 AND wallet_balance_minor >= $2 RETURNING wallet_balance_minor")
+                        .bind(org_id)
+                        .bind(amount)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if balance.is_none() {
+                        let balance: i64 = sqlx::query_scalar(
+                                "SELECT wallet_balance_minor FROM organisations WHERE id = $1")
+                            .bind(org_id)
+                            .fetch_optional(&mut *tx)
+                            .await?
+                            .ok_or(StoreError::NotFound)?;
+                        if let Some(period_start) = counted_in {
+                            undo_usage!(tx, org_id, period_start);
+                        }
+                        release_key!(tx, org_id, &it.key);
+                        outcome[slot] = Some(Acceptance::WalletLow { balance_minor: balance });
+                        continue;
+                    }
+                    sqlx::query(
+                            "INSERT INTO wallet_ledger (id, org_id, amount_minor, reason, message_id, created_at) \
+                             VALUES ($1, $2, $3, 'message_debit', $4, $5)")
+                        .bind(Uuid::now_v7())
+                        .bind(org_id)
+                        .bind(-amount)
+                        .bind(it.message.id)
+                        .bind(it.message.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+
+                // 3. A new recipient: its contact and conversation, unless a concurrent
+                // request created them first (then theirs are used).
+                if let Some(wa_id) = it.new_contact.clone() {
+                    sqlx::query(
+                            "INSERT INTO contacts (id, org_id, wa_id, custom_fields, consent_status, \
+                             created_at, updated_at) VALUES ($1, $2, $3, $4, 'unknown', $5, $5) \
+                             ON CONFLICT (org_id, wa_id) DO NOTHING")
+                        .bind(it.message.contact_id)
+                        .bind(org_id)
+                        .bind(&wa_id)
+                        .bind(Json(serde_json::Map::new()))
+                        .bind(it.message.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                    let id: Uuid = sqlx::query_scalar(
+                            "SELECT id FROM contacts WHERE org_id = $1 AND wa_id = $2")
+                        .bind(org_id)
+                        .bind(&wa_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    items[i].message.contact_id = id;
+                }
+                let it = &items[i];
+                if it.new_conversation {
+                    sqlx::query(
+                            "INSERT INTO conversations (id, org_id, contact_id, phone_number_id, created_at) \
+                             VALUES ($1, $2, $3, $4, $5) \
+                             ON CONFLICT (contact_id, phone_number_id) DO NOTHING")
+                        .bind(it.message.conversation_id)
+                        .bind(org_id)
+                        .bind(it.message.contact_id)
+                        .bind(&it.message.phone_number_id)
+                        .bind(it.message.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                    let id: Uuid = sqlx::query_scalar(
+                            "SELECT id FROM conversations WHERE contact_id = $1 AND phone_number_id = $2")
+                        .bind(it.message.contact_id)
+                        .bind(&it.message.phone_number_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    items[i].message.conversation_id = id;
+                }
+                outcome[slot] = Some(Acceptance::Accepted);
             }
-            sqlx::query(concat!(
-                    "INSERT INTO messages (",
-                    crate::messages::message_columns!(),
-                    ", attempts, next_attempt_at, dispatch_state) VALUES ($1, $2, $3, $4, $5, $6, $7, \
-                     $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, \
-                     0, $16, 'queued')"))
-                .bind(m.id)
-                .bind(m.org_id)
-                .bind(m.conversation_id)
-                .bind(m.contact_id)
-                .bind(&m.phone_number_id)
-                .bind(&m.direction)
-                .bind(&m.r#type)
-                .bind(&m.status)
-                .bind(&m.template_name)
-                .bind(&m.template_language)
-                .bind(&m.text)
-                .bind(m.media_id)
-                .bind(&m.wamid)
-                .bind(Json(&m.request))
-                .bind(m.campaign_id)
-                .bind(m.created_at)
-                .bind(m.sent_at)
-                .bind(m.delivered_at)
-                .bind(m.read_at)
-                .bind(m.failed_at)
-                .bind(&m.failure_code)
-                .bind(m.failure.as_ref().map(Json))
-                .bind(m.updated_at)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(
-                    "UPDATE conversations SET last_message_at = $2 \
-                     WHERE id = $1 AND (last_message_at IS NULL OR last_message_at < $2)")
-                .bind(m.conversation_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+
+            // 4. The accepted messages, queued for dispatch now, in one statement.
+            let accepted: Vec<&Message> = idx
+                .iter()
+                .zip(&outcome)
+                .filter(|(_, o)| matches!(o, Some(Acceptance::Accepted)))
+                .map(|(&i, _)| &items[i].message)
+                .collect();
+            if !accepted.is_empty() {
+                AcceptBatch::insert_queued(&mut *tx, &accepted).await?;
+                // 5. Each conversation's latest activity, once per conversation.
+                let mut latest: BTreeMap<Uuid, i64> = BTreeMap::new();
+                for m in &accepted {
+                    let t = latest.entry(m.conversation_id).or_insert(m.created_at);
+                    *t = (*t).max(m.created_at);
+                }
+                AcceptBatch::touch_conversations(&mut *tx, &latest).await?;
+            }
             tx.commit().await?;
-            Ok(Acceptance::Accepted)
-        })
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(outcome
+            .into_iter()
+            .map(|o| o.expect("every item of the round has an outcome"))
+            .collect())
     }
 
     /// Deletes idempotency keys that expired before `now`; returns how many.
@@ -220,5 +423,195 @@ impl Db {
             .fetch_optional(pool)
             .await)?;
         Ok(n.unwrap_or(0))
+    }
+}
+
+/// The statements of [`Db::accept_messages`] that cover a whole batch. SQLite gets
+/// multi-row `VALUES` (not kept prepared: a cached statement per batch size and connection
+/// cost hundreds of MiB); PostgreSQL gets one fixed statement over arrays (`UNNEST`),
+/// prepared once per connection.
+trait AcceptBatch {
+    /// Binds each item's key where it is free or expired; returns the keys bound.
+    async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>>;
+    /// Inserts the messages, queued for dispatch at their `created_at`.
+    async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()>;
+    /// `last_message_at = max(last_message_at, t)` per conversation.
+    async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()>;
+}
+
+/// What a key insert does when the key exists: take it over only if it expired.
+macro_rules! key_conflict {
+    () => {
+        " ON CONFLICT (org_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, \
+         message_id = excluded.message_id, state = 'completed', \
+         created_at = excluded.created_at, expires_at = excluded.expires_at, locked_until = NULL \
+         WHERE idempotency_keys.expires_at <= excluded.created_at RETURNING org_id, key"
+    };
+}
+
+impl AcceptBatch for SqliteConnection {
+    async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {
+        let mut q = sqlx::QueryBuilder::new(
+            "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
+             created_at, expires_at) ",
+        );
+        q.push_values(items, |mut b, it| {
+            b.push_bind(it.message.org_id)
+                .push_bind(it.key.as_str())
+                .push_bind(it.fingerprint.as_slice())
+                .push_bind(it.message.id)
+                .push_bind("completed")
+                .push_bind(it.message.created_at)
+                .push_bind(it.key_expires_at);
+        });
+        q.push(key_conflict!());
+        let rows = q
+            .build_query_as::<(Uuid, String)>()
+            .persistent(false)
+            .fetch_all(&mut *self)
+            .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
+        let mut q = sqlx::QueryBuilder::new(concat!(
+            "INSERT INTO messages (",
+            crate::messages::message_columns!(),
+            ", attempts, next_attempt_at, dispatch_state) "
+        ));
+        q.push_values(messages, |mut b, m| {
+            b.push_bind(m.id)
+                .push_bind(m.org_id)
+                .push_bind(m.conversation_id)
+                .push_bind(m.contact_id)
+                .push_bind(m.phone_number_id.as_str())
+                .push_bind(m.direction.as_str())
+                .push_bind(m.r#type.as_str())
+                .push_bind(m.status.as_str())
+                .push_bind(m.template_name.as_deref())
+                .push_bind(m.template_language.as_deref())
+                .push_bind(m.text.as_deref())
+                .push_bind(m.media_id)
+                .push_bind(m.wamid.as_deref())
+                .push_bind(Json(&m.request))
+                .push_bind(m.campaign_id)
+                .push_bind(m.created_at)
+                .push_bind(m.sent_at)
+                .push_bind(m.delivered_at)
+                .push_bind(m.read_at)
+                .push_bind(m.failed_at)
+                .push_bind(m.failure_code.as_deref())
+                .push_bind(m.failure.as_ref().map(Json))
+                .push_bind(m.updated_at)
+                .push_bind(0_i64)
+                .push_bind(m.created_at)
+                .push_bind(crate::dispatch::DISPATCH_QUEUED);
+        });
+        q.build().persistent(false).execute(&mut *self).await?;
+        Ok(())
+    }
+
+    async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()> {
+        let mut q =
+            sqlx::QueryBuilder::new("UPDATE conversations SET last_message_at = v.column2 FROM (");
+        q.push_values(latest, |mut b, (id, t)| {
+            b.push_bind(*id).push_bind(*t);
+        });
+        q.push(
+            ") AS v WHERE conversations.id = v.column1 AND \
+             (conversations.last_message_at IS NULL OR conversations.last_message_at < v.column2)",
+        );
+        q.build().persistent(false).execute(&mut *self).await?;
+        Ok(())
+    }
+}
+
+impl AcceptBatch for PgConnection {
+    async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {
+        const SQL: &str = concat!(
+            "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
+             created_at, expires_at) \
+             SELECT o, k, f, m, 'completed', c, e \
+             FROM UNNEST($1::uuid[], $2::text[], $3::bytea[], $4::uuid[], $5::int8[], $6::int8[]) \
+               AS t(o, k, f, m, c, e)",
+            key_conflict!()
+        );
+        let rows = sqlx::query_as::<_, (Uuid, String)>(SQL)
+            .bind(items.iter().map(|i| i.message.org_id).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.fingerprint.as_slice())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|i| i.message.id).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.message.created_at)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|i| i.key_expires_at).collect::<Vec<_>>())
+            .fetch_all(&mut *self)
+            .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
+        let ms = messages;
+        sqlx::query(concat!(
+            "INSERT INTO messages (",
+            crate::messages::message_columns!(),
+            ", attempts, next_attempt_at, dispatch_state) \
+             SELECT *, 0, t.created_at, 'queued' FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], \
+               $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+               $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
+               $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
+               $23::int8[]) AS t(id, org_id, conversation_id, contact_id, phone_number_id, \
+               direction, type, status, template_name, template_language, text, media_id, wamid, \
+               request, campaign_id, created_at, sent_at, delivered_at, read_at, failed_at, \
+               failure_code, failure, updated_at)"
+        ))
+        .bind(ms.iter().map(|m| m.id).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.org_id).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.conversation_id).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.contact_id).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.phone_number_id.as_str()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.direction.as_str()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.r#type.as_str()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.status.as_str()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.template_name.as_deref()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.template_language.as_deref()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.text.as_deref()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.media_id).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.wamid.as_deref()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| Json(&m.request)).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.campaign_id).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.created_at).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.sent_at).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.delivered_at).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.read_at).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.failed_at).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.failure_code.as_deref()).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.failure.as_ref().map(Json)).collect::<Vec<_>>())
+        .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
+        .execute(&mut *self)
+        .await?;
+        Ok(())
+    }
+
+    async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()> {
+        sqlx::query(
+            "UPDATE conversations SET last_message_at = v.t \
+             FROM UNNEST($1::uuid[], $2::int8[]) AS v(id, t) \
+             WHERE conversations.id = v.id \
+               AND (conversations.last_message_at IS NULL OR conversations.last_message_at < v.t)",
+        )
+        .bind(latest.keys().copied().collect::<Vec<_>>())
+        .bind(latest.values().copied().collect::<Vec<_>>())
+        .execute(&mut *self)
+        .await?;
+        Ok(())
     }
 }

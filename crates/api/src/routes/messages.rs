@@ -3,8 +3,12 @@
 //! The handler runs the checks in the order DESIGN.md fixes (first failure wins): key →
 //! permission → plan feature (the `Authed` extractor) → Idempotency-Key format → replay /
 //! mismatch → body → sending number → recipient → consent → window and template →
-//! billing → media. Acceptance is one store transaction (key, charges, queued message), so
-//! the message exists exactly when its key is bound; the dispatcher is woken at once.
+//! billing → media. Acceptance is one store transaction (key, charges, contact and
+//! conversation when new, queued message), so the message exists exactly when its key is
+//! bound; concurrent acceptances share a transaction (`tern_store::AcceptQueue`). The
+//! reads of a send are one statement (`Db::send_options`); the key is read only when a
+//! check refuses the request, since acceptance itself reports a bound key. The dispatcher
+//! is woken at once.
 
 use crate::auth::{AuthContext, Authed, perm};
 use crate::error::ApiError;
@@ -21,7 +25,10 @@ use tern_domain::plan::{Category, Meter, SubscriptionStatus, billing_period};
 use tern_domain::send::{self, MediaRef, Recipient, SendRequest, Sender, WindowState};
 use tern_domain::time::{format_ms, now_ms};
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
-use tern_store::{Acceptance, Charges, IdempotencyRecord, PhoneNumber};
+use tern_store::{
+    Accept, Acceptance, CUSTOMER_WINDOW_MS, Charges, ContactRef, IdempotencyRecord, PhoneNumber,
+    SendOption,
+};
 use utoipa::ToSchema;
 
 /// How long an Idempotency-Key is remembered (DESIGN.md).
@@ -233,29 +240,43 @@ pub async fn send_message(
     let ApiJson(body) = body?;
     let fingerprint = send::fingerprint(&body);
     let now = now_ms();
-    if let Some(rec) = state.db.get_idempotency_key(auth.org_id, &key, now).await? {
-        return replay(&state, &auth, rec, &fingerprint).await;
+    match accept(&state, &auth, &body, &key, &fingerprint, now).await {
+        Ok(res) => Ok(res),
+        // A bound key answers before any other check (replay or duplicate_request). The
+        // happy path does not read the key: binding it is part of the acceptance, which
+        // reports a bound key itself. Only a refusal needs to know.
+        Err(e) => match state.db.get_idempotency_key(auth.org_id, &key, now).await {
+            Ok(Some(rec)) => replay(&state, &auth, rec, &fingerprint).await,
+            _ => Err(e),
+        },
     }
-    let req = send::parse_send(&body)?;
-    let number = sending_number(&state, &auth, req.sender.as_ref()).await?;
-    let (contact, new_contact) = recipient(&state, &auth, &req.recipient).await?;
-    let conversation = match &contact {
-        Some(c) => {
-            state
-                .db
-                .find_conversation(auth.org_id, c.id, &number.id)
-                .await?
-        }
-        None => None,
+}
+
+/// The checks after the key, then the acceptance.
+async fn accept(
+    state: &AppState,
+    auth: &AuthContext,
+    body: &Value,
+    key: &str,
+    fingerprint: &[u8],
+    now: i64,
+) -> Result<Response, ApiError> {
+    let req = send::parse_send(body)?;
+    let contact_ref = match &req.recipient {
+        Recipient::ContactId(id) => ContactRef::Id(*id),
+        Recipient::WaId(p) | Recipient::Phone(p) => ContactRef::WaId(p.wa_id()),
     };
-    let window = match conversation.as_ref().and_then(|c| c.window_expires_at()) {
+    // The numbers, the contact and its conversation on each number: one read.
+    let options = state.db.send_options(auth.org_id, contact_ref).await?;
+    let option = sending_number(&options, req.sender.as_ref())?;
+    let number = &option.number;
+    let new_contact = recipient(state, auth, &req.recipient, option).await?;
+    let window = match option.last_inbound_at.map(|t| t + CUSTOMER_WINDOW_MS) {
         None => WindowState::NeverWritten,
         Some(t) if t > now => WindowState::Open,
         Some(_) => WindowState::Closed,
     };
-    let opted_out = contact
-        .as_ref()
-        .is_some_and(|c| c.consent_status == "opted_out");
+    let opted_out = option.consent_status.as_deref() == Some("opted_out");
     send::check_window_and_consent(req.kind, window, opted_out)?;
     let (content, category) = match &req.template {
         Some(t) => {
@@ -287,29 +308,12 @@ pub async fn send_message(
         }
         None => (req.content.clone(), None),
     };
-    let charges = billing(&auth, &req, category, now)?;
+    let charges = billing(auth, &req, category, now)?;
     check_media(&req)?;
 
-    let (contact_id, wa_id) = match (contact, new_contact) {
-        (Some(c), _) => (c.id, c.wa_id),
-        (None, Some(wa_id)) => {
-            let (c, _) = state
-                .db
-                .upsert_contact_by_wa_id(auth.org_id, &wa_id, None, None, new_id(), now)
-                .await?;
-            (c.id, c.wa_id)
-        }
+    let wa_id = match (&option.contact_wa_id, &new_contact) {
+        (Some(w), _) | (None, Some(w)) => w.clone(),
         (None, None) => return Err(ApiError(Problem::not_found())),
-    };
-    let conversation_id = match conversation {
-        Some(c) => c.id,
-        None => {
-            state
-                .db
-                .get_or_create_conversation(auth.org_id, contact_id, &number.id, new_id(), now)
-                .await?
-                .id
-        }
     };
     let mut request = json!({"to": wa_id, "type": req.kind.as_str()});
     request[req.kind.as_str()] = content;
@@ -319,8 +323,9 @@ pub async fn send_message(
     let message = tern_store::Message {
         id: new_id(),
         org_id: auth.org_id,
-        conversation_id,
-        contact_id,
+        // New ids for a contact or conversation that the acceptance creates.
+        conversation_id: option.conversation_id.unwrap_or_else(new_id),
+        contact_id: option.contact_id.unwrap_or_else(new_id),
         phone_number_id: number.id.clone(),
         direction: "outbound".into(),
         r#type: req.kind.as_str().into(),
@@ -341,27 +346,27 @@ pub async fn send_message(
         failure: None,
         updated_at: now,
     };
-    let outcome = state
-        .db
-        .accept_message(
-            &message,
-            &key,
-            &fingerprint,
-            now + IDEMPOTENCY_TTL_MS,
-            &charges,
-        )
-        .await?;
+    let item = Accept {
+        message,
+        key: key.to_string(),
+        fingerprint: fingerprint.to_vec(),
+        key_expires_at: now + IDEMPOTENCY_TTL_MS,
+        charges,
+        new_contact,
+        new_conversation: option.conversation_id.is_none(),
+    };
+    let (item, outcome) = state.acceptor.accept(item).await?;
     match outcome {
         Acceptance::Accepted => {
             state.dispatch_wakeup.notify_one();
             metrics::counter!("tern_messages_accepted_total", "type" => req.kind.as_str())
                 .increment(1);
-            Ok((StatusCode::ACCEPTED, Json(Message::from(message))).into_response())
+            Ok((StatusCode::ACCEPTED, Json(Message::from(item.message))).into_response())
         }
-        Acceptance::KeyTaken(rec) => replay(&state, &auth, rec, &fingerprint).await,
+        Acceptance::KeyTaken(rec) => replay(state, auth, rec, fingerprint).await,
         Acceptance::WalletLow { balance_minor } => Err(wallet_low(
             balance_minor,
-            charges.debit_minor.unwrap_or_default(),
+            item.charges.debit_minor.unwrap_or_default(),
             category,
         )),
         Acceptance::AllowanceUsed { used } => {
@@ -406,7 +411,7 @@ async fn replay(
     Ok(resp)
 }
 
-fn numbers_detail(numbers: &[PhoneNumber]) -> Value {
+fn numbers_detail(numbers: &[&PhoneNumber]) -> Value {
     Value::Array(
         numbers
             .iter()
@@ -418,12 +423,11 @@ fn numbers_detail(numbers: &[PhoneNumber]) -> Value {
 }
 
 /// The number to send from: the selected one, or the organisation's only one.
-async fn sending_number(
-    state: &AppState,
-    auth: &AuthContext,
+fn sending_number<'a>(
+    options: &'a [SendOption],
     sender: Option<&Sender>,
-) -> Result<PhoneNumber, ApiError> {
-    let numbers = state.db.list_phone_numbers(auth.org_id, None, 100).await?;
+) -> Result<&'a SendOption, ApiError> {
+    let numbers: Vec<&PhoneNumber> = options.iter().map(|o| &o.number).collect();
     let connected = |n: &PhoneNumber| n.status == "connected";
     let chosen = match sender {
         Some(s) => {
@@ -432,12 +436,12 @@ async fn sending_number(
                 Sender::From(v) => ("from", v),
             };
             let e164 = phone::parse_international(value).ok().map(|p| p.e164);
-            let found = numbers.iter().find(|n| {
-                n.id == *value
-                    || (field == "from" && e164.as_deref() == Some(&n.display_phone_number))
+            let found = options.iter().find(|o| {
+                o.number.id == *value
+                    || (field == "from" && e164.as_deref() == Some(&o.number.display_phone_number))
             });
             match found {
-                Some(n) => n.clone(),
+                Some(o) => o,
                 None => {
                     return Err(ApiError(
                         Problem::validation(vec![FieldError::new(
@@ -450,7 +454,7 @@ async fn sending_number(
             }
         }
         None => {
-            if !numbers.iter().any(connected) {
+            if !numbers.iter().any(|n| connected(n)) {
                 return Err(ApiError(
                     Problem::conflict("no_connected_phone_number")
                         .with_message("No business number can send yet; connect one first."),
@@ -466,42 +470,38 @@ async fn sending_number(
                     .with_detail("numbers", numbers_detail(&numbers)),
                 ));
             }
-            match numbers.first() {
-                Some(n) => n.clone(),
+            match options.first() {
+                Some(o) => o,
                 None => return Err(ApiError(Problem::conflict("no_connected_phone_number"))),
             }
         }
     };
-    if !connected(&chosen) {
+    if !connected(&chosen.number) {
         return Err(ApiError(
             Problem::conflict("phone_number_not_connected")
                 .with_message("The selected number cannot send now.")
-                .with_detail("phone_number_id", chosen.id.clone()),
+                .with_detail("phone_number_id", chosen.number.id.clone()),
         ));
     }
     Ok(chosen)
 }
 
-/// The recipient: an existing contact, or (for a phone number not yet known) the wa_id of
-/// the contact to create when the message is accepted.
+/// Checks the recipient: an existing contact, or (for a phone number not yet known) the
+/// wa_id of the contact the acceptance creates.
 async fn recipient(
     state: &AppState,
     auth: &AuthContext,
     r: &Recipient,
-) -> Result<(Option<tern_store::Contact>, Option<String>), ApiError> {
+    option: &SendOption,
+) -> Result<Option<String>, ApiError> {
     let wa_id = match r {
-        Recipient::ContactId(id) => {
-            let c = state
-                .db
-                .get_contact(auth.org_id, *id)
-                .await?
-                .ok_or_else(|| {
-                    ApiError(
-                        Problem::not_found()
-                            .with_message("No contact with this contact_id in the organisation."),
-                    )
-                })?;
-            return Ok((Some(c), None));
+        Recipient::ContactId(_) => {
+            return match option.contact_id {
+                Some(_) => Ok(None),
+                None => Err(ApiError(Problem::not_found().with_message(
+                    "No contact with this contact_id in the organisation.",
+                ))),
+            };
         }
         Recipient::WaId(p) | Recipient::Phone(p) => p.wa_id().to_string(),
     };
@@ -512,15 +512,13 @@ async fn recipient(
             ),
         ));
     }
-    match state.db.get_contact_by_wa_id(auth.org_id, &wa_id).await? {
-        Some(c) => Ok((Some(c), None)),
-        None => {
-            let used = state.db.count_contacts(auth.org_id).await?;
-            auth.effective()
-                .check_count(tern_domain::plan::Entitlement::Contacts, used)?;
-            Ok((None, Some(wa_id)))
-        }
+    if option.contact_id.is_some() {
+        return Ok(None);
     }
+    let used = state.db.count_contacts(auth.org_id).await?;
+    auth.effective()
+        .check_count(tern_domain::plan::Entitlement::Contacts, used)?;
+    Ok(Some(wa_id))
 }
 
 fn template_not_approved(name: &str, language: &str) -> ApiError {

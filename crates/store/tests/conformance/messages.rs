@@ -1,7 +1,7 @@
 use crate::fixtures::{self, T0};
 use serde_json::json;
 use std::sync::Arc;
-use tern_store::{Acceptance, Charges, Db, Message, StatusChange};
+use tern_store::{Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Message, StatusChange};
 use uuid::Uuid;
 
 /// An organisation with number `number`, a contact and their conversation.
@@ -241,5 +241,157 @@ store_tests! {
         assert_eq!(out.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b.id]);
         let other = setup(&db, "200").await;
         assert!(db.list_conversation_messages(other.org, s.conversation, None, None, 10).await.unwrap().is_empty());
+    },
+
+    batch_gives_each_item_its_own_outcome => |db| async move {
+        let s = setup(&db, "100").await;
+        db.adjust_wallet(s.org, 100, "top_up", None, T0).await.unwrap();
+        let item = |key: &str, at: i64, charges: Charges| Accept {
+            message: outbound(&s, at),
+            key: key.into(),
+            fingerprint: vec![1; 32],
+            key_expires_at: T0 + DAY,
+            charges,
+            new_contact: None,
+            new_conversation: false,
+        };
+        let debit = |n| Charges { debit_minor: Some(n), messages_sent: None };
+        let allowance = |n| Charges { debit_minor: None, messages_sent: Some((T0, n)) };
+        let mut items = vec![
+            item("k-000001", T0 + 1, Charges::default()),
+            item("k-000001", T0 + 2, Charges::default()),
+            item("k-000002", T0 + 3, debit(60)),
+            item("k-000003", T0 + 4, debit(60)),
+            item("k-000004", T0 + 5, allowance(1)),
+            item("k-000005", T0 + 6, allowance(1)),
+            // Counted, then refused by the wallet: the count is taken back.
+            item("k-000006", T0 + 7, Charges { debit_minor: Some(1_000), messages_sent: Some((T0, 5)) }),
+        ];
+        let ids: Vec<Uuid> = items.iter().map(|i| i.message.id).collect();
+        let got: Vec<Acceptance> = db.accept_messages(&mut items).await.into_iter().map(Result::unwrap).collect();
+        assert_eq!(got[0], Acceptance::Accepted);
+        match &got[1] {
+            Acceptance::KeyTaken(rec) => assert_eq!(rec.message_id, Some(ids[0])),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(got[2], Acceptance::Accepted);
+        assert_eq!(got[3], Acceptance::WalletLow { balance_minor: 40 });
+        assert_eq!(got[4], Acceptance::Accepted);
+        assert_eq!(got[5], Acceptance::AllowanceUsed { used: 1 });
+        assert_eq!(got[6], Acceptance::WalletLow { balance_minor: 40 });
+        for (i, stored) in [(0, true), (1, false), (2, true), (3, false), (4, true), (5, false), (6, false)] {
+            assert_eq!(db.get_message(s.org, ids[i]).await.unwrap().is_some(), stored, "item {i}");
+        }
+        for (key, bound) in [("k-000002", true), ("k-000003", false), ("k-000005", false), ("k-000006", false)] {
+            assert_eq!(db.get_idempotency_key(s.org, key, T0).await.unwrap().is_some(), bound, "{key}");
+        }
+        assert_eq!(db.messages_sent_in_period(s.org, T0).await.unwrap(), 1);
+        assert_eq!(db.get_org(s.org).await.unwrap().unwrap().wallet_balance_minor, 40);
+        let conv = db.get_conversation(s.org, s.conversation).await.unwrap().unwrap();
+        assert_eq!(conv.last_message_at, Some(T0 + 5));
+        let queued = db.list_conversation_messages(s.org, s.conversation, None, None, 10).await.unwrap();
+        assert_eq!(queued.iter().map(|m| m.id).collect::<Vec<_>>(), vec![ids[4], ids[2], ids[0]]);
+    },
+
+    batch_creates_a_new_recipient_once => |db| async move {
+        let s = setup(&db, "100").await;
+        let new = |key: &str| {
+            let mut m = outbound(&s, T0 + 1);
+            m.contact_id = Uuid::now_v7();
+            m.conversation_id = Uuid::now_v7();
+            Accept {
+                message: m,
+                key: key.into(),
+                fingerprint: vec![1; 32],
+                key_expires_at: T0 + DAY,
+                charges: Charges::default(),
+                new_contact: Some("4915550001".into()),
+                new_conversation: true,
+            }
+        };
+        let mut items = vec![new("k-000001"), new("k-000002")];
+        let first = (items[0].message.contact_id, items[0].message.conversation_id);
+        for r in db.accept_messages(&mut items).await {
+            assert_eq!(r.unwrap(), Acceptance::Accepted);
+        }
+        // The second item uses the rows the first created.
+        for it in &items {
+            assert_eq!((it.message.contact_id, it.message.conversation_id), first);
+            let stored = db.get_message(s.org, it.message.id).await.unwrap().unwrap();
+            assert_eq!((stored.contact_id, stored.conversation_id), first);
+        }
+        let contact = db.get_contact_by_wa_id(s.org, "4915550001").await.unwrap().unwrap();
+        assert_eq!((contact.id, contact.consent_status.as_str()), (first.0, "unknown"));
+        let conv = db.find_conversation(s.org, first.0, "100").await.unwrap().unwrap();
+        assert_eq!((conv.id, conv.last_message_at), (first.1, Some(T0 + 1)));
+        // A later request for a recipient that exists by now also gets the existing rows.
+        let mut late = [new("k-000003")];
+        assert_eq!(db.accept_messages(&mut late).await.pop().unwrap().unwrap(), Acceptance::Accepted);
+        assert_eq!((late[0].message.contact_id, late[0].message.conversation_id), first);
+    },
+
+    accept_queue_binds_each_key_once => |db| async move {
+        let s = Arc::new(setup(&db, "100").await);
+        let queue = AcceptQueue::start(db.clone());
+        let mut tasks = Vec::new();
+        for i in 0..60u8 {
+            let (queue, s) = (queue.clone(), s.clone());
+            tasks.push(tokio::spawn(async move {
+                let m = outbound(&s, T0 + i64::from(i));
+                let item = Accept {
+                    message: m,
+                    key: format!("key-{:06}", i % 20),
+                    fingerprint: vec![i % 20; 32],
+                    key_expires_at: T0 + DAY,
+                    charges: Charges::default(),
+                    new_contact: None,
+                    new_conversation: false,
+                };
+                let (item, outcome) = queue.accept(item).await.unwrap();
+                (item.message.id, item.key, outcome)
+            }));
+        }
+        let mut accepted = std::collections::HashMap::new();
+        let mut taken = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                (id, key, Acceptance::Accepted) => assert!(accepted.insert(key, id).is_none(), "one acceptance per key"),
+                (_, key, Acceptance::KeyTaken(rec)) => taken.push((key, rec.message_id)),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(accepted.len(), 20);
+        assert_eq!(taken.len(), 40);
+        for (key, id) in taken {
+            assert_eq!(Some(accepted[&key]), id, "a repeat points at the accepted message");
+        }
+        let page = db.list_conversation_messages(s.org, s.conversation, None, None, 100).await.unwrap();
+        assert_eq!(page.len(), 20);
+    },
+
+    send_options_read_numbers_contact_and_conversation => |db| async move {
+        let s = setup(&db, "100").await;
+        db.insert_phone_number(&fixtures::phone_number(s.org, "200")).await.unwrap();
+        db.touch_conversation_inbound(s.conversation, T0 + 5, T0 + 6).await.unwrap();
+        let by_wa = db.send_options(s.org, ContactRef::WaId("49100")).await.unwrap();
+        let by_id = db.send_options(s.org, ContactRef::Id(s.contact)).await.unwrap();
+        assert_eq!(by_wa, by_id);
+        assert_eq!(by_wa.iter().map(|o| o.number.id.as_str()).collect::<Vec<_>>(), vec!["100", "200"]);
+        assert_eq!(by_wa[0].number, db.get_phone_number("100").await.unwrap().unwrap());
+        assert_eq!((by_wa[0].contact_id, by_wa[0].contact_wa_id.as_deref(), by_wa[0].consent_status.as_deref()),
+            (Some(s.contact), Some("49100"), Some("unknown")));
+        assert_eq!((by_wa[0].conversation_id, by_wa[0].last_inbound_at), (Some(s.conversation), Some(T0 + 5)));
+        // No conversation on the second number yet.
+        assert_eq!((by_wa[1].contact_id, by_wa[1].conversation_id, by_wa[1].last_inbound_at), (Some(s.contact), None, None));
+        // Unknown recipients, and another organisation's contact, are not found.
+        let unknown = db.send_options(s.org, ContactRef::WaId("49999")).await.unwrap();
+        assert!(unknown.iter().all(|o| o.contact_id.is_none() && o.conversation_id.is_none()));
+        let other = setup(&db, "300").await;
+        let foreign = db.send_options(s.org, ContactRef::Id(other.contact)).await.unwrap();
+        assert_eq!(foreign.len(), 2);
+        assert!(foreign.iter().all(|o| o.contact_id.is_none()));
+        // An organisation without numbers has no options.
+        let bare = fixtures::insert_org(&db).await;
+        assert!(db.send_options(bare.id, ContactRef::WaId("49100")).await.unwrap().is_empty());
     },
 }
