@@ -11,15 +11,17 @@
 #   BENCH_PROBE_N=200                 messages of the latency probe (sent one at a time)
 #   BENCH_PROBE_GAP=0.02              pause between two probe sends (s) — about 40/s with curl
 #   BENCH_SENT_WAIT=15                seconds to wait for the probe messages to reach `sent`
-#   BENCH_TERN_MPS=10000              the number's throughput in Tern (the dispatcher's pacing);
-#                                     1 nearly idles the dispatcher, to time the accept path alone
+#   BENCH_TERN_MPS=1000               the number's throughput in Tern (the dispatcher's pacing):
+#                                     1,000 is the network's highest standard tier, so the
+#                                     dispatcher sends while the API accepts; 1 nearly idles
+#                                     the dispatcher, to time the accept path alone
 #   BENCH_PG_SAMPLE=0                 1: sample pg_stat_activity every 0.1 s during the POST run
 #                                     and print what PostgreSQL backends were doing (diagnostic;
 #                                     the sampling itself costs a little CPU)
 #
 # Per backend:
 #   setup    simulator (no status delays, --no-window, no pacing), `tern admin` provisioning
-#            (enterprise org, rate limits raised out of the way, a 10,000 mps number, a send_messages key),
+#            (enterprise org, rate limits raised out of the way, a BENCH_TERN_MPS number, a send_messages key),
 #            then one inbound message per customer through the simulator (signed webhook →
 #            inbox worker), so BENCH_RECIPIENTS conversations have an open window.
 #   latency  BENCH_PROBE_N sends one at a time on an idle queue, then sent_at − created_at
@@ -51,7 +53,7 @@ recipients=${BENCH_RECIPIENTS:-1000}
 [[ $recipients =~ ^[0-9]+$ && $recipients -ge 1 && $recipients -le 10000 ]] || { echo "BENCH_RECIPIENTS must be 1 to 10000" >&2; exit 2; }
 probe_gap=${BENCH_PROBE_GAP:-0.02}
 sent_wait=${BENCH_SENT_WAIT:-15}
-tern_mps=${BENCH_TERN_MPS:-10000}
+tern_mps=${BENCH_TERN_MPS:-1000}
 pg_sample=${BENCH_PG_SAMPLE:-0}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
 tern="$CARGO_TARGET_DIR/release/tern"

@@ -602,10 +602,12 @@ impl AcceptBatch for PgConnection {
     }
 
     async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()> {
+        // `id = ANY($1)` lets the planner probe the primary key; the join alone was planned
+        // as a scan of the whole table.
         sqlx::query(
             "UPDATE conversations SET last_message_at = v.t \
              FROM UNNEST($1::uuid[], $2::int8[]) AS v(id, t) \
-             WHERE conversations.id = v.id \
+             WHERE conversations.id = ANY($1) AND conversations.id = v.id \
                AND (conversations.last_message_at IS NULL OR conversations.last_message_at < v.t)",
         )
         .bind(latest.keys().copied().collect::<Vec<_>>())
