@@ -48,11 +48,17 @@ pub fn public_api() -> OpenApiRouter<AppState> {
 /// The whole HTTP surface of `tern serve`.
 pub fn router(state: AppState) -> Router {
     let (public, spec) = public_api().split_for_parts();
-    let spec_json = openapi::finish(spec);
+    // Serialised once and shared: a handler's captures are cloned with the router (per
+    // connection), and a captured `Value` of the whole document cost ~1 MB per open connection.
+    let spec_bytes =
+        bytes::Bytes::from(serde_json::to_vec(&openapi::finish(spec)).unwrap_or_default());
     let public = public
         .route(
             "/openapi.json",
-            get(move || async move { axum::Json(spec_json.clone()) }),
+            get(move || {
+                let body = spec_bytes.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
         )
         .fallback(not_found);
     Router::new()
