@@ -519,8 +519,10 @@ async fn sending_number_selection(app: &TestApp) {
     // By id, or by the number in E.164 (formatted or not).
     let mut by_id = body.clone();
     by_id["phone_number_id"] = json!(PNID);
-    let (s, _, m) = post(app, &key, Some(&idem()), &by_id).await;
+    let by_id_key = idem();
+    let (s, _, m) = post(app, &key, Some(&by_id_key), &by_id).await;
     assert_eq!((s, m["phone_number_id"].as_str()), (202, Some(PNID)), "{m}");
+    let by_id_message = m["id"].clone();
     let mut by_from = body.clone();
     by_from["from"] = json!("+1 415-555-0100");
     let (s, _, m) = post(app, &key, Some(&idem()), &by_from).await;
@@ -551,6 +553,15 @@ async fn sending_number_selection(app: &TestApp) {
     let (s, h, e) = post(app, &key, Some(&idem()), &by_id).await;
     assert_error(s, &h, &e, 409, "conflict");
     assert_eq!(e["details"]["reason"], "phone_number_not_connected");
+    // A bound key still answers first when a later check would refuse: the same body is
+    // replayed although its number is disconnected now, and a broken body is a
+    // duplicate_request, not a validation error.
+    let (s, h, again) = post(app, &key, Some(&by_id_key), &by_id).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(h.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(again["id"], by_id_message);
+    let (s, h, e) = post(app, &key, Some(&by_id_key), &json!({"type": "text"})).await;
+    assert_error(s, &h, &e, 409, "duplicate_request");
 }
 
 async fn templates_are_checked_against_the_approved_one(app: &TestApp) {

@@ -396,10 +396,11 @@ impl Db {
             tx.commit().await?;
             Ok::<_, StoreError>(())
         })?;
-        Ok(outcome
+        // Every item of the round has an outcome (each branch above sets one).
+        outcome
             .into_iter()
-            .map(|o| o.expect("every item of the round has an outcome"))
-            .collect())
+            .map(|o| o.ok_or(StoreError::NotFound))
+            .collect()
     }
 
     /// Deletes idempotency keys that expired before `now`; returns how many.

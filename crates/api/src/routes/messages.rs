@@ -363,7 +363,10 @@ async fn accept(
                 .increment(1);
             Ok((StatusCode::ACCEPTED, Json(Message::from(item.message))).into_response())
         }
-        Acceptance::KeyTaken(rec) => replay(state, auth, rec, fingerprint).await,
+        // Answered here (a 409 included): the caller's key lookup on refusals is not needed.
+        Acceptance::KeyTaken(rec) => Ok(replay(state, auth, rec, fingerprint)
+            .await
+            .unwrap_or_else(IntoResponse::into_response)),
         Acceptance::WalletLow { balance_minor } => Err(wallet_low(
             balance_minor,
             item.charges.debit_minor.unwrap_or_default(),
