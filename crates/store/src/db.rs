@@ -28,6 +28,8 @@ const SQLITE_MAX_CONNECTIONS: u32 = 4;
 /// half the peak RSS.
 const POSTGRES_MAX_CONNECTIONS: u32 = 6;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A pooled PostgreSQL connection idle this long is pinged before use.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
 /// Which database engine backs a [`Db`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,9 +147,12 @@ impl Db {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        // No ping before each use (sqlx's default): a SQLite connection does not go away, and
+        // the ping is a round trip to the connection's worker thread.
         let mut pool = SqlitePoolOptions::new()
             .max_connections(max_connections.unwrap_or(SQLITE_MAX_CONNECTIONS))
-            .acquire_timeout(ACQUIRE_TIMEOUT);
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(false);
         if in_memory {
             // An in-memory database lives only while a connection is open, and shared-cache
             // table locks (SQLITE_LOCKED) ignore the busy timeout: use one long-lived connection.
@@ -170,6 +175,19 @@ impl Db {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.unwrap_or(POSTGRES_MAX_CONNECTIONS))
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // sqlx pings every connection it hands out by default: a second round trip per
+            // statement. Ping only one that sat idle (a server restart shows up there); a
+            // connection that broke mid-use fails its statement, is discarded, and the
+            // caller's retry gets a fresh one.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_IF_IDLE_FOR {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await?;
         Ok(Db {
