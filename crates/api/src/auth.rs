@@ -5,13 +5,13 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use std::marker::PhantomData;
 use tern_domain::auth::{self, Permission, Role};
 use tern_domain::plan::{Effective, Feature, Overrides};
 use tern_domain::{ErrorCode, Problem};
-use tern_store::Org;
+use tern_store::{AuthRecord, Org};
 use uuid::Uuid;
 
 /// Who is calling: resolved from the key on every request, never from the request body.
@@ -85,11 +85,9 @@ impl<P> std::ops::Deref for Authed<P> {
     }
 }
 
-impl<P: Required + Send + Sync> FromRequestParts<AppState> for Authed<P> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ctx = authenticate(parts, state).await?;
+impl<P: Required> Authed<P> {
+    /// The permission and plan checks of an authenticated caller (403, 402).
+    pub fn check(ctx: AuthContext) -> Result<Self, ApiError> {
         tracing::Span::current().record("org_id", tracing::field::display(ctx.org_id));
         if !ctx.has(P::PERMISSION) {
             return Err(Problem::permission_denied(P::PERMISSION.as_str()).into());
@@ -99,6 +97,15 @@ impl<P: Required + Send + Sync> FromRequestParts<AppState> for Authed<P> {
             ctx,
             _p: PhantomData,
         })
+    }
+}
+
+impl<P: Required + Send + Sync> FromRequestParts<AppState> for Authed<P> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ctx = authenticate(parts, state).await?;
+        Self::check(ctx)
     }
 }
 
@@ -119,9 +126,18 @@ fn check_public_api(ctx: &AuthContext) -> Result<(), ApiError> {
 
 /// Resolves the bearer key to its organisation, or answers 401.
 pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<AuthContext, ApiError> {
-    let unauthenticated =
-        |reason: &str| ApiError(Problem::unauthenticated().with_detail("reason", reason));
-    let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+    let hash = key_hash(&parts.headers)?;
+    let rec = state.lookups.auth(&hash).await?;
+    context(state, rec)
+}
+
+fn unauthenticated(reason: &str) -> ApiError {
+    ApiError(Problem::unauthenticated().with_detail("reason", reason))
+}
+
+/// The SHA-256 of the request's bearer key, or 401 when there is none or it cannot be a key.
+pub fn key_hash(headers: &HeaderMap) -> Result<Vec<u8>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(unauthenticated("missing_authorization"));
     };
     let token = value
@@ -132,8 +148,12 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<AuthContext
     if !auth::looks_like_key(token) {
         return Err(unauthenticated("invalid_key"));
     }
-    let hash = auth::hash_key(token);
-    let Some(rec) = state.db.find_auth_by_hash(&hash).await? else {
+    Ok(auth::hash_key(token).to_vec())
+}
+
+/// The caller from the key's record (looked up by [`key_hash`]), or 401.
+pub fn context(state: &AppState, rec: Option<AuthRecord>) -> Result<AuthContext, ApiError> {
+    let Some(rec) = rec else {
         return Err(unauthenticated("invalid_key"));
     };
     if rec.key.revoked_at.is_some() {

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tern_cloudapi::CloudApiClient;
 use tern_domain::crypto::MasterKey;
 use tern_domain::crypto::Purpose;
-use tern_store::{AcceptQueue, Db};
+use tern_store::{AcceptQueue, Db, Lookups};
 use tokio::sync::Notify;
 
 /// Shared, cheaply cloned application state.
@@ -27,6 +27,8 @@ pub struct Inner {
     pub cloud: CloudApiClient,
     /// Group commit of POST /messages acceptances.
     pub acceptor: AcceptQueue,
+    /// Batched key lookups and send reads (one statement for concurrent requests).
+    pub lookups: Lookups,
     draining: AtomicBool,
 }
 
@@ -51,10 +53,12 @@ pub struct StateConfig {
 }
 
 impl AppState {
-    /// Must be called inside a Tokio runtime (it starts the acceptance writer).
+    /// Must be called inside a Tokio runtime (it starts the acceptance writer and the
+    /// lookup readers).
     pub fn new(c: StateConfig) -> Self {
         AppState(Arc::new(Inner {
             acceptor: AcceptQueue::start(c.db.clone()),
+            lookups: Lookups::start(c.db.clone()),
             db: c.db,
             key: c.key,
             public_url: c.public_url.trim_end_matches('/').to_string(),

@@ -784,7 +784,75 @@ async fn billing_checks(app: &TestApp) {
     assert!(e["details"]["period_end"].as_str().unwrap().ends_with('Z'));
 }
 
+/// POST /messages reads the key together with the send's data (one lookup), so the body is
+/// parsed first; the answers still come in the contract's order: key → permission → plan
+/// feature → Idempotency-Key → body.
+async fn send_checks_the_key_first(app: &TestApp) {
+    let c = setup(app).await;
+    customer_writes(app, PNID, CUSTOMER, now_ms()).await;
+    let raw = |key: Option<&str>, idem: Option<&str>, body: &str| {
+        let mut req = app
+            .http
+            .post(app.url(&format!("{API}/messages")))
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        if let Some(k) = idem {
+            req = req.header("Idempotency-Key", k);
+        }
+        send(req)
+    };
+    let good = text(json!("+14155550123"), "hi").to_string();
+    let (s, h, e) = raw(None, Some(&idem()), "{not json").await;
+    assert_error(s, &h, &e, 401, "unauthenticated");
+    assert_eq!(e["details"]["reason"], "missing_authorization");
+    let unknown = format!("tern_{}", "A".repeat(40));
+    let (s, h, e) = raw(Some(&unknown), None, "{not json").await;
+    assert_error(s, &h, &e, 401, "unauthenticated");
+    assert_eq!(e["details"]["reason"], "invalid_key");
+    // A revoked key is refused even with a valid request.
+    let (id, revoked) = app.owner_key("full_access").await;
+    app.admin(&["key", "revoke", "--key-id", &id])
+        .await
+        .unwrap();
+    let (s, h, e) = raw(Some(&revoked), Some(&idem()), &good).await;
+    assert_error(s, &h, &e, 401, "unauthenticated");
+    assert_eq!(e["details"]["reason"], "revoked_key");
+    // The permission before the Idempotency-Key and the body.
+    let (_, read_only) = app.owner_key("read_only").await;
+    let (s, h, e) = raw(Some(&read_only), None, "{not json").await;
+    assert_error(s, &h, &e, 403, "permission_denied");
+    assert_eq!(e["details"]["permission"], "messages.send");
+    // The Idempotency-Key before the body; the body before the recipient.
+    let (s, h, e) = raw(Some(&c.key), None, "[]").await;
+    assert_error(s, &h, &e, 400, "validation_failed");
+    assert_eq!(fields(&e), vec!["Idempotency-Key"]);
+    let (s, h, e) = raw(Some(&c.key), Some(&idem()), "[]").await;
+    assert_error(s, &h, &e, 400, "validation_failed");
+    assert_eq!(fields(&e), vec!["body"]);
+    let (s, _, e) = raw(Some(&c.key), Some(&idem()), &good).await;
+    assert_eq!(s, 202, "{e}");
+    // The plan feature after the permission.
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--feature",
+        "public_api=off",
+    ])
+    .await
+    .unwrap();
+    let (s, h, e) = raw(Some(&c.key), None, "{not json").await;
+    assert_error(s, &h, &e, 402, "plan_feature_unavailable");
+    let (s, h, e) = raw(Some(&read_only), None, "{not json").await;
+    assert_error(s, &h, &e, 403, "permission_denied");
+}
+
 both_backends! {
+    send_checks_the_key_first_http => async |app: &TestApp| send_checks_the_key_first(app).await;
     text_in_window_then_read_back_http => async |app: &TestApp| text_in_window_then_read_back(app).await;
     idempotency_key_rules_http => async |app: &TestApp| idempotency_key_rules(app).await;
     concurrent_requests_with_one_key_make_one_message_http => async |app: &TestApp| concurrent_requests_with_one_key_make_one_message(app).await;

@@ -3,9 +3,10 @@
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, with_pool};
+use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
 use crate::orgs::Org;
+use crate::sql::Numbered;
 
 /// Granularity of `api_keys.last_used_at`: [`Db::touch_api_key_last_used`] only writes when
 /// the stored value is at least this much older, so authenticated requests rarely write.
@@ -48,10 +49,34 @@ macro_rules! key_columns {
 }
 
 /// Flat row of the auth join; columns are aliased because keys and orgs share names.
+/// The key, its creator's role and its organisation; `$extra` is prepended to the columns.
+macro_rules! auth_select {
+    ($extra:literal) => {
+        concat!(
+            "SELECT ",
+            $extra,
+            "k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
+             k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
+             m.role AS member_role, \
+             o.name AS o_name, o.plan AS o_plan, \
+             o.subscription_status AS o_subscription_status, \
+             o.wallet_balance_minor AS o_wallet_balance_minor, \
+             o.wallet_currency AS o_wallet_currency, o.overrides AS o_overrides, \
+             o.billing_period_start AS o_billing_period_start, \
+             o.created_at AS o_created_at, o.updated_at AS o_updated_at \
+             FROM api_keys k \
+             JOIN members m ON m.id = k.member_id \
+             JOIN organisations o ON o.id = k.org_id"
+        )
+    };
+}
+
+pub(crate) use auth_select;
+
 #[derive(sqlx::FromRow)]
-struct AuthRow {
+pub(crate) struct AuthRow {
     #[sqlx(flatten)]
-    key: ApiKey,
+    pub(crate) key: ApiKey,
     member_role: String,
     o_name: String,
     o_plan: String,
@@ -186,23 +211,47 @@ impl Db {
     /// organisation, in one indexed join. Revoked keys are returned too.
     pub async fn find_auth_by_hash(&self, hash: &[u8]) -> Result<Option<AuthRecord>> {
         let row = with_pool!(self, pool => sqlx::query_as::<_, AuthRow>(
-                "SELECT k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
-                        k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
-                        m.role AS member_role, \
-                        o.name AS o_name, o.plan AS o_plan, \
-                        o.subscription_status AS o_subscription_status, \
-                        o.wallet_balance_minor AS o_wallet_balance_minor, \
-                        o.wallet_currency AS o_wallet_currency, o.overrides AS o_overrides, \
-                        o.billing_period_start AS o_billing_period_start, \
-                        o.created_at AS o_created_at, o.updated_at AS o_updated_at \
-                 FROM api_keys k \
-                 JOIN members m ON m.id = k.member_id \
-                 JOIN organisations o ON o.id = k.org_id \
-                 WHERE k.key_hash = $1")
+                concat!(auth_select!(""), " WHERE k.key_hash = $1"))
             .bind(hash)
             .fetch_optional(pool)
             .await)?;
         Ok(row.map(AuthRecord::from))
+    }
+
+    /// [`Db::find_auth_by_hash`] for several hashes at once, answers in their order.
+    /// PostgreSQL: one statement; SQLite: one connection (statements there are cheap).
+    pub async fn find_auth_by_hashes(&self, hashes: &[Vec<u8>]) -> Result<Vec<Option<AuthRecord>>> {
+        let mut out: Vec<Option<AuthRecord>> = hashes.iter().map(|_| None).collect();
+        match &self.pool {
+            Pool::Sqlite(pool) => {
+                let mut conn = pool.acquire().await?;
+                for (slot, hash) in out.iter_mut().zip(hashes) {
+                    let row = sqlx::query_as::<_, AuthRow>(concat!(
+                        auth_select!(""),
+                        " WHERE k.key_hash = $1"
+                    ))
+                    .bind(hash)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    *slot = row.map(AuthRecord::from);
+                }
+            }
+            Pool::Postgres(pool) => {
+                let rows = sqlx::query_as::<_, Numbered<AuthRow>>(concat!(
+                    auth_select!("h.i AS i, "),
+                    " JOIN UNNEST($1::bytea[]) WITH ORDINALITY AS h(hash, i) ON k.key_hash = h.hash"
+                ))
+                .bind(hashes)
+                .fetch_all(pool)
+                .await?;
+                for Numbered { i, row } in rows {
+                    if let Some(slot) = usize::try_from(i - 1).ok().and_then(|i| out.get_mut(i)) {
+                        *slot = Some(AuthRecord::from(row));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Number of keys of the organisation that are not revoked (plan count limits).

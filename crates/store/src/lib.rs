@@ -15,6 +15,7 @@ mod conversations;
 mod db;
 mod dispatch;
 mod error;
+mod lookups;
 mod messages;
 mod network_inbox;
 mod orgs;
@@ -37,9 +38,12 @@ pub use dispatch::{
     DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
 };
 pub use error::{Result, StoreError};
+pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use messages::{Message, StatusChange};
 pub use network_inbox::InboxItem;
 pub use orgs::{Member, Org};
-pub use outbound::{Accept, Acceptance, Charges, ContactRef, IdempotencyRecord, SendOption};
+pub use outbound::{
+    Accept, Acceptance, Charges, ContactRef, IdempotencyRecord, SendContext, SendLookup, SendOption,
+};
 pub use phone_numbers::PhoneNumber;
 pub use templates::Template;

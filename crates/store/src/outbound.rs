@@ -8,7 +8,8 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, SqliteConnection};
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, with_pool};
+use crate::api_keys::{AuthRecord, AuthRow, auth_select};
+use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
 use crate::messages::Message;
 use crate::phone_numbers::PhoneNumber;
@@ -65,6 +66,16 @@ pub struct Accept {
     pub new_conversation: bool,
 }
 
+impl Accept {
+    /// Nothing to check or create besides the key and the message.
+    fn is_plain(&self) -> bool {
+        self.charges.messages_sent.is_none()
+            && self.charges.debit_minor.is_none_or(|a| a <= 0)
+            && self.new_contact.is_none()
+            && !self.new_conversation
+    }
+}
+
 /// One of the organisation's numbers with what the send path needs to know about the
 /// recipient on it, read in one statement ([`Db::send_options`]).
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -86,6 +97,92 @@ pub struct SendOption {
 pub enum ContactRef<'a> {
     Id(Uuid),
     WaId(&'a str),
+}
+
+/// One lookup of [`Db::send_lookups`]: the caller's key and the recipient of the send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendLookup {
+    /// SHA-256 of the API key.
+    pub hash: Vec<u8>,
+    pub contact_id: Option<Uuid>,
+    pub wa_id: Option<String>,
+}
+
+impl SendLookup {
+    /// `contact: None` reads the key only (a body that names no recipient).
+    pub fn new(hash: &[u8], contact: Option<ContactRef<'_>>) -> Self {
+        let (contact_id, wa_id) = match contact {
+            Some(ContactRef::Id(id)) => (Some(id), None),
+            Some(ContactRef::WaId(w)) => (None, Some(w.to_string())),
+            None => (None, None),
+        };
+        SendLookup {
+            hash: hash.to_vec(),
+            contact_id,
+            wa_id,
+        }
+    }
+
+    fn contact(&self) -> Option<ContactRef<'_>> {
+        match (&self.contact_id, &self.wa_id) {
+            (Some(id), _) => Some(ContactRef::Id(*id)),
+            (None, Some(w)) => Some(ContactRef::WaId(w)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The answer to a [`SendLookup`] whose key exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendContext {
+    /// As [`Db::find_auth_by_hash`] (revoked keys included: the caller decides).
+    pub auth: AuthRecord,
+    /// As [`Db::send_options`] for the key's organisation (empty without a recipient).
+    pub options: Vec<SendOption>,
+}
+
+/// A row of [`Db::send_lookups`] on PostgreSQL: the key (repeated) and one number, if any.
+#[derive(sqlx::FromRow)]
+struct SendLookupRow {
+    i: i64,
+    #[sqlx(flatten)]
+    auth: AuthRow,
+    p_id: Option<String>,
+    p_display_phone_number: Option<String>,
+    p_waba_id: Option<String>,
+    p_access_token_enc: Option<Vec<u8>>,
+    p_status: Option<String>,
+    p_throughput_mps: Option<i64>,
+    p_created_at: Option<i64>,
+    p_updated_at: Option<i64>,
+    contact_id: Option<Uuid>,
+    contact_wa_id: Option<String>,
+    consent_status: Option<String>,
+    conversation_id: Option<Uuid>,
+    last_inbound_at: Option<i64>,
+}
+
+impl SendLookupRow {
+    fn option(&mut self) -> Option<SendOption> {
+        Some(SendOption {
+            number: PhoneNumber {
+                id: self.p_id.take()?,
+                org_id: self.auth.key.org_id,
+                display_phone_number: self.p_display_phone_number.take()?,
+                waba_id: self.p_waba_id.take()?,
+                access_token_enc: self.p_access_token_enc.take()?,
+                status: self.p_status.take()?,
+                throughput_mps: self.p_throughput_mps?,
+                created_at: self.p_created_at?,
+                updated_at: self.p_updated_at?,
+            },
+            contact_id: self.contact_id,
+            contact_wa_id: self.contact_wa_id.take(),
+            consent_status: self.consent_status.take(),
+            conversation_id: self.conversation_id,
+            last_inbound_at: self.last_inbound_at,
+        })
+    }
 }
 
 /// Takes back one `messages_sent` count inside the acceptance transaction.
@@ -110,6 +207,23 @@ macro_rules! release_key {
             .bind($key)
             .execute(&mut *$tx)
             .await?
+    };
+}
+
+/// The statement of [`Db::send_options`]; `$contact` picks the contact (`$2`).
+macro_rules! send_options_sql {
+    ($contact:literal) => {
+        concat!(
+            "SELECT p.id, p.org_id, p.display_phone_number, p.waba_id, p.access_token_enc, \
+             p.status, p.throughput_mps, p.created_at, p.updated_at, \
+             c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
+             v.id AS conversation_id, v.last_inbound_at \
+             FROM phone_numbers p \
+             LEFT JOIN contacts c ON c.org_id = p.org_id AND ",
+            $contact,
+            " LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
+             WHERE p.org_id = $1 ORDER BY p.id LIMIT 100"
+        )
     };
 }
 
@@ -140,36 +254,107 @@ impl Db {
         org_id: Uuid,
         contact: ContactRef<'_>,
     ) -> Result<Vec<SendOption>> {
-        macro_rules! sql {
-            ($contact:literal) => {
-                concat!(
-                    "SELECT p.id, p.org_id, p.display_phone_number, p.waba_id, p.access_token_enc, \
-                     p.status, p.throughput_mps, p.created_at, p.updated_at, \
-                     c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
-                     v.id AS conversation_id, v.last_inbound_at \
-                     FROM phone_numbers p \
-                     LEFT JOIN contacts c ON c.org_id = p.org_id AND ",
-                    $contact,
-                    " LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
-                     WHERE p.org_id = $1 ORDER BY p.id LIMIT 100"
-                )
-            };
-        }
         let rows = match contact {
             ContactRef::Id(id) => with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
-                    sql!("c.id = $2"))
+                    send_options_sql!("c.id = $2"))
                 .bind(org_id)
                 .bind(id)
                 .fetch_all(pool)
                 .await)?,
             ContactRef::WaId(wa_id) => with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
-                    sql!("c.wa_id = $2"))
+                    send_options_sql!("c.wa_id = $2"))
                 .bind(org_id)
                 .bind(wa_id)
                 .fetch_all(pool)
                 .await)?,
         };
         Ok(rows)
+    }
+
+    /// The key lookup and the reads of a send, for several sends at once: per lookup, the
+    /// key as [`Db::find_auth_by_hash`] and the key's organisation's [`Db::send_options`]
+    /// (`None`: no such key). Answers in the lookups' order. PostgreSQL: one statement;
+    /// SQLite: one connection (statements there are cheap).
+    pub async fn send_lookups(&self, qs: &[SendLookup]) -> Result<Vec<Option<SendContext>>> {
+        let mut out: Vec<Option<SendContext>> = qs.iter().map(|_| None).collect();
+        match &self.pool {
+            Pool::Sqlite(pool) => {
+                let mut conn = pool.acquire().await?;
+                for (slot, q) in out.iter_mut().zip(qs) {
+                    let Some(row) = sqlx::query_as::<_, AuthRow>(concat!(
+                        auth_select!(""),
+                        " WHERE k.key_hash = $1"
+                    ))
+                    .bind(&q.hash)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                    else {
+                        continue;
+                    };
+                    let auth = AuthRecord::from(row);
+                    let org_id = auth.key.org_id;
+                    let options = match q.contact() {
+                        None => Vec::new(),
+                        Some(ContactRef::Id(id)) => {
+                            sqlx::query_as::<_, SendOption>(send_options_sql!("c.id = $2"))
+                                .bind(org_id)
+                                .bind(id)
+                                .fetch_all(&mut *conn)
+                                .await?
+                        }
+                        Some(ContactRef::WaId(wa_id)) => {
+                            sqlx::query_as::<_, SendOption>(send_options_sql!("c.wa_id = $2"))
+                                .bind(org_id)
+                                .bind(wa_id)
+                                .fetch_all(&mut *conn)
+                                .await?
+                        }
+                    };
+                    *slot = Some(SendContext { auth, options });
+                }
+            }
+            Pool::Postgres(pool) => {
+                // The contact by id, else by wa_id (COALESCE runs the lookup by wa_id only
+                // when no id was given); the organisation's numbers as in send_options, or
+                // one row of NULLs when it has none, so the key is answered anyway.
+                let rows = sqlx::query_as::<_, SendLookupRow>(concat!(
+                    auth_select!(
+                        "h.i AS i, p.id AS p_id, p.display_phone_number AS p_display_phone_number, \
+                         p.waba_id AS p_waba_id, p.access_token_enc AS p_access_token_enc, \
+                         p.status AS p_status, p.throughput_mps AS p_throughput_mps, \
+                         p.created_at AS p_created_at, p.updated_at AS p_updated_at, \
+                         c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
+                         v.id AS conversation_id, v.last_inbound_at, "
+                    ),
+                    " JOIN UNNEST($1::bytea[], $2::uuid[], $3::text[]) WITH ORDINALITY \
+                       AS h(hash, contact_id, wa_id, i) ON k.key_hash = h.hash \
+                     LEFT JOIN LATERAL (SELECT * FROM phone_numbers n WHERE n.org_id = k.org_id \
+                       ORDER BY n.id LIMIT 100) p ON true \
+                     LEFT JOIN contacts c ON c.org_id = k.org_id AND c.id = COALESCE(h.contact_id, \
+                       (SELECT x.id FROM contacts x WHERE x.org_id = k.org_id AND x.wa_id = h.wa_id)) \
+                     LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
+                     ORDER BY h.i, p.id"
+                ))
+                .bind(qs.iter().map(|q| q.hash.as_slice()).collect::<Vec<_>>())
+                .bind(qs.iter().map(|q| q.contact_id).collect::<Vec<_>>())
+                .bind(qs.iter().map(|q| q.wa_id.as_deref()).collect::<Vec<_>>())
+                .fetch_all(pool)
+                .await?;
+                for mut row in rows {
+                    let Some(i) = usize::try_from(row.i - 1).ok().filter(|&i| i < qs.len()) else {
+                        continue;
+                    };
+                    // A lookup without a recipient reads the key only.
+                    let option = qs[i].contact().and_then(|_| row.option());
+                    let ctx = out[i].get_or_insert_with(|| SendContext {
+                        auth: AuthRecord::from(row.auth),
+                        options: Vec::new(),
+                    });
+                    ctx.options.extend(option);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Stores an outbound message `m` (status `accepted`, queued for dispatch now) bound to
@@ -243,8 +428,66 @@ impl Db {
             .collect()
     }
 
-    /// One transaction over `items[idx]` (distinct keys); outcomes in `idx` order.
+    /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. A round of
+    /// plain items (no charges, no new contact or conversation) is one statement where the
+    /// backend has one ([`AcceptBatch::accept_plain`]); any other round is a transaction.
     async fn accept_round(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
+        if !idx.iter().all(|&i| items[i].is_plain()) {
+            return self.accept_in_tx(items, idx).await;
+        }
+        let bound = with_pool!(self, pool => {
+            let mut conn = pool.acquire().await?;
+            let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
+            AcceptBatch::accept_plain(&mut *conn, &batch).await?
+        });
+        let Some(bound) = bound else {
+            return self.accept_in_tx(items, idx).await;
+        };
+        let mut outcome = Vec::with_capacity(idx.len());
+        // A key the statement found taken whose record is gone by now expired in between:
+        // it is free again, so the item gets a round of its own.
+        let mut again = Vec::new();
+        for (slot, &i) in idx.iter().enumerate() {
+            let it = &items[i];
+            if bound.contains(&(it.message.org_id, it.key.clone())) {
+                outcome.push(Some(Acceptance::Accepted));
+                continue;
+            }
+            match self.key_record(it.message.org_id, &it.key).await? {
+                Some(rec) => outcome.push(Some(Acceptance::KeyTaken(rec))),
+                None => {
+                    outcome.push(None);
+                    again.push((slot, i));
+                }
+            }
+        }
+        if !again.is_empty() {
+            let retry: Vec<usize> = again.iter().map(|&(_, i)| i).collect();
+            let results = self.accept_in_tx(items, &retry).await?;
+            for ((slot, _), r) in again.into_iter().zip(results) {
+                outcome[slot] = Some(r);
+            }
+        }
+        outcome
+            .into_iter()
+            .map(|o| o.ok_or(StoreError::NotFound))
+            .collect()
+    }
+
+    /// A key's record whether or not it expired.
+    async fn key_record(&self, org_id: Uuid, key: &str) -> Result<Option<IdempotencyRecord>> {
+        let rec = with_pool!(self, pool => sqlx::query_as::<_, IdempotencyRecord>(
+                "SELECT key, fingerprint, message_id, created_at, expires_at \
+                 FROM idempotency_keys WHERE org_id = $1 AND key = $2")
+            .bind(org_id)
+            .bind(key)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(rec)
+    }
+
+    /// [`Db::accept_round`] as one transaction.
+    async fn accept_in_tx(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
         let mut outcome: Vec<Option<Acceptance>> = idx.iter().map(|_| None).collect();
         with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
@@ -438,6 +681,10 @@ trait AcceptBatch {
     async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()>;
     /// `last_message_at = max(last_message_at, t)` per conversation.
     async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()>;
+    /// Plain items ([`Accept::is_plain`]) in one statement, which is its own transaction:
+    /// binds the free keys, stores those items' messages queued and touches their
+    /// conversations. Returns the keys bound, or `None` where the backend cannot.
+    async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>>;
 }
 
 /// What a key insert does when the key exists: take it over only if it expired.
@@ -451,6 +698,14 @@ macro_rules! key_conflict {
 }
 
 impl AcceptBatch for SqliteConnection {
+    // SQLite has no data-modifying CTEs; its transactions are cheap anyway (no round trips).
+    async fn accept_plain(
+        &mut self,
+        _items: &[&Accept],
+    ) -> Result<Option<HashSet<(Uuid, String)>>> {
+        Ok(None)
+    }
+
     async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {
         let mut q = sqlx::QueryBuilder::new(
             "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
@@ -528,6 +783,94 @@ impl AcceptBatch for SqliteConnection {
 }
 
 impl AcceptBatch for PgConnection {
+    // One round trip instead of five (BEGIN, keys, messages, conversations, COMMIT): the
+    // per-statement cost, not the rows, is what PostgreSQL spends most on here.
+    async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>> {
+        const SQL: &str = concat!(
+            "WITH t AS (SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], \
+               $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+               $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
+               $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
+               $23::int8[], $24::text[], $25::bytea[], $26::int8[]) AS t(id, org_id, \
+               conversation_id, contact_id, phone_number_id, direction, type, status, \
+               template_name, template_language, text, media_id, wamid, request, campaign_id, \
+               created_at, sent_at, delivered_at, read_at, failed_at, failure_code, failure, \
+               updated_at, key, fingerprint, key_expires_at)), \
+             k AS (INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
+               created_at, expires_at) \
+               SELECT org_id, key, fingerprint, id, 'completed', created_at, key_expires_at FROM t",
+            key_conflict!(),
+            ", message_id), \
+             m AS (INSERT INTO messages (",
+            crate::messages::message_columns!(),
+            ", attempts, next_attempt_at, dispatch_state) SELECT ",
+            crate::messages::message_columns!(),
+            ", 0, created_at, 'queued' FROM t WHERE id IN (SELECT message_id FROM k) \
+               RETURNING conversation_id, created_at), \
+             c AS (UPDATE conversations SET last_message_at = x.t \
+               FROM (SELECT conversation_id, max(created_at) AS t FROM m GROUP BY conversation_id) x \
+               WHERE conversations.id = ANY($3) AND conversations.id = x.conversation_id \
+                 AND (conversations.last_message_at IS NULL OR conversations.last_message_at < x.t)) \
+             SELECT org_id, key FROM k"
+        );
+        let ms: Vec<&Message> = items.iter().map(|i| &i.message).collect();
+        let rows = sqlx::query_as::<_, (Uuid, String)>(SQL)
+            .bind(ms.iter().map(|m| m.id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.org_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.conversation_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.contact_id).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.phone_number_id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.direction.as_str()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.r#type.as_str()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.status.as_str()).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.template_name.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ms.iter()
+                    .map(|m| m.template_language.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.text.as_deref()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.media_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.wamid.as_deref()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| Json(&m.request)).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.campaign_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.created_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.sent_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.delivered_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.read_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.failed_at).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.failure_code.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ms.iter()
+                    .map(|m| m.failure.as_ref().map(Json))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.fingerprint.as_slice())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|i| i.key_expires_at).collect::<Vec<_>>())
+            .fetch_all(&mut *self)
+            .await?;
+        Ok(Some(rows.into_iter().collect()))
+    }
+
     async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {
         const SQL: &str = concat!(
             "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \

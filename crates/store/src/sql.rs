@@ -71,3 +71,12 @@ mod tests {
         assert_eq!(like_contains(""), "%%");
     }
 }
+
+/// A row of a batched read tagged with the 1-based position (`i`, from `WITH ORDINALITY`)
+/// of the input it answers.
+#[derive(sqlx::FromRow)]
+pub(crate) struct Numbered<T> {
+    pub i: i64,
+    #[sqlx(flatten)]
+    pub row: T,
+}

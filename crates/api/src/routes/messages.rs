@@ -6,11 +6,12 @@
 //! billing → media. Acceptance is one store transaction (key, charges, contact and
 //! conversation when new, queued message), so the message exists exactly when its key is
 //! bound; concurrent acceptances share a transaction (`tern_store::AcceptQueue`). The
-//! reads of a send are one statement (`Db::send_options`); the key is read only when a
+//! reads of a send are one statement (`Db::send_options`, shared by concurrent sends
+//! through `tern_store::Lookups`, as is the key lookup); the key is read only when a
 //! check refuses the request, since acceptance itself reports a bound key. The dispatcher
 //! is woken at once.
 
-use crate::auth::{AuthContext, Authed, perm};
+use crate::auth::{self, AuthContext, Authed, perm};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, path_id};
 use crate::state::AppState;
@@ -27,7 +28,7 @@ use tern_domain::time::{format_ms, now_ms};
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
 use tern_store::{
     Accept, Acceptance, CUSTOMER_WINDOW_MS, Charges, ContactRef, IdempotencyRecord, PhoneNumber,
-    SendOption,
+    SendContext, SendOption,
 };
 use utoipa::ToSchema;
 
@@ -228,11 +229,28 @@ impl utoipa::ToSchema for SendMessageRequest {}
     security(("bearer" = []))
 )]
 pub async fn send_message(
-    auth: Authed<perm::MessagesSend>,
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Result<ApiJson<Value>, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The key and the reads of the send are one lookup, so the recipient is taken from the
+    // body before the key is checked; the answers keep the contract's order all the same.
+    let hash = auth::key_hash(&headers)?;
+    let parsed = body.as_ref().ok().map(|ApiJson(b)| send::parse_send(b));
+    let contact = match parsed {
+        Some(Ok(ref req)) => Some(match &req.recipient {
+            Recipient::ContactId(id) => ContactRef::Id(*id),
+            Recipient::WaId(p) | Recipient::Phone(p) => ContactRef::WaId(p.wa_id()),
+        }),
+        _ => None,
+    };
+    let found = state.lookups.send(&hash, contact).await?;
+    let (rec, options) = match found {
+        Some(SendContext { auth, options }) => (Some(auth), options),
+        None => (None, Vec::new()),
+    };
+    let auth = Authed::<perm::MessagesSend>::check(auth::context(&state, rec)?)?;
+
     let key_header = headers
         .get(send::IDEMPOTENCY_KEY_HEADER)
         .map(|v| v.to_str().unwrap_or("\u{fffd}"));
@@ -240,7 +258,13 @@ pub async fn send_message(
     let ApiJson(body) = body?;
     let fingerprint = send::fingerprint(&body);
     let now = now_ms();
-    match accept(&state, &auth, &body, &key, &fingerprint, now).await {
+    let result = match parsed {
+        Some(Ok(req)) => accept(&state, &auth, req, &options, &key, &fingerprint, now).await,
+        Some(Err(p)) => Err(ApiError(p)),
+        // Not reached: a broken body was answered above.
+        None => Err(ApiError(Problem::unavailable())),
+    };
+    match result {
         Ok(res) => Ok(res),
         // A bound key answers before any other check (replay or duplicate_request). The
         // happy path does not read the key: binding it is part of the acceptance, which
@@ -252,23 +276,18 @@ pub async fn send_message(
     }
 }
 
-/// The checks after the key, then the acceptance.
+/// The checks after the key, then the acceptance. `options`: the organisation's numbers
+/// with the recipient's contact and conversation on each (`Db::send_options`).
 async fn accept(
     state: &AppState,
     auth: &AuthContext,
-    body: &Value,
+    req: SendRequest,
+    options: &[SendOption],
     key: &str,
     fingerprint: &[u8],
     now: i64,
 ) -> Result<Response, ApiError> {
-    let req = send::parse_send(body)?;
-    let contact_ref = match &req.recipient {
-        Recipient::ContactId(id) => ContactRef::Id(*id),
-        Recipient::WaId(p) | Recipient::Phone(p) => ContactRef::WaId(p.wa_id()),
-    };
-    // The numbers, the contact and its conversation on each number: one read.
-    let options = state.db.send_options(auth.org_id, contact_ref).await?;
-    let option = sending_number(&options, req.sender.as_ref())?;
+    let option = sending_number(options, req.sender.as_ref())?;
     let number = &option.number;
     let new_contact = recipient(state, auth, &req.recipient, option).await?;
     let window = match option.last_inbound_at.map(|t| t + CUSTOMER_WINDOW_MS) {

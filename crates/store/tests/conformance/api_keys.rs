@@ -23,6 +23,23 @@ store_tests! {
         assert!(is_conflict(&err, "api_keys_pkey"), "{err:?}");
     },
 
+    // Several hashes in one call: each answer as find_auth_by_hash gives it, in order.
+    auth_lookups_by_several_hashes => |db| async move {
+        let (_, _, a) = fixtures::org_with_key(&db).await;
+        let (_, _, b) = fixtures::org_with_key(&db).await;
+        db.revoke_api_key(b.id, T0).await.unwrap();
+        let hashes = vec![a.key_hash.clone(), vec![0u8; 32], b.key_hash.clone(), a.key_hash.clone()];
+        let got = db.find_auth_by_hashes(&hashes).await.unwrap();
+        let mut expect = Vec::new();
+        for h in &hashes {
+            expect.push(db.find_auth_by_hash(h).await.unwrap());
+        }
+        assert_eq!(got, expect);
+        assert_eq!(got.iter().map(Option::is_some).collect::<Vec<_>>(), vec![true, false, true, true]);
+        assert_eq!(got[2].as_ref().unwrap().key.revoked_at, Some(T0));
+        assert!(db.find_auth_by_hashes(&[]).await.unwrap().is_empty());
+    },
+
     revoke_once => |db| async move {
         let (_, _, key) = fixtures::org_with_key(&db).await;
         let revoked = db.revoke_api_key(key.id, T0 + 5).await.unwrap();

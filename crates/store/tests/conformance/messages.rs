@@ -1,7 +1,10 @@
 use crate::fixtures::{self, T0};
 use serde_json::json;
 use std::sync::Arc;
-use tern_store::{Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Message, StatusChange};
+use tern_store::{
+    Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Lookups, Message, SendContext,
+    SendLookup, StatusChange,
+};
 use uuid::Uuid;
 
 /// An organisation with number `number`, a contact and their conversation.
@@ -293,6 +296,66 @@ store_tests! {
         assert_eq!(queued.iter().map(|m| m.id).collect::<Vec<_>>(), vec![ids[4], ids[2], ids[0]]);
     },
 
+    // Items with nothing but a key and a message (one statement on PostgreSQL): keys taken
+    // before or earlier in the batch, an expired key taken over, several conversations, and
+    // an item that cannot be stored, which fails alone.
+    plain_batch_binds_stores_queues_and_touches => |db| async move {
+        let s = setup(&db, "100").await;
+        let other_conv = db
+            .get_or_create_conversation(s.org, fixtures::insert_contact(&db, s.org, "49777", T0).await.id, "100", Uuid::now_v7(), T0)
+            .await
+            .unwrap();
+        let earlier = outbound(&s, T0);
+        db.accept_message(&earlier, "k-bound1", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        let gone = outbound(&s, T0);
+        db.accept_message(&gone, "k-expire", &[1; 32], T0 + 5, &Charges::default()).await.unwrap();
+        let item = |key: &str, m: Message| Accept {
+            message: m,
+            key: key.into(),
+            fingerprint: vec![2; 32],
+            key_expires_at: T0 + DAY,
+            charges: Charges::default(),
+            new_contact: None,
+            new_conversation: false,
+        };
+        let mut on_other = outbound(&s, T0 + 20);
+        (on_other.conversation_id, on_other.contact_id) = (other_conv.id, other_conv.contact_id);
+        let mut broken = outbound(&s, T0 + 30);
+        broken.conversation_id = Uuid::now_v7(); // no such conversation
+        let mut items = vec![
+            item("k-000001", outbound(&s, T0 + 10)),
+            item("k-bound1", outbound(&s, T0 + 11)),
+            item("k-000001", outbound(&s, T0 + 12)),
+            item("k-expire", outbound(&s, T0 + 13)),
+            item("k-000002", on_other),
+            item("k-000003", broken),
+        ];
+        let ids: Vec<Uuid> = items.iter().map(|i| i.message.id).collect();
+        let got = db.accept_messages(&mut items).await;
+        assert_eq!(got[0].as_ref().unwrap(), &Acceptance::Accepted);
+        for (i, first) in [(1, earlier.id), (2, ids[0])] {
+            match got[i].as_ref().unwrap() {
+                Acceptance::KeyTaken(rec) => assert_eq!(rec.message_id, Some(first), "item {i}"),
+                other => panic!("item {i}: {other:?}"),
+            }
+        }
+        assert_eq!(got[3].as_ref().unwrap(), &Acceptance::Accepted);
+        assert_eq!(got[4].as_ref().unwrap(), &Acceptance::Accepted);
+        assert!(got[5].is_err(), "{:?}", got[5]);
+        for (i, stored) in [(0, true), (1, false), (2, false), (3, true), (4, true), (5, false)] {
+            assert_eq!(db.get_message(s.org, ids[i]).await.unwrap().is_some(), stored, "item {i}");
+        }
+        let taken_over = db.get_idempotency_key(s.org, "k-expire", T0 + 14).await.unwrap().unwrap();
+        assert_eq!((taken_over.message_id, taken_over.fingerprint), (Some(ids[3]), vec![2; 32]));
+        assert_eq!(db.get_idempotency_key(s.org, "k-000003", T0).await.unwrap(), None);
+        for (conv, at) in [(s.conversation, T0 + 13), (other_conv.id, T0 + 20)] {
+            let c = db.get_conversation(s.org, conv).await.unwrap().unwrap();
+            assert_eq!(c.last_message_at, Some(at));
+        }
+        // Queued for dispatch: the two earlier messages and the three accepted now.
+        assert_eq!(db.count_dispatch_queue().await.unwrap().queued, 5);
+    },
+
     batch_creates_a_new_recipient_once => |db| async move {
         let s = setup(&db, "100").await;
         let new = |key: &str| {
@@ -394,4 +457,99 @@ store_tests! {
         let bare = fixtures::insert_org(&db).await;
         assert!(db.send_options(bare.id, ContactRef::WaId("49100")).await.unwrap().is_empty());
     },
+
+    // The key lookup and the send's reads in one: each answer is what find_auth_by_hash and
+    // send_options give for that key's organisation, in the lookups' order.
+    send_lookups_answer_each_key_with_its_options => |db| async move {
+        let s = setup(&db, "100").await;
+        db.insert_phone_number(&fixtures::phone_number(s.org, "200")).await.unwrap();
+        db.touch_conversation_inbound(s.conversation, T0 + 5, T0 + 6).await.unwrap();
+        let key_s = key_for(&db, s.org).await;
+        let other = setup(&db, "300").await;
+        let key_other = key_for(&db, other.org).await;
+        let bare = fixtures::insert_org(&db).await;
+        let key_bare = key_for(&db, bare.id).await;
+        let revoked = key_for(&db, s.org).await;
+        db.revoke_api_key(revoked.id, T0).await.unwrap();
+        let unknown = vec![9u8; 32];
+
+        let wa = ContactRef::WaId("49100");
+        let by_id = ContactRef::Id(s.contact);
+        let lookups = vec![
+            SendLookup::new(&key_s.key_hash, Some(wa)),
+            SendLookup::new(&unknown, Some(wa)),
+            SendLookup::new(&key_s.key_hash, Some(by_id)),
+            SendLookup::new(&key_other.key_hash, Some(by_id)), // another organisation's contact
+            SendLookup::new(&key_bare.key_hash, Some(wa)),     // no numbers
+            SendLookup::new(&key_s.key_hash, None),            // key only
+            SendLookup::new(&revoked.key_hash, Some(by_id)),   // revoked keys are answered too
+        ];
+        let got = db.send_lookups(&lookups).await.unwrap();
+        assert_eq!(got.len(), lookups.len());
+        let expect = |hash: &[u8], org: Uuid, contact: Option<ContactRef<'static>>| {
+            let db = db.clone();
+            let hash = hash.to_vec();
+            async move {
+                let auth = db.find_auth_by_hash(&hash).await.unwrap().unwrap();
+                let options = match contact {
+                    Some(c) => db.send_options(org, c).await.unwrap(),
+                    None => Vec::new(),
+                };
+                Some(SendContext { auth, options })
+            }
+        };
+        assert_eq!(got[0], expect(&key_s.key_hash, s.org, Some(ContactRef::WaId("49100"))).await);
+        assert_eq!(got[0].as_ref().unwrap().options.len(), 2);
+        assert_eq!(got[1], None);
+        assert_eq!(got[2], expect(&key_s.key_hash, s.org, Some(ContactRef::Id(s.contact))).await);
+        assert_eq!(got[2].as_ref().unwrap().options[0].conversation_id, Some(s.conversation));
+        assert_eq!(got[3], expect(&key_other.key_hash, other.org, Some(ContactRef::Id(s.contact))).await);
+        assert!(got[3].as_ref().unwrap().options.iter().all(|o| o.contact_id.is_none()));
+        assert_eq!(got[4], expect(&key_bare.key_hash, bare.id, None).await);
+        assert_eq!(got[5], expect(&key_s.key_hash, s.org, None).await);
+        assert_eq!(got[6], expect(&revoked.key_hash, s.org, Some(ContactRef::Id(s.contact))).await);
+        assert_eq!(got[6].as_ref().unwrap().auth.key.revoked_at, Some(T0));
+        assert!(db.send_lookups(&[]).await.unwrap().is_empty());
+    },
+
+    // Concurrent lookups through the batching readers each get their own answer.
+    lookups_share_statements_and_keep_answers_apart => |db| async move {
+        let mut cases = Vec::new();
+        for n in 0..4 {
+            let s = setup(&db, &format!("{}00", n + 1)).await;
+            let key = key_for(&db, s.org).await;
+            cases.push((s, key));
+        }
+        let cases = Arc::new(cases);
+        let lookups = Lookups::start(db.clone());
+        let tasks: Vec<_> = (0..60)
+            .map(|i| {
+                let (lookups, cases) = (lookups.clone(), cases.clone());
+                tokio::spawn(async move {
+                    let (s, key) = &cases[i % 4];
+                    if i % 3 == 0 {
+                        let rec = lookups.auth(&key.key_hash).await.unwrap().unwrap();
+                        assert_eq!(rec.org.id, s.org);
+                        return;
+                    }
+                    let got = lookups.send(&key.key_hash, Some(ContactRef::Id(s.contact))).await.unwrap().unwrap();
+                    assert_eq!(got.auth.org.id, s.org);
+                    assert_eq!(got.options.len(), 1);
+                    assert_eq!((got.options[0].contact_id, got.options[0].conversation_id), (Some(s.contact), Some(s.conversation)));
+                    assert_eq!(lookups.auth(&[7u8; 32]).await.unwrap(), None);
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    },
+}
+
+/// A key of the organisation's new owner.
+async fn key_for(db: &Db, org: Uuid) -> tern_store::ApiKey {
+    let member = fixtures::insert_member(db, org, "owner").await;
+    let key = fixtures::api_key(org, member.id);
+    db.insert_api_key(&key).await.unwrap();
+    key
 }
