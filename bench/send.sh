@@ -40,6 +40,9 @@
 #   CPU      CPU seconds of tern, the simulator, PostgreSQL, wrk and everything else during
 #            each wrk run, as a share of all cores' time (wall time × cores). "other" is
 #            whatever else ran on the machine meanwhile: a busy neighbour skews the run.
+#            "host loop": seconds a fixed Python loop took just before the run (≈0.24 when
+#            the VM's host is quiet); a contended host (steal time) slows every process
+#            and moved POST rps by a third for the same build, so compare runs with it.
 # Loopback only; every run is bounded. Raw outputs go to bench/results/.
 set -euo pipefail
 
@@ -176,6 +179,8 @@ if not v:
 rank = lambda p: v[max(0, math.ceil(p / 100 * len(v)) - 1)]
 print(rank(50), rank(99), len(v))'
 }
+# host_speed → seconds a fixed single-threaded Python loop takes (≈0.24 on this machine type).
+host_speed() { python3 -c 'import time;t=time.perf_counter();sum(i*i for i in range(3_000_000));print(f"{time.perf_counter()-t:.2f}")'; }
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; } # field NAME "RESULT …"
 
 # --- build -----------------------------------------------------------------------------------
@@ -325,6 +330,13 @@ for i in range(n):
       sampler=$!
       pids+=("$sampler")
     fi
+    # A fresh checkpoint first, so a timed checkpoint (and the full-page writes after it)
+    # cannot land inside one run and not another: it moved POST rps by a third between runs.
+    [[ $name == postgres ]] && psql -h 127.0.0.1 -U postgres -d postgres -qc CHECKPOINT >/dev/null
+    # The host's speed right now: on a shared VM the same build's results move by a third
+    # with the neighbours' load (steal time), and this fixed loop moves with them.
+    local speed
+    speed=$(host_speed)
     cpu_snapshot >"$dir/cpu0.json"
     /usr/bin/time -f '%U %S' -o "$dir/wrk.time" wrk "$@" >"$file" 2>&1 || {
       echo "wrk failed:" >&2; cat "$file" >&2; exit 1; }
@@ -346,6 +358,7 @@ for i in range(n):
     grep -E 'Requests/sec|Latency  |Non-2xx' "$file" | sed 's/^/   /'
     echo "   $RES"
     grep '^FIRST_UNEXPECTED' "$file" | sed 's/^/   /' || true
+    CPU="$CPU · host loop ${speed} s"
     echo "   CPU: $CPU"
   }
 
