@@ -95,11 +95,7 @@ async fn one<Q, A>(db: &Db, run: fn(Db, Vec<Q>) -> BatchFuture<A>, q: Q) -> Resu
         .ok_or(StoreError::NotFound)
 }
 
-async fn read_batches<Q: Clone, A>(
-    db: Db,
-    run: fn(Db, Vec<Q>) -> BatchFuture<A>,
-    rx: Jobs<Q, A>,
-) {
+async fn read_batches<Q: Clone, A>(db: Db, run: fn(Db, Vec<Q>) -> BatchFuture<A>, rx: Jobs<Q, A>) {
     loop {
         let mut jobs = Vec::new();
         {
