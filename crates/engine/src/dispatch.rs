@@ -70,6 +70,11 @@ const SWEEP_LIMIT: i64 = 500;
 /// Shortest pause when every due message waits for its number's pacing: claims a few
 /// messages per round instead of one per token.
 const MIN_PACING_PAUSE: Duration = Duration::from_millis(20);
+/// After a round that claimed nothing, a wakeup starts the next round no sooner than this
+/// after it. Every acceptance wakes the dispatcher; while the only numbers with due messages
+/// are paced, each wakeup re-read the due numbers for nothing (640 reads/s under a burst,
+/// ~6 % of PostgreSQL's CPU). A wakeup after a quiet spell still starts a round at once.
+const EMPTY_ROUND_GAP: Duration = Duration::from_millis(10);
 /// Compare-and-set rounds against concurrent status webhooks before giving up.
 const CAS_ROUNDS: usize = 8;
 
@@ -222,6 +227,7 @@ pub async fn run(
     let mut d = Dispatcher::new(db, cloud, key, config);
     tracing::info!(worker = %d.owner, "dispatcher started");
     'outer: loop {
+        let started = tokio::time::Instant::now();
         let round = match d.round(true).await {
             Ok(r) => r,
             Err(e) => {
@@ -248,7 +254,16 @@ pub async fn run(
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break 'outer,
-                _ = wakeup.notified() => break,
+                _ = wakeup.notified() => {
+                    if round.claimed == 0 {
+                        tokio::select! {
+                            biased;
+                            _ = cancel.cancelled() => break 'outer,
+                            _ = tokio::time::sleep_until(started + EMPTY_ROUND_GAP) => {}
+                        }
+                    }
+                    break;
+                }
                 Some(done) = d.tasks.join_next(), if !d.tasks.is_empty() => {
                     d.reap(done);
                     // Send slots came free: claim more if slots were what held us back, once

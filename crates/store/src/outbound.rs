@@ -793,6 +793,8 @@ impl AcceptBatch for PgConnection {
     // which plan it happened to cache. The conversation exists (the send read it, and
     // conversations are never deleted); were it missing, the insert half would create it
     // from the message's own ids, and the unique (contact, number) key forbids a second.
+    // Rows are locked in id order, so two batches touching the same conversations cannot
+    // deadlock (a deadlock is only detected after a second: it showed as p99 ≈ 900 ms).
     async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>> {
         const SQL: &str = concat!(
             "WITH t AS (SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], \
@@ -819,6 +821,7 @@ impl AcceptBatch for PgConnection {
                  last_message_at) \
                SELECT conversation_id, org_id, contact_id, phone_number_id, max(created_at), \
                  max(created_at) FROM m GROUP BY conversation_id, org_id, contact_id, phone_number_id \
+               ORDER BY conversation_id \
                ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at \
                WHERE conversations.last_message_at IS NULL \
                  OR conversations.last_message_at < excluded.last_message_at) \
