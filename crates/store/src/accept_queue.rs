@@ -72,22 +72,8 @@ impl AcceptQueue {
 }
 
 async fn write_batches(db: Db, rx: Arc<Mutex<mpsc::Receiver<(Accept, Reply)>>>) {
-    loop {
-        let mut jobs = Vec::new();
-        {
-            // One writer collects at a time; the other writes meanwhile.
-            let mut rx = rx.lock().await;
-            match rx.recv().await {
-                Some(job) => jobs.push(job),
-                None => return,
-            }
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
-        }
+    // One writer gathers at a time; the other writes meanwhile.
+    while let Some(jobs) = crate::lookups::gather(&rx, MAX_BATCH).await {
         let (mut items, replies): (Vec<Accept>, Vec<Reply>) = jobs.into_iter().unzip();
         let results = db.accept_messages(&mut items).await;
         for ((item, reply), result) in items.into_iter().zip(replies).zip(results) {

@@ -96,22 +96,7 @@ async fn one<Q, A>(db: &Db, run: fn(Db, Vec<Q>) -> BatchFuture<A>, q: Q) -> Resu
 }
 
 async fn read_batches<Q: Clone, A>(db: Db, run: fn(Db, Vec<Q>) -> BatchFuture<A>, rx: Jobs<Q, A>) {
-    loop {
-        let mut jobs = Vec::new();
-        {
-            // Readers take turns gathering; another reader's statement may run meanwhile.
-            let mut rx = rx.lock().await;
-            match rx.recv().await {
-                Some(job) => jobs.push(job),
-                None => return,
-            }
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
-        }
+    while let Some(jobs) = gather(&rx, MAX_BATCH).await {
         let (qs, replies): (Vec<Q>, Vec<Reply<A>>) = jobs.into_iter().unzip();
         match run(db.clone(), qs.clone()).await {
             Ok(answers) if answers.len() == replies.len() => {
@@ -170,4 +155,19 @@ impl Lookups {
     ) -> Result<Option<SendContext>> {
         self.send.get(SendLookup::new(hash, contact)).await
     }
+}
+
+/// Waits for the first job, then takes whatever else is already queued, up to `max`; `None`
+/// once every sender is gone. Tasks sharing `rx` take turns: one gathers while the others
+/// run their batches.
+pub(crate) async fn gather<T>(rx: &Mutex<mpsc::Receiver<T>>, max: usize) -> Option<Vec<T>> {
+    let mut rx = rx.lock().await;
+    let mut jobs = vec![rx.recv().await?];
+    while jobs.len() < max {
+        match rx.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
+    }
+    Some(jobs)
 }

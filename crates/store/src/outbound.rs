@@ -670,6 +670,57 @@ impl Db {
     }
 }
 
+/// Binds the columns of `$ms` (`&[&Message]`) as arrays, `$1`…`$23` in
+/// `message_columns!` order, for the PostgreSQL `UNNEST` statements.
+macro_rules! bind_message_arrays {
+    ($q:expr, $ms:expr) => {{
+        let ms: &[&Message] = $ms;
+        $q.bind(ms.iter().map(|m| m.id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.org_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.conversation_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.contact_id).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.phone_number_id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.direction.as_str()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.r#type.as_str()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.status.as_str()).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.template_name.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ms.iter()
+                    .map(|m| m.template_language.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.text.as_deref()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.media_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.wamid.as_deref()).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| Json(&m.request)).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.campaign_id).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.created_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.sent_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.delivered_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.read_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.failed_at).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.failure_code.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ms.iter()
+                    .map(|m| m.failure.as_ref().map(Json))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
+    }};
+}
+
 /// The statements of [`Db::accept_messages`] that cover a whole batch. SQLite gets
 /// multi-row `VALUES` (not kept prepared: a cached statement per batch size and connection
 /// cost hundreds of MiB); PostgreSQL gets one fixed statement over arrays (`UNNEST`),
@@ -828,50 +879,7 @@ impl AcceptBatch for PgConnection {
              SELECT org_id, key FROM k"
         );
         let ms: Vec<&Message> = items.iter().map(|i| &i.message).collect();
-        let rows = sqlx::query_as::<_, (Uuid, String)>(SQL)
-            .bind(ms.iter().map(|m| m.id).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.org_id).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.conversation_id).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.contact_id).collect::<Vec<_>>())
-            .bind(
-                ms.iter()
-                    .map(|m| m.phone_number_id.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(ms.iter().map(|m| m.direction.as_str()).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.r#type.as_str()).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.status.as_str()).collect::<Vec<_>>())
-            .bind(
-                ms.iter()
-                    .map(|m| m.template_name.as_deref())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                ms.iter()
-                    .map(|m| m.template_language.as_deref())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(ms.iter().map(|m| m.text.as_deref()).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.media_id).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.wamid.as_deref()).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| Json(&m.request)).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.campaign_id).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.created_at).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.sent_at).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.delivered_at).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.read_at).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.failed_at).collect::<Vec<_>>())
-            .bind(
-                ms.iter()
-                    .map(|m| m.failure_code.as_deref())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                ms.iter()
-                    .map(|m| m.failure.as_ref().map(Json))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
+        let rows = bind_message_arrays!(sqlx::query_as::<_, (Uuid, String)>(SQL), &ms)
             .bind(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
             .bind(
                 items
@@ -917,8 +925,7 @@ impl AcceptBatch for PgConnection {
     }
 
     async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
-        let ms = messages;
-        sqlx::query(concat!(
+        let sql = concat!(
             "INSERT INTO messages (",
             crate::messages::message_columns!(),
             ", attempts, next_attempt_at, dispatch_state) \
@@ -930,32 +937,10 @@ impl AcceptBatch for PgConnection {
                direction, type, status, template_name, template_language, text, media_id, wamid, \
                request, campaign_id, created_at, sent_at, delivered_at, read_at, failed_at, \
                failure_code, failure, updated_at)"
-        ))
-        .bind(ms.iter().map(|m| m.id).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.org_id).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.conversation_id).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.contact_id).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.phone_number_id.as_str()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.direction.as_str()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.r#type.as_str()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.status.as_str()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.template_name.as_deref()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.template_language.as_deref()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.text.as_deref()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.media_id).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.wamid.as_deref()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| Json(&m.request)).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.campaign_id).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.created_at).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.sent_at).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.delivered_at).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.read_at).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.failed_at).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.failure_code.as_deref()).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.failure.as_ref().map(Json)).collect::<Vec<_>>())
-        .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
-        .execute(&mut *self)
-        .await?;
+        );
+        bind_message_arrays!(sqlx::query(sql), messages)
+            .execute(&mut *self)
+            .await?;
         Ok(())
     }
 
