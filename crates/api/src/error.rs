@@ -23,18 +23,7 @@ impl From<Problem> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound => ApiError(Problem::not_found()),
-            StoreError::Conflict { constraint } => {
-                ApiError(Problem::conflict("already_exists").with_detail("constraint", constraint))
-            }
-            other => {
-                // Storage failures are ours, not the caller's: log the cause, answer 503 so
-                // the client retries, and never leak internals into the body.
-                tracing::error!(error = %other, "store error");
-                ApiError(Problem::unavailable())
-            }
-        }
+        ApiError(e.into())
     }
 }
 

@@ -45,7 +45,7 @@ impl ListRequest {
         let fingerprint = cursor::fingerprint(list, filters);
         let after = match params.get("cursor") {
             None => None,
-            Some(c) => match cursor::decode(&state.key, c, auth.org_id, &fingerprint) {
+            Some(c) => match cursor::decode(&state.core.key, c, auth.org_id, &fingerprint) {
                 Ok(pos) => Some(pos),
                 Err(_) => {
                     errors.push(FieldError::new(
@@ -98,7 +98,12 @@ impl ListRequest {
         rows.truncate(self.limit as usize);
         let next_cursor = if has_more {
             rows.last().map(|last| {
-                cursor::encode(&state.key, auth.org_id, &self.fingerprint, position(last))
+                cursor::encode(
+                    &state.core.key,
+                    auth.org_id,
+                    &self.fingerprint,
+                    position(last),
+                )
             })
         } else {
             None

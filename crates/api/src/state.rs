@@ -1,10 +1,8 @@
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tern_cloudapi::CloudApiClient;
-use tern_domain::crypto::MasterKey;
-use tern_domain::crypto::Purpose;
-use tern_store::{AcceptQueue, Db, Lookups};
+use tern_core::Core;
+use tern_store::Db;
 use tokio::sync::Notify;
 
 /// Shared, cheaply cloned application state.
@@ -12,8 +10,10 @@ use tokio::sync::Notify;
 pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
+    /// The use cases: every write goes through them.
+    pub core: Core,
+    /// For plain reads (GET, lists): the same database as the core's.
     pub db: Db,
-    pub key: MasterKey,
     /// Base of links Tern hands out (`docs_url`, media downloads), without trailing slash.
     pub public_url: String,
     pub metrics: Option<PrometheusHandle>,
@@ -21,14 +21,6 @@ pub struct Inner {
     pub network: NetworkWebhook,
     /// Wakes the inbox processor when a batch was stored.
     pub inbox_wakeup: Arc<Notify>,
-    /// Wakes the dispatcher when a message was accepted.
-    pub dispatch_wakeup: Arc<Notify>,
-    /// The messaging network (Cloud API) client.
-    pub cloud: CloudApiClient,
-    /// Group commit of POST /messages acceptances.
-    pub acceptor: AcceptQueue,
-    /// Batched key lookups and send reads (one statement for concurrent requests).
-    pub lookups: Lookups,
     draining: AtomicBool,
 }
 
@@ -42,31 +34,22 @@ pub struct NetworkWebhook {
 }
 
 pub struct StateConfig {
-    pub db: Db,
-    pub key: MasterKey,
+    pub core: Core,
     pub public_url: String,
     pub metrics: Option<PrometheusHandle>,
     pub network: NetworkWebhook,
     pub inbox_wakeup: Arc<Notify>,
-    pub dispatch_wakeup: Arc<Notify>,
-    pub cloud: CloudApiClient,
 }
 
 impl AppState {
-    /// Must be called inside a Tokio runtime (it starts the acceptance writer and the
-    /// lookup readers).
     pub fn new(c: StateConfig) -> Self {
         AppState(Arc::new(Inner {
-            acceptor: AcceptQueue::start(c.db.clone()),
-            lookups: Lookups::start(c.db.clone()),
-            db: c.db,
-            key: c.key,
+            db: c.core.db.clone(),
+            core: c.core,
             public_url: c.public_url.trim_end_matches('/').to_string(),
             metrics: c.metrics,
             network: c.network,
             inbox_wakeup: c.inbox_wakeup,
-            dispatch_wakeup: c.dispatch_wakeup,
-            cloud: c.cloud,
             draining: AtomicBool::new(false),
         }))
     }
@@ -79,14 +62,6 @@ impl AppState {
 
     pub fn is_draining(&self) -> bool {
         self.0.draining.load(Ordering::SeqCst)
-    }
-
-    /// The decrypted access token of one of the organisation's numbers.
-    pub fn access_token(&self, number: &tern_store::PhoneNumber) -> Option<String> {
-        let bytes = self
-            .key
-            .open(Purpose::TokenEncryption, &number.access_token_enc)?;
-        String::from_utf8(bytes).ok()
     }
 
     pub fn docs_url(&self, code: &str) -> String {

@@ -280,9 +280,91 @@ impl MarkReadPayload {
     }
 }
 
+/// The network's template object of a send: `{"name", "language": {"code"}, "components"}`
+/// (components left out when there are none).
+pub fn template_object(name: &str, language: &str, components: Value) -> Value {
+    let mut obj = serde_json::json!({"name": name, "language": {"code": language}});
+    if components.as_array().is_some_and(|a| !a.is_empty()) {
+        obj["components"] = components;
+    }
+    obj
+}
+
+/// The network fields of a message as Tern stores them for dispatch: `{"to", "type",
+/// "<type>": content[, "context": {"message_id"}]}` (the envelope is added at send time by
+/// [`build_payload`]).
+pub fn message_request(to: &str, kind: &str, content: Value, reply_to: Option<&str>) -> Value {
+    let mut request = serde_json::json!({"to": to, "type": kind});
+    request[kind] = content;
+    if let Some(wamid) = reply_to {
+        request["context"] = serde_json::json!({"message_id": wamid});
+    }
+    request
+}
+
+/// The network payload of a stored request: the envelope (`messaging_product`,
+/// `recipient_type`), the request's fields, and `biz_opaque_callback_data` = `callback`
+/// (Tern's message id, so a status can be matched when the send's answer was lost). A `to`
+/// of digits only (a wa_id) gets its `+`: without it the network would prepend the business
+/// number's country code.
+pub fn build_payload(callback: &str, request: &Value) -> Result<SendPayload, String> {
+    let Value::Object(fields) = request else {
+        return Err("the stored request is not a JSON object".into());
+    };
+    let mut obj = serde_json::Map::new();
+    obj.insert("messaging_product".into(), Value::from(MESSAGING_PRODUCT));
+    obj.insert("recipient_type".into(), Value::from("individual"));
+    for (k, v) in fields {
+        if k != "messaging_product" && k != "biz_opaque_callback_data" {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(Value::String(to)) = obj.get_mut("to")
+        && !to.is_empty()
+        && to.bytes().all(|b| b.is_ascii_digit())
+    {
+        *to = format!("+{to}");
+    }
+    obj.insert("biz_opaque_callback_data".into(), Value::from(callback));
+    serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payload_has_envelope_callback_and_plus() {
+        let id = "0190a0b0-0000-7000-8000-000000000001";
+        let p = build_payload(
+            id,
+            &serde_json::json!({"to": "16505551234", "type": "text", "text": {"body": "hi"},
+                    "context": {"message_id": "wamid.X"}, "biz_opaque_callback_data": "evil"}),
+        )
+        .unwrap();
+        assert_eq!(
+            p.to_json(),
+            serde_json::json!({"messaging_product": "whatsapp", "recipient_type": "individual",
+                   "to": "+16505551234", "type": "text", "text": {"body": "hi"},
+                   "context": {"message_id": "wamid.X"},
+                   "biz_opaque_callback_data": id})
+        );
+        assert!(build_payload(id, &serde_json::json!({"to": "1", "type": "bogus"})).is_err());
+        assert!(build_payload(id, &serde_json::json!([1])).is_err());
+        assert!(build_payload(id, &Value::Null).is_err());
+    }
+
+    #[test]
+    fn stored_request_and_template_object() {
+        let t = template_object("hi", "en_US", serde_json::json!([]));
+        assert_eq!(
+            t,
+            serde_json::json!({"name": "hi", "language": {"code": "en_US"}})
+        );
+        let r = message_request("1415", "template", t, Some("wamid.A"));
+        assert_eq!(r["context"]["message_id"], "wamid.A");
+        assert_eq!(r["template"]["name"], "hi");
+    }
     use serde_json::json;
 
     #[test]

@@ -3,77 +3,58 @@
 //! A key's effective permissions are the permissions it was created with, intersected with
 //! what its creator's role allows *now*: a demoted member's keys lose power at once.
 
+use crate::names::name_enum;
 use rand::Rng;
 use sha2::{Digest, Sha256};
-use std::fmt;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Permission {
-    MessagesSend,
-    MessagesRead,
-    ContactsCreate,
-    ContactsRead,
-    ContactsUpdate,
-    TemplatesRead,
-    TemplatesCreate,
-    TemplatesSubmit,
-    CampaignsRead,
-    CampaignsCreate,
-    CampaignsUpdate,
-    CampaignsSend,
-    DeveloperWebhooksManage,
-    NumbersRead,
+/// The permissions, named once: the enum, its names, and a marker type per permission
+/// (`perm::MessagesSend`) so an HTTP handler states the permission it needs in its type.
+macro_rules! permissions {
+    ($($variant:ident = $s:literal),+ $(,)?) => {
+        name_enum!(
+            /// What an API key may do.
+            Permission { $($variant = $s),+ }
+        );
+
+        /// Marker types, one per [`Permission`].
+        pub mod perm {
+            use super::{Permission, Required};
+            $(
+                #[derive(Debug)]
+                pub struct $variant;
+                impl Required for $variant {
+                    const PERMISSION: Permission = Permission::$variant;
+                }
+            )+
+        }
+    };
 }
+
+/// A permission named at type level (see [`perm`]).
+pub trait Required {
+    const PERMISSION: Permission;
+}
+
+permissions!(
+    MessagesSend = "messages.send",
+    MessagesRead = "messages.read",
+    ContactsCreate = "contacts.create",
+    ContactsRead = "contacts.read",
+    ContactsUpdate = "contacts.update",
+    TemplatesRead = "templates.read",
+    TemplatesCreate = "templates.create",
+    TemplatesSubmit = "templates.submit",
+    CampaignsRead = "campaigns.read",
+    CampaignsCreate = "campaigns.create",
+    CampaignsUpdate = "campaigns.update",
+    CampaignsSend = "campaigns.send",
+    DeveloperWebhooksManage = "developer.webhooks.manage",
+    NumbersRead = "numbers.read",
+);
 
 impl Permission {
-    pub const ALL: [Permission; 14] = [
-        Permission::MessagesSend,
-        Permission::MessagesRead,
-        Permission::ContactsCreate,
-        Permission::ContactsRead,
-        Permission::ContactsUpdate,
-        Permission::TemplatesRead,
-        Permission::TemplatesCreate,
-        Permission::TemplatesSubmit,
-        Permission::CampaignsRead,
-        Permission::CampaignsCreate,
-        Permission::CampaignsUpdate,
-        Permission::CampaignsSend,
-        Permission::DeveloperWebhooksManage,
-        Permission::NumbersRead,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::MessagesSend => "messages.send",
-            Permission::MessagesRead => "messages.read",
-            Permission::ContactsCreate => "contacts.create",
-            Permission::ContactsRead => "contacts.read",
-            Permission::ContactsUpdate => "contacts.update",
-            Permission::TemplatesRead => "templates.read",
-            Permission::TemplatesCreate => "templates.create",
-            Permission::TemplatesSubmit => "templates.submit",
-            Permission::CampaignsRead => "campaigns.read",
-            Permission::CampaignsCreate => "campaigns.create",
-            Permission::CampaignsUpdate => "campaigns.update",
-            Permission::CampaignsSend => "campaigns.send",
-            Permission::DeveloperWebhooksManage => "developer.webhooks.manage",
-            Permission::NumbersRead => "numbers.read",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Permission> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-
     fn is_read(self) -> bool {
         self.as_str().ends_with(".read")
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -140,11 +121,13 @@ impl Preset {
                 Permission::TemplatesRead,
             ],
             Preset::ReadOnly => Permission::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|p| p.is_read())
                 .collect(),
             Preset::FullAccess => Permission::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|p| role.allows(*p))
                 .collect(),
         }

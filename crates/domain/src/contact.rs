@@ -1,7 +1,13 @@
 //! Contact rules: names, tags, custom field values and consent.
 
 use crate::FieldError;
+use crate::names::name_enum;
 use serde_json::{Map, Value};
+
+name_enum!(
+    /// A contact's consent to business-initiated messages.
+    Consent { Unknown = "unknown", OptedIn = "opted_in", OptedOut = "opted_out" }
+);
 
 pub const MAX_NAME_CHARS: usize = 256;
 pub const MAX_TAG_CHARS: usize = 64;
@@ -92,13 +98,9 @@ pub fn is_date(s: &str) -> bool {
     s.len() == 10 && time::Date::parse(s, &fmt).is_ok()
 }
 
-/// Consent statuses a client may record.
-pub fn parse_consent(s: &str) -> Option<&'static str> {
-    match s {
-        "opted_in" => Some("opted_in"),
-        "opted_out" => Some("opted_out"),
-        _ => None,
-    }
+/// Consent statuses a client may record (`unknown` is only where none was).
+pub fn parse_consent(s: &str) -> Option<Consent> {
+    Consent::parse(s).filter(|c| *c != Consent::Unknown)
 }
 
 #[cfg(test)]

@@ -3,12 +3,16 @@
 //! Everything here is plain data and pure functions so it can be unit-tested without a
 //! server or a database. The HTTP layer (`tern-api`) and the store (`tern-store`) build on it.
 
+mod names;
+
 pub mod auth;
 pub mod contact;
 pub mod crypto;
 pub mod cursor;
 pub mod error;
+pub mod failure;
 pub mod message;
+pub mod number;
 pub mod phone;
 pub mod plan;
 pub mod send;
@@ -16,6 +20,7 @@ pub mod template;
 pub mod time;
 
 pub use error::{ErrorCode, FieldError, Problem};
+pub use names::UnknownName;
 
 /// New identifiers are UUID v7: unique, and sortable by creation time, which keeps keyset
 /// pagination and B-tree inserts cheap.

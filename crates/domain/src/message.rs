@@ -6,42 +6,37 @@
 //! a stale status never moves a message back, but its timestamp still fills the matching
 //! `*_at` field when that is empty.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Status {
-    Accepted,
-    Sending,
-    Sent,
-    Delivered,
-    Read,
-    Failed,
-}
+use crate::names::name_enum;
+
+name_enum!(
+    /// A message's status: `accepted` … `read` or `failed` (outbound), `received` (inbound).
+    Status {
+        Accepted = "accepted",
+        Sending = "sending",
+        Sent = "sent",
+        Delivered = "delivered",
+        Read = "read",
+        Failed = "failed",
+        Received = "received",
+    }
+);
+
+/// Tern's name for the status type where `Status` alone is ambiguous.
+pub type MessageStatus = Status;
+
+name_enum!(
+    /// Who wrote a message.
+    Direction { Inbound = "inbound", Outbound = "outbound" }
+);
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Accepted => "accepted",
-            Status::Sending => "sending",
-            Status::Sent => "sent",
-            Status::Delivered => "delivered",
-            Status::Read => "read",
-            Status::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        Some(match s {
-            "accepted" => Status::Accepted,
-            "sending" => Status::Sending,
-            "sent" => Status::Sent,
-            "delivered" => Status::Delivered,
-            "read" => Status::Read,
-            "failed" => Status::Failed,
-            _ => return None,
-        })
+    /// Still in the dispatch queue's hands (not yet reported by the network).
+    pub fn is_queued(self) -> bool {
+        matches!(self, Status::Accepted | Status::Sending)
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Read | Status::Failed)
+        matches!(self, Status::Read | Status::Failed | Status::Received)
     }
 
     /// Position on the forward path; `failed` is off the path.
@@ -52,7 +47,7 @@ impl Status {
             Status::Sent => Some(2),
             Status::Delivered => Some(3),
             Status::Read => Some(4),
-            Status::Failed => None,
+            Status::Failed | Status::Received => None,
         }
     }
 }
@@ -81,6 +76,15 @@ pub struct Outcome {
 /// Applies a status reported at `at` (epoch ms) to a message in `current` with `times`.
 pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcome {
     let mut t = times;
+    // Delivery reports concern outbound messages only.
+    if current == Status::Received || incoming == Status::Received {
+        return Outcome {
+            status: current,
+            times,
+            status_changed: false,
+            changed: false,
+        };
+    }
     // The earliest report of a step is its true time, and a later step proves the earlier
     // ones happened no later: so every slot at or below the incoming status takes the
     // minimum. This keeps sent ≤ delivered ≤ read however the webhooks are ordered.
@@ -88,10 +92,12 @@ pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcom
         *slot = Some(slot.map_or(at, |v| v.min(at)));
     };
     let next = match (current.rank(), incoming.rank()) {
-        // Terminal: a failed message stays failed; a read message cannot fail.
+        // Terminal: a failed message stays failed (an inbound one has no delivery status);
+        // a read message cannot fail.
         (None, _) => current,
         (Some(4), _) => current,
-        (Some(_), None) => Status::Failed,
+        (Some(_), None) if incoming == Status::Failed => Status::Failed,
+        (Some(_), None) => current,
         (Some(c), Some(i)) if i > c => incoming,
         _ => current,
     };
@@ -236,6 +242,13 @@ mod tests {
         assert_eq!(o.status, Read);
         assert_eq!(o.times.failed_at, None);
         assert!(!o.changed);
+    }
+
+    #[test]
+    fn inbound_messages_take_no_delivery_report() {
+        let o = apply(Received, Times::default(), Read, 10);
+        assert!(!o.changed);
+        assert_eq!(o.status, Received);
     }
 
     #[test]

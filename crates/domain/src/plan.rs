@@ -7,30 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-macro_rules! name_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $($variant),+ }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $s),+ }
-            }
-
-            pub fn parse(s: &str) -> Option<$name> {
-                match s { $($s => Some($name::$variant),)+ _ => None }
-            }
-
-            /// The accepted names, for error messages.
-            pub fn names() -> String {
-                Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
-            }
-        }
-    };
-}
+use crate::names::name_enum;
 
 name_enum!(
     /// Features a plan may include.

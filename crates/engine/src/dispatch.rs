@@ -39,29 +39,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng as _;
-use serde_json::{Map, Value, json};
-use tern_cloudapi::{CloudApiClient, RetryClass, SendError, SendPayload};
-use tern_domain::crypto::{MasterKey, Purpose};
-use tern_domain::message::{self, Status, Times};
+use tern_cloudapi::{CloudApiClient, RetryClass, SendError};
+use tern_core::messages::failure::{self, Failure};
+use tern_core::messages::status::{self, Recorded, Report};
+use tern_core::numbers;
+use tern_domain::crypto::MasterKey;
+use tern_domain::message::Status;
 use tern_domain::time::now_ms;
-use tern_store::{
-    Db, DispatchClaim, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, StatusChange,
-    StoreError,
-};
+use tern_store::{Db, DispatchClaim, DispatchItem, DispatchSweep, StoreError};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// Tern failure code: the sending number is missing or not connected.
-pub const FAILURE_NUMBER_NOT_CONNECTED: &str = "phone_number_not_connected";
-/// Tern failure code: the number's stored access token cannot be decrypted with the
-/// service's current secret key (the key was changed).
-pub const FAILURE_TOKEN_UNREADABLE: &str = "phone_number_token_unreadable";
-/// Tern failure code: the stored request cannot be turned into a network payload.
-pub const FAILURE_PAYLOAD_INVALID: &str = "message_payload_invalid";
-/// Tern failure code of a message whose send outcome stayed unknown past the grace period.
-pub use tern_cloudapi::error::FAILURE_OUTCOME_UNKNOWN;
+pub use tern_core::messages::failure::{
+    FAILURE_NUMBER_NOT_CONNECTED, FAILURE_OUTCOME_UNKNOWN, FAILURE_PAYLOAD_INVALID,
+    FAILURE_TOKEN_UNREADABLE,
+};
 
 /// At most this many numbers are served per round (the rest next round).
 const NUMBERS_PER_ROUND: i64 = 500;
@@ -75,8 +69,6 @@ const MIN_PACING_PAUSE: Duration = Duration::from_millis(20);
 /// are paced, each wakeup re-read the due numbers for nothing (640 reads/s under a burst,
 /// ~6 % of PostgreSQL's CPU). A wakeup after a quiet spell still starts a round at once.
 const EMPTY_ROUND_GAP: Duration = Duration::from_millis(10);
-/// Compare-and-set rounds against concurrent status webhooks before giving up.
-const CAS_ROUNDS: usize = 8;
 
 /// Tuning of the dispatcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -379,11 +371,9 @@ impl Dispatcher {
     /// updates the queue gauges.
     pub async fn sweep(&mut self) -> Result<DispatchSweep, StoreError> {
         self.last_sweep = Some(Instant::now());
-        let (code, failure) = expired_failure(self.shared.config.unknown_grace);
+        let failure = failure::outcome_unknown(self.shared.config.unknown_grace);
         let db = &self.shared.db;
-        let sweep = db
-            .sweep_dispatch(now_ms(), code, &failure, SWEEP_LIMIT)
-            .await?;
+        let sweep = status::expire_unknown(db, now_ms(), &failure, SWEEP_LIMIT).await?;
         if sweep.abandoned > 0 {
             tracing::warn!(
                 count = sweep.abandoned,
@@ -540,17 +530,18 @@ impl Dispatcher {
     async fn claim(&self, pnid: &str, limit: usize) -> Result<Vec<DispatchItem>, StoreError> {
         let c = &self.shared.config;
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        self.shared
-            .db
-            .claim_dispatch(&DispatchClaim {
+        status::claim(
+            &self.shared.db,
+            &DispatchClaim {
                 phone_number_id: Some(pnid),
                 limit: i64::try_from(limit).unwrap_or(i64::MAX),
                 owner: &self.owner,
                 now: now_ms(),
                 lease_ms: ms(c.lease),
                 grace_ms: ms(c.unknown_grace),
-            })
-            .await
+            },
+        )
+        .await
     }
 
     /// Reads the number (again) when unknown or older than `number_refresh`.
@@ -571,18 +562,14 @@ impl Dispatcher {
                 code: FAILURE_NUMBER_NOT_CONNECTED,
                 explanation: "The sending number is not connected to Tern any more.".into(),
             },
-            Some(n) if n.status != "connected" => NumberState::Unusable {
+            Some(n) if !numbers::can_send(&n) => NumberState::Unusable {
                 code: FAILURE_NUMBER_NOT_CONNECTED,
                 explanation: format!(
                     "The sending number {} is {}, so it cannot send.",
                     n.display_phone_number, n.status
                 ),
             },
-            Some(n) => match self
-                .key
-                .open(Purpose::TokenEncryption, &n.access_token_enc)
-                .and_then(|b| String::from_utf8(b).ok())
-            {
+            Some(n) => match numbers::access_token(&self.key, &n) {
                 None => NumberState::Unusable {
                     code: FAILURE_TOKEN_UNREADABLE,
                     explanation: format!(
@@ -669,87 +656,6 @@ impl Bucket {
     }
 }
 
-/// The `failure` object and code of a message failed by the sweep.
-fn expired_failure(grace: Duration) -> (&'static str, Value) {
-    let minutes = grace.as_secs().div_ceil(60);
-    let explanation = format!(
-        "Tern could not confirm that the network received this message: the send was \
-         interrupted (no answer from the network, or a restart) and no status from the network \
-         arrived within {minutes} minute(s). It was not sent again, to avoid a duplicate; it may \
-         or may not have reached the recipient."
-    );
-    (
-        FAILURE_OUTCOME_UNKNOWN,
-        crate::failure::object(FAILURE_OUTCOME_UNKNOWN, &explanation, None, None, None),
-    )
-}
-
-/// The failure of a send error; `gave_up_after` when retries ran out.
-fn send_failure(e: &SendError, gave_up_after: Option<i64>) -> (String, Value) {
-    let info = e.failure();
-    let mut explanation = info.explanation;
-    if let Some(n) = gave_up_after {
-        explanation = explanation.replace("; it will be retried", "");
-        explanation = format!("{explanation} Tern gave up after {n} attempts.");
-    }
-    let (provider_code, provider_message, href) = match e.graph() {
-        Some(g) if g.is_graph_body() => {
-            let mut wording = g.message.clone();
-            if let Some(d) = g.details.as_deref().filter(|d| !d.is_empty())
-                && !wording.contains(d)
-            {
-                wording = if wording.is_empty() {
-                    d.to_string()
-                } else {
-                    format!("{wording} ({d})")
-                };
-            }
-            (
-                g.code.map(|c| c.to_string()),
-                Some(wording).filter(|w| !w.is_empty()),
-                g.href.as_deref(),
-            )
-        }
-        _ => (None, None, None),
-    };
-    (
-        info.code.to_string(),
-        crate::failure::object(
-            info.code,
-            &explanation,
-            provider_code,
-            provider_message,
-            href,
-        ),
-    )
-}
-
-/// The network payload of a stored request: the envelope (`messaging_product`,
-/// `recipient_type`), the request's fields, and `biz_opaque_callback_data` = the Tern
-/// message id. A `to` of digits only (a wa_id) gets its `+`: without it the network would
-/// prepend the business number's country code.
-pub fn build_payload(id: Uuid, request: &Value) -> Result<SendPayload, String> {
-    let Value::Object(fields) = request else {
-        return Err("the stored request is not a JSON object".into());
-    };
-    let mut obj = Map::new();
-    obj.insert("messaging_product".into(), json!("whatsapp"));
-    obj.insert("recipient_type".into(), json!("individual"));
-    for (k, v) in fields {
-        if k != "messaging_product" && k != "biz_opaque_callback_data" {
-            obj.insert(k.clone(), v.clone());
-        }
-    }
-    if let Some(Value::String(to)) = obj.get_mut("to")
-        && !to.is_empty()
-        && to.bytes().all(|b| b.is_ascii_digit())
-    {
-        *to = format!("+{to}");
-    }
-    obj.insert("biz_opaque_callback_data".into(), json!(id.to_string()));
-    serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())
-}
-
 /// How a claim ends.
 enum Final {
     Sent {
@@ -757,26 +663,19 @@ enum Final {
     },
     /// Every failure the dispatcher decides is one where the network did not take the
     /// message, so a template's wallet debit is refunded.
-    Failed {
-        code: String,
-        failure: Value,
-    },
+    Failed(Failure),
 }
 
 impl Shared {
     /// Sends one claimed message and records the outcome.
     async fn deliver(self: Arc<Self>, item: DispatchItem, token: Arc<str>) -> Outcome {
-        let payload = match build_payload(item.id, &item.request) {
+        let payload = match tern_cloudapi::send::build_payload(&item.id.to_string(), &item.request)
+        {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(message_id = %item.id, error = %e, "stored request cannot be sent");
                 let explanation = format!("Tern could not build the network request ({e}).");
-                let failure =
-                    crate::failure::object(FAILURE_PAYLOAD_INVALID, &explanation, None, None, None);
-                let fin = Final::Failed {
-                    code: FAILURE_PAYLOAD_INVALID.into(),
-                    failure,
-                };
+                let fin = Final::Failed(Failure::tern(FAILURE_PAYLOAD_INVALID, explanation));
                 return self.record_final(&item, fin).await;
             }
         };
@@ -837,9 +736,8 @@ impl Shared {
                 let gave_up = (class != RetryClass::Never).then_some(item.attempts);
                 tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
                     "message failed");
-                let (code, failure) = send_failure(&e, gave_up);
-                self.record_final(item, Final::Failed { code, failure })
-                    .await
+                let failure = failure::from_send_error(&e, gave_up);
+                self.record_final(item, Final::Failed(failure)).await
             }
         }
     }
@@ -853,33 +751,44 @@ impl Shared {
     ) -> Outcome {
         tracing::warn!(message_id = %item.id, phone_number_id = %item.phone_number_id, code,
             "message cannot be sent from its number");
-        let failure = crate::failure::object(code, explanation, None, None, None);
-        self.record_final(
-            item,
-            Final::Failed {
-                code: code.to_string(),
-                failure,
-            },
-        )
-        .await
+        let fin = Final::Failed(Failure::tern(code, explanation));
+        self.record_final(item, fin).await
     }
 
-    /// Writes the final status with the domain's monotonic rule under compare-and-set:
-    /// a status webhook may have moved the message already (even to `delivered` or `read`).
+    /// Writes the final status through the status writer (the domain's monotonic rule
+    /// under compare-and-set: a status webhook may have moved the message already, even to
+    /// `delivered` or `read`); a failure refunds a template's wallet debit with it.
     async fn record_final(&self, item: &DispatchItem, fin: Final) -> Outcome {
-        let outcome = match &fin {
-            Final::Sent { .. } => Outcome::Sent,
-            Final::Failed { .. } => Outcome::Failed,
+        let (outcome, report) = match &fin {
+            Final::Sent { wamid } => (
+                Outcome::Sent,
+                Report {
+                    status: Status::Sent,
+                    at: now_ms(),
+                    wamid: Some(wamid),
+                    failure: None,
+                },
+            ),
+            Final::Failed(f) => (
+                Outcome::Failed,
+                Report {
+                    status: Status::Failed,
+                    at: now_ms(),
+                    wamid: None,
+                    failure: Some(f),
+                },
+            ),
         };
-        let r = retrying(|| self.write_final(item, &fin)).await;
+        let r = retrying(|| status::record_send(&self.db, item, &report)).await;
         let o = match r {
-            Ok(Some(became_failed)) => {
-                if became_failed {
-                    self.refund(item).await;
+            Ok(Recorded::Written { refunded_minor }) => {
+                if refunded_minor > 0 {
+                    tracing::info!(message_id = %item.id, amount_minor = refunded_minor, "wallet debit refunded");
+                    metrics::counter!("tern_wallet_refunds_total").increment(1);
                 }
                 outcome
             }
-            Ok(None) => {
+            Ok(Recorded::Stale) => {
                 tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
                 Outcome::Stale
             }
@@ -896,84 +805,6 @@ impl Shared {
         }
         metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
         o
-    }
-
-    /// A template message that failed before reaching the network gets its wallet debit
-    /// back (idempotent: at most one refund per message).
-    async fn refund(&self, item: &DispatchItem) {
-        match retrying(|| self.db.refund_message_debit(item.id, now_ms())).await {
-            Ok(0) => {}
-            Ok(amount) => {
-                tracing::info!(message_id = %item.id, amount_minor = amount, "wallet debit refunded");
-                metrics::counter!("tern_wallet_refunds_total").increment(1);
-            }
-            Err(e) => {
-                tracing::error!(message_id = %item.id, error = %e, "wallet refund failed");
-            }
-        }
-    }
-
-    /// `Ok(Some(became_failed))` written (and whether this write failed the message),
-    /// `Ok(None)` the claim is stale.
-    async fn write_final(
-        &self,
-        item: &DispatchItem,
-        fin: &Final,
-    ) -> Result<Option<bool>, StoreError> {
-        let lease: DispatchLease = item.lease();
-        let (incoming, wamid, failure) = match fin {
-            Final::Sent { wamid } => (Status::Sent, Some(wamid.clone()), None),
-            Final::Failed { code, failure } => (Status::Failed, None, Some((code, failure))),
-        };
-        for _ in 0..CAS_ROUNDS {
-            let Some(msg) = self.db.get_message(item.org_id, item.id).await? else {
-                return Ok(None);
-            };
-            let Some(current) = Status::parse(&msg.status) else {
-                tracing::warn!(message_id = %item.id, status = %msg.status, "unknown message status");
-                return Ok(None);
-            };
-            let at = now_ms();
-            let times = Times {
-                sent_at: msg.sent_at,
-                delivered_at: msg.delivered_at,
-                read_at: msg.read_at,
-                failed_at: msg.failed_at,
-            };
-            let o = message::apply(current, times, incoming, at);
-            let (failure_code, failure_obj) = match failure {
-                Some((code, obj)) if o.status == Status::Failed && current != Status::Failed => {
-                    (Some(code.clone()), Some(obj.clone()))
-                }
-                _ => (msg.failure_code.clone(), msg.failure.clone()),
-            };
-            let change = StatusChange {
-                status: o.status.as_str().to_string(),
-                wamid: wamid.clone(),
-                sent_at: o.times.sent_at,
-                delivered_at: o.times.delivered_at,
-                read_at: o.times.read_at,
-                failed_at: o.times.failed_at,
-                failure_code,
-                failure: failure_obj,
-            };
-            match self
-                .db
-                .complete_dispatch(item.id, &lease, &msg.status, msg.updated_at, &change, at)
-                .await?
-            {
-                DispatchWrite::Applied => {
-                    return Ok(Some(
-                        o.status == Status::Failed && current != Status::Failed,
-                    ));
-                }
-                DispatchWrite::LeaseLost => return Ok(None),
-                DispatchWrite::Moved => continue,
-            }
-        }
-        Err(StoreError::Conflict {
-            constraint: "message_status_contention".into(),
-        })
     }
 }
 
@@ -1018,27 +849,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn payload_has_envelope_callback_and_plus() {
-        let id = Uuid::now_v7();
-        let p = build_payload(
-            id,
-            &json!({"to": "16505551234", "type": "text", "text": {"body": "hi"},
-                    "context": {"message_id": "wamid.X"}, "biz_opaque_callback_data": "evil"}),
-        )
-        .unwrap();
-        assert_eq!(
-            p.to_json(),
-            json!({"messaging_product": "whatsapp", "recipient_type": "individual",
-                   "to": "+16505551234", "type": "text", "text": {"body": "hi"},
-                   "context": {"message_id": "wamid.X"},
-                   "biz_opaque_callback_data": id.to_string()})
-        );
-        assert!(build_payload(id, &json!({"to": "1", "type": "bogus"})).is_err());
-        assert!(build_payload(id, &json!([1])).is_err());
-        assert!(build_payload(id, &Value::Null).is_err());
-    }
-
-    #[test]
     fn backoff_is_bounded_full_jitter() {
         let c = DispatchConfig {
             backoff_base: Duration::from_millis(100),
@@ -1052,42 +862,5 @@ mod tests {
                 assert!(d.as_millis() as u64 <= ceiling, "{attempts}: {d:?}");
             }
         }
-    }
-
-    #[test]
-    fn graph_failures_carry_the_network_code_wording_and_link() {
-        let g = tern_cloudapi::GraphError::from_response(
-            400,
-            br#"{"error":{"message":"(#131026) Message undeliverable","type":"OAuthException","code":131026,"error_data":{"details":"Not on WhatsApp"},"href":"https://example.test/fix"}}"#,
-        );
-        let (code, f) = send_failure(&SendError::Graph(Box::new(g)), None);
-        assert_eq!(code, "recipient_not_on_whatsapp");
-        assert_eq!(f["provider_code"], "131026");
-        assert_eq!(
-            f["provider_message"],
-            "(#131026) Message undeliverable (Not on WhatsApp)"
-        );
-        assert_eq!(f["provider_href"], "https://example.test/fix");
-        assert!(f["message"].as_str().unwrap().contains("not on WhatsApp"));
-
-        let g = tern_cloudapi::GraphError::from_response(
-            400,
-            br#"{"error":{"message":"(#130429) Rate limit hit","code":130429}}"#,
-        );
-        let (code, f) = send_failure(&SendError::Graph(Box::new(g)), Some(10));
-        assert_eq!(code, "network_rate_limited");
-        assert!(f.get("provider_href").is_none());
-        let m = f["message"].as_str().unwrap();
-        assert!(m.ends_with("Tern gave up after 10 attempts."), "{m}");
-        assert!(!m.contains("will be retried"), "{m}");
-
-        let (code, f) = send_failure(
-            &SendError::NotSent {
-                reason: "connection refused".into(),
-            },
-            Some(3),
-        );
-        assert_eq!(code, "network_error");
-        assert_eq!(f["provider_code"], Value::Null);
     }
 }

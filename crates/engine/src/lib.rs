@@ -1,8 +1,8 @@
-//! Tern's background work: use cases that run outside a request. Each worker claims rows
-//! from the database with leases, so any number of `tern serve` processes can run them.
+//! Tern's background loops: claim, lease, pace, back off, wake. Each item is handled by a
+//! use case in `tern-core`; the loops are safe with any number of `tern serve` processes
+//! (leased claims).
 
 pub mod dispatch;
-pub mod failure;
 pub mod housekeeping;
 pub mod inbox;
 pub mod templates;

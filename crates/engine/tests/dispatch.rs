@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tern_cloudapi::{ClientConfig, CloudApiClient};
 use tern_domain::crypto::{MasterKey, Purpose};
+use tern_domain::message::{Direction, Status};
 use tern_domain::time::now_ms;
 use tern_engine::dispatch::{DispatchConfig, DispatchReport, Dispatcher};
 use tern_simulator::{ForcedAction, NumberSpec, SimArgs, SimHandle};
@@ -118,7 +119,7 @@ impl Env {
                 display_phone_number: format!("+1555{}", &id[id.len() - 7..]),
                 waba_id: WABA.into(),
                 access_token_enc,
-                status: status.into(),
+                status: status.parse().unwrap(),
                 throughput_mps: mps,
                 created_at: now,
                 updated_at: now,
@@ -160,9 +161,9 @@ impl Env {
             conversation_id: conversation.id,
             contact_id: contact.id,
             phone_number_id: pnid.into(),
-            direction: "outbound".into(),
+            direction: Direction::Outbound,
             r#type: request["type"].as_str().unwrap_or("text").into(),
-            status: "accepted".into(),
+            status: Status::Accepted,
             template_name: None,
             template_language: None,
             text: None,
@@ -306,7 +307,7 @@ async fn drain_until(
         total.stale += r.stale;
         total.errors += r.errors;
         let m = env.message(id).await;
-        if m.status == status {
+        if m.status.as_str() == status {
             return (total, m);
         }
         assert!(
@@ -397,7 +398,7 @@ dispatch_tests! {
         for id in ids {
             let m = wait_for("sent", 10, || {
                 let env = env.clone();
-                async move { Some(env.message(id).await).filter(|m| m.status == "sent") }
+                async move { Some(env.message(id).await).filter(|m| m.status == Status::Sent) }
             }).await;
             let accepted = env.accepted_for(id);
             assert_eq!(accepted.len(), 1, "{id} accepted once");
@@ -435,7 +436,7 @@ dispatch_tests! {
             wakeup.notify_one();
             let m = wait_for("sent after a wakeup", 5, || {
                 let env = env.clone();
-                async move { Some(env.message(id).await).filter(|m| m.status == "sent") }
+                async move { Some(env.message(id).await).filter(|m| m.status == Status::Sent) }
             }).await;
             latencies.push(m.sent_at.unwrap() - m.created_at);
         }
@@ -459,10 +460,10 @@ dispatch_tests! {
         // It never reached the network: the debit is given back.
         assert_eq!(env.balance().await, 12);
         let m = env.message(id).await;
-        assert_eq!(m.status, "failed");
+        assert_eq!(m.status, Status::Failed);
         assert_eq!(m.failure_code.as_deref(), Some("window_expired"));
         assert!(m.failed_at.is_some());
-        let f = m.failure.unwrap();
+        let f = serde_json::to_value(m.failure.unwrap()).unwrap();
         assert_eq!(f["code"], "window_expired");
         assert_eq!(f["provider_code"], "131047");
         let wording = f["provider_message"].as_str().unwrap();
@@ -509,7 +510,7 @@ dispatch_tests! {
         assert_eq!(env.requests_for(id).len(), 3);
         let m = env.message(id).await;
         assert_eq!(m.failure_code.as_deref(), Some("network_error"));
-        let f = m.failure.unwrap();
+        let f = serde_json::to_value(m.failure.unwrap()).unwrap();
         assert_eq!(f["provider_code"], "131000");
         assert!(f["message"].as_str().unwrap().contains("gave up after 3 attempts"), "{f}");
         assert_eq!(env.db.dispatch_info(id).await.unwrap().dispatch_state, None);
@@ -557,7 +558,7 @@ dispatch_tests! {
         let (r, m) = drain_until(&env, &mut d, id, "failed").await;
         assert_eq!((r.expired, r.sent, r.retried), (1, 0, 0));
         assert_eq!(m.failure_code.as_deref(), Some("network_outcome_unknown"));
-        let f = m.failure.unwrap();
+        let f = serde_json::to_value(m.failure.unwrap()).unwrap();
         assert_eq!((f["code"].as_str(), &f["provider_code"]), (Some("network_outcome_unknown"), &Value::Null));
         assert!(f["message"].as_str().unwrap().contains("not sent again"), "{f}");
         assert_eq!(env.requests_for(id).len(), 1);
@@ -572,7 +573,7 @@ dispatch_tests! {
         let mut d = env.dispatcher(config());
         let r = d.drain_once().await.unwrap();
         assert_eq!(r.unknown, 1);
-        assert_eq!(env.message(id).await.status, "sending");
+        assert_eq!(env.message(id).await.status, Status::Sending);
         // The network's `sent` status (no callback is set, so take it from the
         // simulator's delivery log) names the message by biz_opaque_callback_data.
         let body = wait_for("the sent status webhook", 10, || {
@@ -586,13 +587,13 @@ dispatch_tests! {
         }).await;
         tern_engine::inbox::process_body(&env.db, &serde_json::to_vec(&body).unwrap()).await.unwrap();
         let m = env.message(id).await;
-        assert_eq!(m.status, "sent");
+        assert_eq!(m.status, Status::Sent);
         assert_eq!(m.wamid.as_deref(), Some(env.accepted_for(id)[0].wamid.as_str()));
         // Past the grace period nothing fails and nothing is resent.
         tokio::time::sleep(config().unknown_grace + Duration::from_millis(100)).await;
         let r = d.drain_once().await.unwrap();
         assert_eq!(r.expired, 0);
-        assert_eq!(env.message(id).await.status, "sent");
+        assert_eq!(env.message(id).await.status, Status::Sent);
         assert_eq!(env.db.dispatch_info(id).await.unwrap().dispatch_state, None);
         assert_eq!(env.requests_for(id).len(), 1);
     },
@@ -629,7 +630,7 @@ dispatch_tests! {
                            (invalid, "message_payload_invalid")] {
             let m = env.message(id).await;
             assert_eq!((m.status.as_str(), m.failure_code.as_deref()), ("failed", Some(code)));
-            let f = m.failure.unwrap();
+            let f = serde_json::to_value(m.failure.unwrap()).unwrap();
             assert_eq!((f["code"].as_str(), &f["provider_code"]), (Some(code), &Value::Null));
             assert!(!f["message"].as_str().unwrap().is_empty());
         }
@@ -693,7 +694,7 @@ dispatch_tests! {
         for id in &ids {
             assert_eq!(per_message.get(&id.to_string()), Some(&1), "{id} sent once");
             assert_eq!(env.accepted_for(*id).len(), 1);
-            assert_eq!(env.message(*id).await.status, "sent");
+            assert_eq!(env.message(*id).await.status, Status::Sent);
             *owners.entry(env.db.dispatch_info(*id).await.unwrap().lease_owner.unwrap()).or_default() += 1;
         }
         assert_eq!(per_message.len(), ids.len());

@@ -4,14 +4,17 @@
 use anyhow::{Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use tern_domain::auth::{self, Preset, Role};
-use tern_domain::crypto::{MasterKey, Purpose};
+use tern_core::admin;
+use tern_domain::Problem;
+use tern_domain::auth::{Preset, Role};
+use tern_domain::crypto::MasterKey;
+use tern_domain::number::NumberStatus;
+use tern_domain::phone;
 use tern_domain::plan::{
     self, Category, Effective, Entitlement, Feature, Meter, Overrides, RateWindow,
     SubscriptionStatus,
 };
-use tern_domain::{new_id, phone, time::now_ms};
-use tern_store::{ApiKey, ContactField, Db, Member, Org, PhoneNumber, StoreError};
+use tern_store::{Db, Org, PhoneNumber};
 use uuid::Uuid;
 
 #[derive(Debug, Subcommand)]
@@ -311,27 +314,19 @@ async fn create_org(db: &Db, name: &str, plan_name: &str) -> Result<Value> {
             plan::plan_names()
         );
     }
-    let now = now_ms();
-    let org = Org {
-        id: new_id(),
-        name: name.to_string(),
-        plan: plan_name.to_string(),
-        subscription_status: SubscriptionStatus::Active.as_str().to_string(),
-        wallet_balance_minor: 0,
-        wallet_currency: "USD".to_string(),
-        overrides: Overrides::default().to_json(),
-        billing_period_start: now,
-        created_at: now,
-        updated_at: now,
-    };
-    db.insert_org(&org).await?;
+    let org = admin::create_org(db, name, plan_name)
+        .await
+        .map_err(refused)?;
     Ok(org_json(&org))
 }
 
 async fn get_org(db: &Db, id: Uuid) -> Result<Org> {
-    db.get_org(id)
-        .await?
-        .ok_or_else(|| anyhow!("organisation {id} does not exist"))
+    admin::get_org(db, id).await.map_err(refused)
+}
+
+/// A refusal of the core as the CLI reports it: `code: message`.
+fn refused(p: Problem) -> anyhow::Error {
+    anyhow!("{}: {}", p.code.as_str(), p.message)
 }
 
 fn parse_u64(kind: &str, name: &str, v: &str) -> Result<u64> {
@@ -415,27 +410,10 @@ async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
         o.features.insert(f.as_str().into(), on);
     }
     org.overrides = o.to_json();
-    org.updated_at = now_ms();
-    db.update_org(&org).await?;
-    if let Some(target) = wallet_target {
-        // The balance moves only through the ledger: record the operator's adjustment as the
-        // difference from the current balance (a concurrent debit stays accounted for).
-        let delta = target - org.wallet_balance_minor;
-        if delta != 0 {
-            org.wallet_balance_minor = db
-                .adjust_wallet(org.id, delta, "adjustment", None, org.updated_at)
-                .await?;
-        }
-    }
+    let org = admin::update_org(db, org, wallet_target)
+        .await
+        .map_err(refused)?;
     Ok(org_json(&org))
-}
-
-/// Refuses a new item when the plan's count limit is reached.
-fn check_limit(org: &Org, e: Entitlement, used: i64) -> Result<()> {
-    let o = Overrides::from_json(&org.overrides);
-    Effective::new(&org.plan, &o)
-        .check_count(e, used)
-        .map_err(|p| anyhow!("{}: {}", p.code.as_str(), p.message))
 }
 
 fn number_json(n: &PhoneNumber) -> Value {
@@ -444,7 +422,7 @@ fn number_json(n: &PhoneNumber) -> Value {
         "org_id": n.org_id,
         "display_phone_number": n.display_phone_number,
         "waba_id": n.waba_id,
-        "status": n.status,
+        "status": n.status.as_str(),
         "throughput_mps": n.throughput_mps,
         "created_at": tern_domain::time::format_ms(n.created_at),
         "updated_at": tern_domain::time::format_ms(n.updated_at),
@@ -485,28 +463,20 @@ async fn add_number(
     if !(1..=10_000).contains(&mps) {
         bail!("--throughput-mps must be from 1 to 10000");
     }
-    let org = get_org(db, org_id).await?;
-    check_limit(
-        &org,
-        Entitlement::PhoneNumbers,
-        db.count_phone_numbers(org_id).await?,
-    )?;
-    let now = now_ms();
-    let n = PhoneNumber {
-        id: pnid.to_string(),
-        org_id,
-        display_phone_number: display,
-        waba_id: waba.to_string(),
-        access_token_enc: key.seal(Purpose::TokenEncryption, token.as_bytes()),
-        status: "connected".to_string(),
-        throughput_mps: mps,
-        created_at: now,
-        updated_at: now,
-    };
-    match db.insert_phone_number(&n).await {
-        Err(StoreError::Conflict { .. }) => bail!("phone number id {pnid} is already registered"),
-        r => r?,
-    }
+    let n = admin::add_number(
+        db,
+        key,
+        admin::NewNumber {
+            org_id,
+            phone_number_id: pnid,
+            display_phone_number: display,
+            waba_id: waba,
+            access_token: token,
+            throughput_mps: mps,
+        },
+    )
+    .await
+    .map_err(refused)?;
     Ok(number_json(&n))
 }
 
@@ -516,11 +486,13 @@ async fn update_number(
     status: Option<&str>,
     mps: Option<i64>,
 ) -> Result<Value> {
-    if let Some(s) = status
-        && !matches!(s, "connected" | "disconnected")
-    {
-        bail!("--status must be connected or disconnected, got {s:?}");
-    }
+    let status = match status {
+        None => None,
+        Some(s) => Some(
+            NumberStatus::parse(s)
+                .ok_or_else(|| anyhow!("--status must be connected or disconnected, got {s:?}"))?,
+        ),
+    };
     if let Some(m) = mps
         && !(1..=10_000).contains(&m)
     {
@@ -529,11 +501,10 @@ async fn update_number(
     if status.is_none() && mps.is_none() {
         bail!("nothing to update: give --status and/or --throughput-mps");
     }
-    match db.update_phone_number(pnid, status, mps, now_ms()).await {
-        Ok(n) => Ok(number_json(&n)),
-        Err(StoreError::NotFound) => bail!("phone number id {pnid} does not exist"),
-        Err(e) => Err(e.into()),
-    }
+    let n = admin::update_number(db, pnid, status, mps)
+        .await
+        .map_err(refused)?;
+    Ok(number_json(&n))
 }
 
 async fn add_member(db: &Db, org_id: Uuid, email: &str, role: &str) -> Result<Value> {
@@ -546,20 +517,9 @@ async fn add_member(db: &Db, org_id: Uuid, email: &str, role: &str) -> Result<Va
     if !valid || email.contains(char::is_whitespace) {
         bail!("--email {email:?} is not an e-mail address");
     }
-    get_org(db, org_id).await?;
-    let m = Member {
-        id: new_id(),
-        org_id,
-        email,
-        role: role.as_str().to_string(),
-        created_at: now_ms(),
-    };
-    let m = match db.insert_member(&m).await {
-        Err(StoreError::Conflict { .. }) => {
-            bail!("{} is already a member of this organisation", m.email)
-        }
-        r => r?,
-    };
+    let m = admin::add_member(db, org_id, &email, role)
+        .await
+        .map_err(refused)?;
     Ok(json!({"id": m.id, "org_id": m.org_id, "email": m.email, "role": m.role}))
 }
 
@@ -575,97 +535,29 @@ async fn create_key(
     if name.is_empty() || name.chars().count() > 100 {
         bail!("--name must be 1 to 100 characters");
     }
-    let org = get_org(db, org_id).await?;
-    let member = db
-        .get_member(member_id)
-        .await?
-        .filter(|m| m.org_id == org_id)
-        .ok_or_else(|| anyhow!("member {member_id} is not a member of organisation {org_id}"))?;
-    let overrides = Overrides::from_json(&org.overrides);
-    if !Effective::new(&org.plan, &overrides).has_feature(Feature::PublicApi) {
-        bail!(
-            "plan_feature_unavailable: the plan {:?} does not include the public API{}",
-            org.plan,
-            plan::upgrade_plan_for(&org.plan, Feature::PublicApi)
-                .map(|p| format!("; upgrade to {p}"))
-                .unwrap_or_default()
-        );
-    }
-    let role = Role::parse(&member.role).ok_or_else(|| anyhow!("member has an unknown role"))?;
     let preset = match preset {
         Some(p) => Some(Preset::parse(p).ok_or_else(|| {
             anyhow!("unknown preset {p:?}; use send_messages, read_only or full_access")
         })?),
         None => None,
     };
-    let perms = auth::resolve_grant(role, preset, permissions)
-        .map_err(|e| anyhow!("permission_denied: {e}"))?;
-    check_limit(
-        &org,
-        Entitlement::ApiKeys,
-        db.count_active_api_keys(org_id).await?,
-    )?;
-    let new = auth::generate_key();
-    let perm_names: Vec<String> = perms.iter().map(|p| p.as_str().to_string()).collect();
-    let k = ApiKey {
-        id: new_id(),
-        org_id,
-        member_id,
-        name: name.to_string(),
-        prefix: new.display_prefix,
-        key_hash: new.hash.to_vec(),
-        permissions: perm_names.clone(),
-        created_at: now_ms(),
-        last_used_at: None,
-        revoked_at: None,
-        replaced_by: None,
-    };
-    db.insert_api_key(&k).await?;
-    Ok(json!({"id": k.id, "key": new.plaintext, "permissions": perm_names}))
+    let k = admin::create_key(db, org_id, member_id, name, preset, permissions)
+        .await
+        .map_err(refused)?;
+    Ok(json!({"id": k.key.id, "key": k.plaintext, "permissions": k.key.permissions}))
 }
 
 async fn revoke_key(db: &Db, id: Uuid) -> Result<Value> {
-    match db.revoke_api_key(id, now_ms()).await {
-        Ok(k) => Ok(json!({
-            "id": k.id,
-            "revoked_at": k.revoked_at.map(tern_domain::time::format_ms),
-        })),
-        Err(StoreError::NotFound) => bail!("API key {id} does not exist"),
-        Err(StoreError::Conflict { .. }) => bail!("API key {id} is already revoked"),
-        Err(e) => Err(e.into()),
-    }
+    let k = admin::revoke_key(db, id).await.map_err(refused)?;
+    Ok(json!({
+        "id": k.id,
+        "revoked_at": k.revoked_at.map(tern_domain::time::format_ms),
+    }))
 }
 
 async fn rotate_key(db: &Db, id: Uuid) -> Result<Value> {
-    let old = db
-        .get_api_key(id)
-        .await?
-        .ok_or_else(|| anyhow!("API key {id} does not exist"))?;
-    if old.revoked_at.is_some() {
-        bail!("API key {id} is revoked; create a new key instead");
-    }
-    let new = auth::generate_key();
-    let now = now_ms();
-    let k = ApiKey {
-        id: new_id(),
-        org_id: old.org_id,
-        member_id: old.member_id,
-        name: old.name.clone(),
-        prefix: new.display_prefix,
-        key_hash: new.hash.to_vec(),
-        permissions: old.permissions.clone(),
-        created_at: now,
-        last_used_at: None,
-        revoked_at: None,
-        replaced_by: None,
-    };
-    match db.rotate_api_key(id, &k, now).await {
-        Ok(()) => Ok(json!({"id": k.id, "key": new.plaintext})),
-        Err(StoreError::NotFound | StoreError::Conflict { .. }) => {
-            bail!("API key {id} was revoked meanwhile; create a new key instead")
-        }
-        Err(e) => Err(e.into()),
-    }
+    let k = admin::rotate_key(db, id).await.map_err(refused)?;
+    Ok(json!({"id": k.key.id, "key": k.plaintext}))
 }
 
 async fn add_contact_field(
@@ -692,21 +584,9 @@ async fn add_contact_field(
     if !matches!(field_type, "text" | "number" | "date" | "boolean") {
         bail!("--type must be text, number, date or boolean, got {field_type:?}");
     }
-    get_org(db, org_id).await?;
-    let f = ContactField {
-        id: new_id(),
-        org_id,
-        key: key.to_string(),
-        label: label.trim().to_string(),
-        field_type: field_type.to_string(),
-        created_at: now_ms(),
-    };
-    match db.insert_contact_field(&f).await {
-        Err(StoreError::Conflict { .. }) => {
-            bail!("contact field {key:?} already exists in this organisation")
-        }
-        r => r?,
-    }
+    let f = admin::add_contact_field(db, org_id, key, label.trim(), field_type)
+        .await
+        .map_err(refused)?;
     Ok(
         json!({"id": f.id, "org_id": f.org_id, "key": f.key, "label": f.label, "type": f.field_type}),
     )

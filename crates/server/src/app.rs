@@ -57,9 +57,7 @@ pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
     #[allow(clippy::expect_used)]
     let cloud = cloud_client(config).expect("TLS backend available");
     AppState::new(StateConfig {
-        cloud,
-        db,
-        key,
+        core: tern_core::Core::new(db, key, cloud, Arc::new(Notify::new())),
         public_url: config.public_url.clone(),
         metrics: crate::telemetry::metrics_handle(),
         network: NetworkWebhook {
@@ -67,7 +65,6 @@ pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
             verify_token: config.verify_token.clone(),
         },
         inbox_wakeup: Arc::new(Notify::new()),
-        dispatch_wakeup: Arc::new(Notify::new()),
     })
 }
 
@@ -112,10 +109,10 @@ impl Workers {
             // Accepted messages → the network, paced per number.
             tokio::spawn(tern_engine::dispatch::run(
                 db.clone(),
-                state.cloud.clone(),
-                state.key.clone(),
+                state.core.cloud.clone(),
+                state.core.key.clone(),
                 dispatch,
-                state.dispatch_wakeup.clone(),
+                state.core.dispatch_wakeup.clone(),
                 cancel.clone(),
             )),
             tokio::spawn(tern_engine::inbox::run(
@@ -128,8 +125,8 @@ impl Workers {
             // Templates created outside Tern, and statuses whose webhook was missed.
             tokio::spawn(tern_engine::templates::run(
                 db.clone(),
-                state.cloud.clone(),
-                state.key.clone(),
+                state.core.cloud.clone(),
+                state.core.key.clone(),
                 tern_engine::templates::SYNC_INTERVAL,
                 cancel.clone(),
             )),

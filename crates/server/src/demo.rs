@@ -141,7 +141,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     admin::run_with_cloud(
         &db,
         &key,
-        Some(&state.cloud),
+        Some(&state.core.cloud),
         admin::parse(&["template", "sync", "--org", &org_id])?,
     )
     .await?;

@@ -3,7 +3,7 @@
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, Pool, with_pool};
+use crate::db::{BeginWrite as _, Db, Pool, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::orgs::Org;
 use crate::sql::Numbered;
@@ -132,6 +132,14 @@ macro_rules! insert_key {
         .bind(key.revoked_at)
         .bind(key.replaced_by)
     }};
+}
+
+impl Tx {
+    /// [`Db::insert_api_key`] inside a transaction (a create checked against a limit).
+    pub async fn insert_api_key(&mut self, key: &ApiKey) -> Result<()> {
+        with_tx!(self, conn => insert_key!(key).execute(&mut **conn).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
 }
 
 impl Db {

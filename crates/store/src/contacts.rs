@@ -10,9 +10,10 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, with_pool};
+use crate::db::{BeginWrite as _, Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::sql::{bump_updated_at, like_contains, lock_for_write, split_after};
+use tern_domain::contact::Consent;
 
 /// A contact with its tags.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -26,7 +27,8 @@ pub struct Contact {
     #[sqlx(json)]
     pub custom_fields: Value,
     /// `unknown` | `opted_in` | `opted_out`.
-    pub consent_status: String,
+    #[sqlx(try_from = "String")]
+    pub consent_status: Consent,
     pub consent_source: Option<String>,
     pub consent_updated_at: Option<i64>,
     /// The network's timestamp of the customer's latest inbound message (never moves back).
@@ -124,16 +126,10 @@ fn phone_digits(q: &str) -> Option<String> {
     (!digits.is_empty()).then_some(digits)
 }
 
-impl Db {
-    /// Creates the organisation's contact for `wa_id` (with id `new_id`, `created_at = at`)
-    /// or updates the existing one, and returns it with `created`.
-    ///
-    /// `name` (when `Some`) replaces the name; `custom_fields_patch` is merged key by key
-    /// (a `null` value removes the key). An update that changes nothing leaves `updated_at`
-    /// alone. Racing calls for one `wa_id` (threads or processes) produce one row, and every
-    /// caller's patch is applied (they serialise on the row).
+impl Tx {
+    /// [`Db::upsert_contact_by_wa_id`] inside the caller's transaction.
     pub async fn upsert_contact_by_wa_id(
-        &self,
+        &mut self,
         org_id: Uuid,
         wa_id: &str,
         name: Option<&str>,
@@ -151,8 +147,7 @@ impl Db {
             contact_columns!(),
             " FROM contacts WHERE org_id = $1 AND wa_id = $2"
         );
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
+        with_tx!(self, tx => {
             // Insert-if-absent first: on PostgreSQL a concurrent insert of the same wa_id
             // waits here for the other transaction and then finds the row below.
             let inserted = sqlx::query_as::<_, Contact>(concat!(
@@ -165,27 +160,62 @@ impl Db {
                 .bind(name)
                 .bind(Json(&initial))
                 .bind(at)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut **tx)
                 .await?;
             if let Some(contact) = inserted {
-                tx.commit().await?;
                 return Ok((contact, true));
             }
             let current = sqlx::query_as::<_, Contact>(lock)
                 .bind(org_id)
                 .bind(wa_id)
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut **tx)
                 .await?;
             let mut contact = match edited(&current, name.map(Some), custom_fields_patch) {
                 Some((name, fields)) => update_name_and_fields!(current, name, &fields, at)
-                    .fetch_one(&mut *tx)
+                    .fetch_one(&mut **tx)
                     .await?,
                 None => current,
             };
-            contact.tags = tags_of!(contact.id).fetch_all(&mut *tx).await?;
-            tx.commit().await?;
+            contact.tags = tags_of!(contact.id).fetch_all(&mut **tx).await?;
             Ok((contact, false))
         })
+    }
+
+    /// Whether the organisation has a contact with this wa_id.
+    pub async fn contact_exists(&mut self, org_id: Uuid, wa_id: &str) -> Result<bool> {
+        let n = with_tx!(self, tx => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM contacts WHERE org_id = $1 AND wa_id = $2")
+            .bind(org_id)
+            .bind(wa_id)
+            .fetch_one(&mut **tx)
+            .await)?;
+        Ok(n > 0)
+    }
+}
+
+impl Db {
+    /// Creates the organisation's contact for `wa_id` (with id `new_id`, `created_at = at`)
+    /// or updates the existing one, and returns it with `created`.
+    ///
+    /// `name` (when `Some`) replaces the name; `custom_fields_patch` is merged key by key
+    /// (a `null` value removes the key). An update that changes nothing leaves `updated_at`
+    /// alone. Racing calls for one `wa_id` (threads or processes) produce one row, and every
+    /// caller's patch is applied (they serialise on the row).
+    pub async fn upsert_contact_by_wa_id(
+        &self,
+        org_id: Uuid,
+        wa_id: &str,
+        name: Option<&str>,
+        custom_fields_patch: Option<&Map<String, Value>>,
+        new_id: Uuid,
+        at: i64,
+    ) -> Result<(Contact, bool)> {
+        let mut tx = self.begin().await?;
+        let r = tx
+            .upsert_contact_by_wa_id(org_id, wa_id, name, custom_fields_patch, new_id, at)
+            .await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// The organisation's contact `id` with its tags (`None` if missing or another
@@ -256,7 +286,7 @@ impl Db {
         &self,
         org_id: Uuid,
         id: Uuid,
-        status: &str,
+        status: Consent,
         source: Option<&str>,
         at: i64,
     ) -> Result<Contact> {
@@ -268,7 +298,7 @@ impl Db {
                  RETURNING ", contact_columns!()))
             .bind(id)
             .bind(org_id)
-            .bind(status)
+            .bind(status.as_str())
             .bind(source)
             .bind(at)
             .fetch_optional(pool)

@@ -85,6 +85,47 @@ impl BeginWrite for PgPool {
     }
 }
 
+/// A write transaction on either backend (`BEGIN IMMEDIATE` on SQLite). The unit that a
+/// use case's writes share: a status change and, later, the event that reports it commit
+/// together or not at all. Dropped without [`Tx::commit`], it rolls back.
+pub struct Tx {
+    pub(crate) inner: TxInner,
+}
+
+pub(crate) enum TxInner {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+/// Runs `$body` with `$conn` bound to the transaction's connection (`&mut *$conn` is an
+/// executor), once per backend like [`with_pool!`].
+macro_rules! with_tx {
+    ($tx:expr, $conn:ident => $body:expr) => {
+        match &mut $tx.inner {
+            $crate::db::TxInner::Sqlite($conn) => $body,
+            $crate::db::TxInner::Postgres($conn) => $body,
+        }
+    };
+}
+pub(crate) use with_tx;
+
+impl Tx {
+    pub async fn commit(self) -> Result<()> {
+        match self.inner {
+            TxInner::Sqlite(tx) => tx.commit().await?,
+            TxInner::Postgres(tx) => tx.commit().await?,
+        }
+        Ok(())
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.inner {
+            TxInner::Sqlite(_) => Backend::Sqlite,
+            TxInner::Postgres(_) => Backend::Postgres,
+        }
+    }
+}
+
 impl Db {
     /// Connects to `sqlite://PATH` / `sqlite:PATH` (created if missing) or
     /// `postgres://…` / `postgresql://…`. Does not run migrations.
@@ -203,6 +244,16 @@ impl Db {
             Pool::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
         }
         Ok(())
+    }
+
+    /// Starts a write transaction (see [`Tx`]).
+    pub async fn begin(&self) -> Result<Tx> {
+        Ok(Tx {
+            inner: match &self.pool {
+                Pool::Sqlite(pool) => TxInner::Sqlite(pool.begin_write().await?),
+                Pool::Postgres(pool) => TxInner::Postgres(pool.begin_write().await?),
+            },
+        })
     }
 
     /// Which engine this handle talks to.

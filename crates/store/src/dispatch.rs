@@ -32,10 +32,12 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Backend, BeginWrite as _, Db, with_pool};
+use crate::db::{Backend, BeginWrite as _, Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::messages::StatusChange;
 use crate::sql::bump_updated_at;
+use tern_domain::failure::Failure;
+use tern_domain::message::Status;
 
 /// `dispatch_state` of a message waiting for an attempt at `next_attempt_at`. The API
 /// inserts accepted outbound messages with this state and `next_attempt_at = now`.
@@ -71,7 +73,7 @@ pub struct DispatchItem {
     /// The network payload fields except the envelope (`to`, `type`, `<type>`, `context`).
     pub request: Value,
     /// `sending` after the claim.
-    pub status: String,
+    pub status: Status,
     /// Claims so far, including this one.
     pub attempts: i64,
     pub created_at: i64,
@@ -141,7 +143,8 @@ pub struct DispatchCounts {
 /// The queue columns of one message (operators, tests).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct DispatchInfo {
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: Status,
     pub dispatch_state: Option<String>,
     pub attempts: i64,
     pub next_attempt_at: Option<i64>,
@@ -156,7 +159,8 @@ struct ItemRow {
     org_id: Uuid,
     phone_number_id: String,
     request: Option<Json<Value>>,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: Status,
     attempts: i64,
     created_at: i64,
     updated_at: i64,
@@ -201,6 +205,21 @@ macro_rules! claim_sql {
              updated_at, lease_owner, locked_until, next_attempt_at"
         )
     };
+}
+
+/// Whether `$lease` is still the claim of message `$id` (on a `Tx`).
+macro_rules! holds_lease {
+    ($tx:expr, $id:expr, $lease:expr) => {{
+        let (id, lease): (Uuid, &DispatchLease) = ($id, $lease);
+        let row = with_tx!($tx, conn => sqlx::query_as::<_, (Option<String>, i64)>(
+                "SELECT lease_owner, attempts FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        row.is_some_and(|(owner, attempts)| {
+            owner.as_deref() == Some(lease.owner.as_str()) && attempts == lease.attempt
+        })
+    }};
 }
 
 impl Db {
@@ -291,56 +310,22 @@ impl Db {
         Ok(items)
     }
 
-    /// Records the final outcome of a claim (sent, or failed for good): writes `change` as
-    /// [`Db::update_message_status`] does (compare-and-set on `expected_status` and
-    /// `expected_updated_at`, wamid only if none is stored) and takes the message out of the
-    /// queue. The caller decides `change` with the domain's status rules, since a webhook may
-    /// have moved the message first ([`DispatchWrite::Moved`]: re-read and decide again).
-    /// Refused ([`DispatchWrite::LeaseLost`]) when `lease` is no longer the message's claim.
+    /// [`Tx::complete_dispatch`] in a transaction of its own.
     pub async fn complete_dispatch(
         &self,
         id: Uuid,
         lease: &DispatchLease,
-        expected_status: &str,
+        expected_status: Status,
         expected_updated_at: i64,
         change: &StatusChange,
         at: i64,
     ) -> Result<DispatchWrite> {
-        const SQL: &str = concat!(
-            "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
-             delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
-             dispatch_state = NULL, next_attempt_at = NULL, locked_until = NULL, \
-             updated_at = ",
-            bump_updated_at!("messages", "$9"),
-            " WHERE id = $10 AND lease_owner = $11 AND attempts = $12 \
-               AND status = $13 AND updated_at = $14"
-        );
-        let n = with_pool!(self, pool => sqlx::query(SQL)
-            .bind(&change.status)
-            .bind(&change.wamid)
-            .bind(change.sent_at)
-            .bind(change.delivered_at)
-            .bind(change.read_at)
-            .bind(change.failed_at)
-            .bind(&change.failure_code)
-            .bind(change.failure.as_ref().map(Json))
-            .bind(at)
-            .bind(id)
-            .bind(&lease.owner)
-            .bind(lease.attempt)
-            .bind(expected_status)
-            .bind(expected_updated_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
-        if n == 1 {
-            return Ok(DispatchWrite::Applied);
-        }
-        Ok(if self.holds_lease(id, lease).await? {
-            DispatchWrite::Moved
-        } else {
-            DispatchWrite::LeaseLost
-        })
+        let mut tx = self.begin().await?;
+        let r = tx
+            .complete_dispatch(id, lease, expected_status, expected_updated_at, change, at)
+            .await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// The network did not take the message (or the request never left): back to `queued`,
@@ -399,17 +384,6 @@ impl Db {
         Ok(n == 1)
     }
 
-    async fn holds_lease(&self, id: Uuid, lease: &DispatchLease) -> Result<bool> {
-        let row = with_pool!(self, pool => sqlx::query_as::<_, (Option<String>, i64)>(
-                "SELECT lease_owner, attempts FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_optional(pool)
-            .await)?;
-        Ok(row.is_some_and(|(owner, attempts)| {
-            owner.as_deref() == Some(lease.owner.as_str()) && attempts == lease.attempt
-        }))
-    }
-
     /// Housekeeping of the queue at `now`, safe to run from every worker:
     /// 1. `in_flight` claims past their lease become `unknown` (never claimed again);
     /// 2. claimed messages whose status moved on (a status webhook: sent, delivered, read,
@@ -421,7 +395,7 @@ impl Db {
         &self,
         now: i64,
         failure_code: &str,
-        failure: &Value,
+        failure: &Failure,
         limit: i64,
     ) -> Result<DispatchSweep> {
         const ABANDON: &str = "UPDATE messages SET dispatch_state = 'unknown' \
@@ -471,50 +445,12 @@ impl Db {
         })
     }
 
-    /// Gives back the wallet debit of message `id` (a template message that failed before
-    /// reaching the network): a `message_refund` ledger entry of the debited amount and the
-    /// balance moved back, in one transaction, at most once per message. Returns the amount
-    /// refunded (0 when the message was never debited or was refunded already).
+    /// [`Tx::refund_message_debit`] in a transaction of its own.
     pub async fn refund_message_debit(&self, id: Uuid, at: i64) -> Result<i64> {
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let debit = sqlx::query_as::<_, (Uuid, i64)>(
-                    "SELECT org_id, amount_minor FROM wallet_ledger \
-                     WHERE message_id = $1 AND reason = 'message_debit'")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some((org_id, debited)) = debit.filter(|(_, amount)| *amount < 0) else {
-                tx.rollback().await?;
-                return Ok(0);
-            };
-            let refund = -debited;
-            let inserted = sqlx::query(
-                    "INSERT INTO wallet_ledger (id, org_id, amount_minor, reason, message_id, created_at) \
-                     VALUES ($1, $2, $3, 'message_refund', $4, $5) \
-                     ON CONFLICT (message_id, reason) WHERE message_id IS NOT NULL DO NOTHING")
-                .bind(Uuid::now_v7())
-                .bind(org_id)
-                .bind(refund)
-                .bind(id)
-                .bind(at)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if inserted == 0 {
-                tx.rollback().await?;
-                return Ok(0);
-            }
-            sqlx::query(
-                    "UPDATE organisations SET wallet_balance_minor = wallet_balance_minor + $2 \
-                     WHERE id = $1")
-                .bind(org_id)
-                .bind(refund)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(refund)
-        })
+        let mut tx = self.begin().await?;
+        let r = tx.refund_message_debit(id, at).await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// Messages in the queue by state (a backlog gauge).
@@ -545,5 +481,101 @@ impl Db {
             .fetch_optional(pool)
             .await)?;
         info.ok_or(StoreError::NotFound)
+    }
+}
+
+impl Tx {
+    /// Records the final outcome of a claim (sent, or failed for good): writes `change` as
+    /// [`Db::update_message_status`] does (compare-and-set on `expected_status` and
+    /// `expected_updated_at`, wamid only if none is stored) and takes the message out of the
+    /// queue. The caller decides `change` with the domain's status rules, since a webhook may
+    /// have moved the message first ([`DispatchWrite::Moved`]: re-read and decide again).
+    /// Refused ([`DispatchWrite::LeaseLost`]) when `lease` is no longer the message's claim.
+    pub async fn complete_dispatch(
+        &mut self,
+        id: Uuid,
+        lease: &DispatchLease,
+        expected_status: Status,
+        expected_updated_at: i64,
+        change: &StatusChange,
+        at: i64,
+    ) -> Result<DispatchWrite> {
+        const SQL: &str = concat!(
+            "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
+             delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
+             dispatch_state = NULL, next_attempt_at = NULL, locked_until = NULL, \
+             updated_at = ",
+            bump_updated_at!("messages", "$9"),
+            " WHERE id = $10 AND lease_owner = $11 AND attempts = $12 \
+               AND status = $13 AND updated_at = $14"
+        );
+        let n = with_tx!(self, conn => sqlx::query(SQL)
+            .bind(change.status.as_str())
+            .bind(&change.wamid)
+            .bind(change.sent_at)
+            .bind(change.delivered_at)
+            .bind(change.read_at)
+            .bind(change.failed_at)
+            .bind(&change.failure_code)
+            .bind(change.failure.as_ref().map(Json))
+            .bind(at)
+            .bind(id)
+            .bind(&lease.owner)
+            .bind(lease.attempt)
+            .bind(expected_status.as_str())
+            .bind(expected_updated_at)
+            .execute(&mut **conn)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if n == 1 {
+            return Ok(DispatchWrite::Applied);
+        }
+        Ok(if holds_lease!(self, id, lease) {
+            DispatchWrite::Moved
+        } else {
+            DispatchWrite::LeaseLost
+        })
+    }
+
+    /// Gives back the wallet debit of message `id` (a template message that failed before
+    /// reaching the network): a `message_refund` ledger entry of the debited amount and the
+    /// balance moved back, in the caller's transaction, at most once per message. Returns the amount
+    /// refunded (0 when the message was never debited or was refunded already).
+    pub async fn refund_message_debit(&mut self, id: Uuid, at: i64) -> Result<i64> {
+        with_tx!(self, tx => {
+            let debit = sqlx::query_as::<_, (Uuid, i64)>(
+                    "SELECT org_id, amount_minor FROM wallet_ledger \
+                     WHERE message_id = $1 AND reason = 'message_debit'")
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?;
+            let Some((org_id, debited)) = debit.filter(|(_, amount)| *amount < 0) else {
+                return Ok(0);
+            };
+            let refund = -debited;
+            let inserted = sqlx::query(
+                    "INSERT INTO wallet_ledger (id, org_id, amount_minor, reason, message_id, created_at) \
+                     VALUES ($1, $2, $3, 'message_refund', $4, $5) \
+                     ON CONFLICT (message_id, reason) WHERE message_id IS NOT NULL DO NOTHING")
+                .bind(Uuid::now_v7())
+                .bind(org_id)
+                .bind(refund)
+                .bind(id)
+                .bind(at)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+            if inserted == 0 {
+                return Ok(0);
+            }
+            sqlx::query(
+                    "UPDATE organisations SET wallet_balance_minor = wallet_balance_minor + $2 \
+                     WHERE id = $1")
+                .bind(org_id)
+                .bind(refund)
+                .execute(&mut **tx)
+                .await?;
+            Ok(refund)
+        })
     }
 }

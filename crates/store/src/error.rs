@@ -116,6 +116,25 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// How a storage failure reaches a caller of a use case: a missing row is a 404, a unique
+/// constraint a 409 naming it, anything else ours (logged here, 503 so the client retries,
+/// no internals in the body).
+impl From<StoreError> for tern_domain::Problem {
+    fn from(e: StoreError) -> Self {
+        use tern_domain::Problem;
+        match e {
+            StoreError::NotFound => Problem::not_found(),
+            StoreError::Conflict { constraint } => {
+                Problem::conflict("already_exists").with_detail("constraint", constraint)
+            }
+            other => {
+                tracing::error!(error = %other, "store error");
+                Problem::unavailable()
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{StoreError, sqlite_constraint_name};

@@ -15,6 +15,7 @@ mod conversations;
 mod db;
 mod dispatch;
 mod error;
+mod limits;
 mod lookups;
 mod messages;
 mod network_inbox;
@@ -32,12 +33,13 @@ pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
 pub use contact_fields::ContactField;
 pub use contacts::Contact;
 pub use conversations::{CUSTOMER_WINDOW_MS, Conversation};
-pub use db::{Backend, Db};
+pub use db::{Backend, Db, Tx};
 pub use dispatch::{
     DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCounts,
     DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
 };
 pub use error::{Result, StoreError};
+pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use messages::{Message, StatusChange};
 pub use network_inbox::InboxItem;

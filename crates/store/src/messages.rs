@@ -6,8 +6,10 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Db, with_pool};
+use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::Result;
+use tern_domain::failure::Failure;
+use tern_domain::message::{Direction, Status};
 
 /// A message row.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,10 +19,9 @@ pub struct Message {
     pub conversation_id: Uuid,
     pub contact_id: Uuid,
     pub phone_number_id: String,
-    /// `outbound` or `inbound`.
-    pub direction: String,
+    pub direction: Direction,
     pub r#type: String,
-    pub status: String,
+    pub status: Status,
     pub template_name: Option<String>,
     pub template_language: Option<String>,
     pub text: Option<String>,
@@ -35,7 +36,7 @@ pub struct Message {
     pub read_at: Option<i64>,
     pub failed_at: Option<i64>,
     pub failure_code: Option<String>,
-    pub failure: Option<Value>,
+    pub failure: Option<Failure>,
     pub updated_at: i64,
 }
 
@@ -46,9 +47,11 @@ struct Row {
     conversation_id: Uuid,
     contact_id: Uuid,
     phone_number_id: String,
-    direction: String,
+    #[sqlx(try_from = "String")]
+    direction: Direction,
     r#type: String,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: Status,
     template_name: Option<String>,
     template_language: Option<String>,
     text: Option<String>,
@@ -62,7 +65,7 @@ struct Row {
     read_at: Option<i64>,
     failed_at: Option<i64>,
     failure_code: Option<String>,
-    failure: Option<Json<Value>>,
+    failure: Option<Json<Failure>>,
     updated_at: i64,
 }
 
@@ -108,14 +111,14 @@ pub(crate) use message_columns;
 /// The status fields written by [`Db::update_message_status`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusChange {
-    pub status: String,
+    pub status: Status,
     pub wamid: Option<String>,
     pub sent_at: Option<i64>,
     pub delivered_at: Option<i64>,
     pub read_at: Option<i64>,
     pub failed_at: Option<i64>,
     pub failure_code: Option<String>,
-    pub failure: Option<Value>,
+    pub failure: Option<Failure>,
 }
 
 impl Db {
@@ -134,9 +137,9 @@ impl Db {
             .bind(m.conversation_id)
             .bind(m.contact_id)
             .bind(&m.phone_number_id)
-            .bind(&m.direction)
+            .bind(m.direction.as_str())
             .bind(&m.r#type)
-            .bind(&m.status)
+            .bind(m.status.as_str())
             .bind(&m.template_name)
             .bind(&m.template_language)
             .bind(&m.text)
@@ -197,44 +200,21 @@ impl Db {
         Ok(row.map(Message::from))
     }
 
-    /// Writes a status change if the message is still in `expected_status` (and still has
-    /// the `expected_updated_at` it was read with). Returns `false` when someone else moved
-    /// it first; the caller re-reads and decides again. A wamid is set only if none is
-    /// stored yet.
+    /// [`Tx::update_message_status`] in a transaction of its own.
     pub async fn update_message_status(
         &self,
         id: Uuid,
-        expected_status: &str,
+        expected_status: Status,
         expected_updated_at: i64,
         change: &StatusChange,
         at: i64,
     ) -> Result<bool> {
-        // A message that moved past `sending` has left the dispatch queue, even when its
-        // worker never recorded the send call's answer (the webhook settled it).
-        const SQL: &str = "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
-             delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
-             updated_at = CASE WHEN $9 > updated_at THEN $9 ELSE updated_at + 1 END, \
-             dispatch_state = CASE WHEN $1 IN ('accepted', 'sending') THEN dispatch_state ELSE NULL END, \
-             next_attempt_at = CASE WHEN $1 IN ('accepted', 'sending') THEN next_attempt_at ELSE NULL END, \
-             locked_until = CASE WHEN $1 IN ('accepted', 'sending') THEN locked_until ELSE NULL END \
-             WHERE id = $10 AND status = $11 AND updated_at = $12";
-        let n = with_pool!(self, pool => sqlx::query(SQL)
-            .bind(&change.status)
-            .bind(&change.wamid)
-            .bind(change.sent_at)
-            .bind(change.delivered_at)
-            .bind(change.read_at)
-            .bind(change.failed_at)
-            .bind(&change.failure_code)
-            .bind(change.failure.as_ref().map(Json))
-            .bind(at)
-            .bind(id)
-            .bind(expected_status)
-            .bind(expected_updated_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+        let mut tx = self.begin().await?;
+        let r = tx
+            .update_message_status(id, expected_status, expected_updated_at, change, at)
+            .await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// Messages of one conversation, newest first, optionally by direction.
@@ -242,7 +222,7 @@ impl Db {
         &self,
         org_id: Uuid,
         conversation_id: Uuid,
-        direction: Option<&str>,
+        direction: Option<Direction>,
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<Message>> {
@@ -257,11 +237,53 @@ impl Db {
         let rows: Vec<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
             .bind(org_id)
             .bind(conversation_id)
-            .bind(direction)
+            .bind(direction.map(Direction::as_str))
             .bind(before)
             .bind(limit)
             .fetch_all(pool)
             .await)?;
         Ok(rows.into_iter().map(Message::from).collect())
+    }
+}
+
+impl Tx {
+    /// Writes a status change if the message is still in `expected_status` (and still has
+    /// the `expected_updated_at` it was read with). Returns `false` when someone else moved
+    /// it first; the caller re-reads and decides again. A wamid is set only if none is
+    /// stored yet.
+    pub async fn update_message_status(
+        &mut self,
+        id: Uuid,
+        expected_status: Status,
+        expected_updated_at: i64,
+        change: &StatusChange,
+        at: i64,
+    ) -> Result<bool> {
+        // A message that moved past `sending` has left the dispatch queue, even when its
+        // worker never recorded the send call's answer (the webhook settled it).
+        const SQL: &str = "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
+             delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
+             updated_at = CASE WHEN $9 > updated_at THEN $9 ELSE updated_at + 1 END, \
+             dispatch_state = CASE WHEN $1 IN ('accepted', 'sending') THEN dispatch_state ELSE NULL END, \
+             next_attempt_at = CASE WHEN $1 IN ('accepted', 'sending') THEN next_attempt_at ELSE NULL END, \
+             locked_until = CASE WHEN $1 IN ('accepted', 'sending') THEN locked_until ELSE NULL END \
+             WHERE id = $10 AND status = $11 AND updated_at = $12";
+        let n = with_tx!(self, conn => sqlx::query(SQL)
+            .bind(change.status.as_str())
+            .bind(&change.wamid)
+            .bind(change.sent_at)
+            .bind(change.delivered_at)
+            .bind(change.read_at)
+            .bind(change.failed_at)
+            .bind(&change.failure_code)
+            .bind(change.failure.as_ref().map(Json))
+            .bind(at)
+            .bind(id)
+            .bind(expected_status.as_str())
+            .bind(expected_updated_at)
+            .execute(&mut **conn)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
     }
 }

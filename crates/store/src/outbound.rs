@@ -13,6 +13,8 @@ use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
 use crate::messages::Message;
 use crate::phone_numbers::PhoneNumber;
+use crate::sql::lock_for_write;
+use tern_domain::contact::Consent;
 
 /// A bound idempotency key.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -47,6 +49,9 @@ pub enum Acceptance {
     WalletLow { balance_minor: i64 },
     /// The `messages_sent` allowance is used up: nothing was written.
     AllowanceUsed { used: i64 },
+    /// The recipient is new and the organisation's contacts reach the plan's limit
+    /// (`used` of them): nothing was written.
+    ContactLimit { used: i64 },
 }
 
 /// One message to accept with [`Db::accept_messages`].
@@ -62,6 +67,11 @@ pub struct Accept {
     pub charges: Charges,
     /// Create the contact with this wa_id (id `message.contact_id`) if it does not exist.
     pub new_contact: Option<String>,
+    /// The plan's contact limit, for a `new_contact`: refused with
+    /// [`Acceptance::ContactLimit`] when the organisation's contacts already reach it
+    /// (counted under the organisation's row lock, so concurrent sends to new recipients
+    /// cannot pass it together).
+    pub contact_limit: Option<i64>,
     /// Create the conversation (id `message.conversation_id`) if it does not exist.
     pub new_conversation: bool,
 }
@@ -85,7 +95,9 @@ pub struct SendOption {
     /// The recipient's contact (`None`: no such contact in the organisation).
     pub contact_id: Option<Uuid>,
     pub contact_wa_id: Option<String>,
-    pub consent_status: Option<String>,
+    /// `unknown` when there is no contact yet.
+    #[sqlx(try_from = "String")]
+    pub consent_status: Consent,
     /// The conversation between the contact and this number, if any.
     pub conversation_id: Option<Uuid>,
     /// The network's timestamp of the customer's latest message on this number.
@@ -171,14 +183,18 @@ impl SendLookupRow {
                 display_phone_number: self.p_display_phone_number.take()?,
                 waba_id: self.p_waba_id.take()?,
                 access_token_enc: self.p_access_token_enc.take()?,
-                status: self.p_status.take()?,
+                status: self.p_status.as_deref()?.parse().ok()?,
                 throughput_mps: self.p_throughput_mps?,
                 created_at: self.p_created_at?,
                 updated_at: self.p_updated_at?,
             },
             contact_id: self.contact_id,
             contact_wa_id: self.contact_wa_id.take(),
-            consent_status: self.consent_status.take(),
+            consent_status: self
+                .consent_status
+                .as_deref()
+                .and_then(Consent::parse)
+                .unwrap_or(Consent::Unknown),
             conversation_id: self.conversation_id,
             last_inbound_at: self.last_inbound_at,
         })
@@ -216,7 +232,8 @@ macro_rules! send_options_sql {
         concat!(
             "SELECT p.id, p.org_id, p.display_phone_number, p.waba_id, p.access_token_enc, \
              p.status, p.throughput_mps, p.created_at, p.updated_at, \
-             c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
+             c.id AS contact_id, c.wa_id AS contact_wa_id, \
+             COALESCE(c.consent_status, 'unknown') AS consent_status, \
              v.id AS conversation_id, v.last_inbound_at \
              FROM phone_numbers p \
              LEFT JOIN contacts c ON c.org_id = p.org_id AND ",
@@ -376,6 +393,7 @@ impl Db {
             key_expires_at,
             charges: charges.clone(),
             new_contact: None,
+            contact_limit: None,
             new_conversation: false,
         }];
         self.accept_messages(&mut items)
@@ -511,6 +529,28 @@ impl Db {
                         .await?;
                     outcome[slot] = Some(Acceptance::KeyTaken(rec));
                     continue;
+                }
+
+                // 1b. A new recipient counts against the plan's contact limit, under the
+                // organisation's row lock (PostgreSQL; SQLite holds the write lock).
+                if let (Some(wa_id), Some(limit)) = (&it.new_contact, it.contact_limit) {
+                    sqlx::query(lock_for_write!(self, "SELECT id FROM organisations WHERE id = $1"))
+                        .bind(org_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    let (total, exists): (i64, i64) = sqlx::query_as(
+                            "SELECT COUNT(*), COUNT(CASE WHEN wa_id = $2 THEN 1 END) \
+                             FROM contacts WHERE org_id = $1")
+                        .bind(org_id)
+                        .bind(wa_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    // Created meanwhile by another request, the recipient is no new contact.
+                    if exists == 0 && total >= limit {
+                        release_key!(tx, org_id, &it.key);
+                        outcome[slot] = Some(Acceptance::ContactLimit { used: total });
+                        continue;
+                    }
                 }
 
                 // 2. Charges, in order; a refused item gives its key back (a deleted key is

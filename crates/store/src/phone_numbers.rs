@@ -2,8 +2,9 @@
 
 use uuid::Uuid;
 
-use crate::db::{Db, with_pool};
+use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
+use tern_domain::number::NumberStatus;
 
 /// A connected business number. `id` is the network's `phone_number_id`.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -15,8 +16,8 @@ pub struct PhoneNumber {
     pub waba_id: String,
     /// The network access token, encrypted by the caller.
     pub access_token_enc: Vec<u8>,
-    /// `connected` | `disconnected`.
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: NumberStatus,
     pub throughput_mps: i64,
     pub created_at: i64,
     pub updated_at: i64,
@@ -29,25 +30,39 @@ macro_rules! phone_columns {
     };
 }
 
+macro_rules! insert_number {
+    ($n:expr) => {{
+        let n = $n;
+        sqlx::query(concat!(
+            "INSERT INTO phone_numbers (",
+            phone_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        ))
+        .bind(&n.id)
+        .bind(n.org_id)
+        .bind(&n.display_phone_number)
+        .bind(&n.waba_id)
+        .bind(&n.access_token_enc)
+        .bind(n.status.as_str())
+        .bind(n.throughput_mps)
+        .bind(n.created_at)
+        .bind(n.updated_at)
+    }};
+}
+
+impl Tx {
+    /// [`Db::insert_phone_number`] inside a transaction (a create checked against a limit).
+    pub async fn insert_phone_number(&mut self, number: &PhoneNumber) -> Result<()> {
+        with_tx!(self, conn => insert_number!(number).execute(&mut **conn).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+}
+
 impl Db {
     /// Inserts a number. `Conflict { "phone_numbers_pkey" }` if the id is already registered
     /// (by any organisation).
     pub async fn insert_phone_number(&self, number: &PhoneNumber) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(concat!(
-                "INSERT INTO phone_numbers (", phone_columns!(), ") \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
-            .bind(&number.id)
-            .bind(number.org_id)
-            .bind(&number.display_phone_number)
-            .bind(&number.waba_id)
-            .bind(&number.access_token_enc)
-            .bind(&number.status)
-            .bind(number.throughput_mps)
-            .bind(number.created_at)
-            .bind(number.updated_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
+        with_pool!(self, pool => insert_number!(number).execute(pool).await.map(|r| r.rows_affected()))?;
         Ok(())
     }
 
@@ -65,7 +80,7 @@ impl Db {
     pub async fn update_phone_number(
         &self,
         id: &str,
-        status: Option<&str>,
+        status: Option<NumberStatus>,
         throughput_mps: Option<i64>,
         at: i64,
     ) -> Result<PhoneNumber> {
@@ -74,7 +89,7 @@ impl Db {
                  throughput_mps = COALESCE($3, throughput_mps), updated_at = $4 \
                  WHERE id = $1 RETURNING ", phone_columns!()))
             .bind(id)
-            .bind(status)
+            .bind(status.map(NumberStatus::as_str))
             .bind(throughput_mps)
             .bind(at)
             .fetch_optional(pool)

@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Db, with_pool};
+use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::sql::split_after;
 
@@ -38,29 +38,43 @@ macro_rules! template_columns {
     };
 }
 
+macro_rules! insert_template {
+    ($t:expr) => {{
+        let t = $t;
+        sqlx::query(concat!(
+            "INSERT INTO templates (",
+            template_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ))
+        .bind(t.id)
+        .bind(t.org_id)
+        .bind(&t.waba_id)
+        .bind(&t.name)
+        .bind(&t.language)
+        .bind(&t.category)
+        .bind(&t.status)
+        .bind(Json(&t.components))
+        .bind(&t.rejection_reason)
+        .bind(&t.network_id)
+        .bind(t.created_at)
+        .bind(t.updated_at)
+    }};
+}
+
+impl Tx {
+    /// [`Db::insert_template`] inside a transaction (a create checked against a limit).
+    pub async fn insert_template(&mut self, template: &Template) -> Result<()> {
+        with_tx!(self, conn => insert_template!(template).execute(&mut **conn).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+}
+
 impl Db {
     /// Inserts a template. `Conflict { "templates_org_id_waba_id_name_language_key" }` if the
     /// organisation already has one with this WABA, name and language;
     /// `Conflict { "templates_pkey" }` on a duplicate id.
     pub async fn insert_template(&self, template: &Template) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(concat!(
-                "INSERT INTO templates (", template_columns!(), ") \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"))
-            .bind(template.id)
-            .bind(template.org_id)
-            .bind(&template.waba_id)
-            .bind(&template.name)
-            .bind(&template.language)
-            .bind(&template.category)
-            .bind(&template.status)
-            .bind(Json(&template.components))
-            .bind(&template.rejection_reason)
-            .bind(&template.network_id)
-            .bind(template.created_at)
-            .bind(template.updated_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
+        with_pool!(self, pool => insert_template!(template).execute(pool).await.map(|r| r.rows_affected()))?;
         Ok(())
     }
 

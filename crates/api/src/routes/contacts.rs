@@ -11,9 +11,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tern_domain::contact::{self as rules, FieldDef};
-use tern_domain::plan::Entitlement;
 use tern_domain::time::{format_ms, now_ms, parse_rfc3339_ms};
-use tern_domain::{FieldError, Problem, new_id, phone};
+use tern_domain::{FieldError, Problem, phone};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -65,7 +64,7 @@ impl From<tern_store::Contact> for Contact {
             custom_fields: c.custom_fields,
             tags: c.tags,
             consent: Consent {
-                status: c.consent_status,
+                status: c.consent_status.as_str().to_string(),
                 updated_at: c.consent_updated_at.map(format_ms),
                 source: c.consent_source,
             },
@@ -359,33 +358,17 @@ pub async fn upsert_contact(
         return Err(ApiError::fields(errors));
     };
     let wa_id = phone.wa_id().to_string();
-    if state
-        .db
-        .get_contact_by_wa_id(auth.org_id, &wa_id)
-        .await?
-        .is_none()
-    {
-        let used = state.db.count_contacts(auth.org_id).await?;
-        auth.effective().check_count(Entitlement::Contacts, used)?;
-    }
-    let now = now_ms();
-    let (mut contact, created) = state
-        .db
-        .upsert_contact_by_wa_id(
-            auth.org_id,
-            &wa_id,
-            req.name.as_deref().map(str::trim),
-            req.custom_fields.as_ref(),
-            new_id(),
-            now,
-        )
-        .await?;
-    if !tags.is_empty() {
-        contact = state
-            .db
-            .add_contact_tags(auth.org_id, contact.id, &tags, now)
-            .await?;
-    }
+    let (contact, created) = tern_core::contacts::upsert(
+        &state.core,
+        &auth,
+        tern_core::contacts::Upsert {
+            wa_id: &wa_id,
+            name: req.name.as_deref().map(str::trim),
+            custom_fields: req.custom_fields.as_ref(),
+            tags: &tags,
+        },
+    )
+    .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -447,9 +430,7 @@ pub async fn update_contact(
         return Err(ApiError::fields(errors));
     }
     let name = req.name.as_ref().map(|n| n.as_deref().map(str::trim));
-    let c = state
-        .db
-        .update_contact(auth.org_id, id, name, req.custom_fields.as_ref(), now_ms())
+    let c = tern_core::contacts::update(&state.core, &auth, id, name, req.custom_fields.as_ref())
         .await?;
     Ok(Json(c.into()))
 }
@@ -497,16 +478,15 @@ pub async fn record_consent(
     let (Some(status), Some(at), true) = (status, at, errors.is_empty()) else {
         return Err(ApiError::fields(errors));
     };
-    let c = state
-        .db
-        .set_contact_consent(
-            auth.org_id,
-            id,
-            status,
-            req.source.as_deref().map(str::trim),
-            at,
-        )
-        .await?;
+    let c = tern_core::contacts::record_consent(
+        &state.core,
+        &auth,
+        id,
+        status,
+        req.source.as_deref().map(str::trim),
+        at,
+    )
+    .await?;
     Ok(Json(c.into()))
 }
 
@@ -536,10 +516,7 @@ pub async fn add_tags(
     if !errors.is_empty() {
         return Err(ApiError::fields(errors));
     }
-    let c = state
-        .db
-        .add_contact_tags(auth.org_id, id, &tags, now_ms())
-        .await?;
+    let c = tern_core::contacts::add_tags(&state.core, &auth, id, &tags).await?;
     Ok(Json(c.into()))
 }
 
@@ -560,10 +537,7 @@ pub async fn remove_tag(
 ) -> Result<Json<Contact>, ApiError> {
     let id = path_id(&id)?;
     let tag = rules::normalise_tag(&tag).map_err(|m| ApiError(Problem::field("tag", m)))?;
-    let c = state
-        .db
-        .remove_contact_tag(auth.org_id, id, &tag, now_ms())
-        .await?;
+    let c = tern_core::contacts::remove_tag(&state.core, &auth, id, &tag).await?;
     Ok(Json(c.into()))
 }
 

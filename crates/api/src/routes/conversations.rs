@@ -9,6 +9,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use serde::Serialize;
+use tern_domain::message::Direction;
 use tern_domain::time::{format_ms, now_ms};
 use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
@@ -157,19 +158,21 @@ pub async fn list_conversation_messages(
 ) -> Result<Json<Page<Message>>, ApiError> {
     let id = path_id(&id)?;
     let params = QueryParams::parse(query.as_deref(), &["direction", "limit", "cursor"])?;
-    let direction = params.get("direction");
-    if direction.is_some_and(|d| d != "inbound" && d != "outbound") {
-        return Err(ApiError::fields(vec![FieldError::new(
-            "direction",
-            "must be inbound or outbound",
-        )]));
-    }
+    let direction = match params.get("direction") {
+        None => None,
+        Some(d) => Some(Direction::parse(d).ok_or_else(|| {
+            ApiError::fields(vec![FieldError::new(
+                "direction",
+                "must be inbound or outbound",
+            )])
+        })?),
+    };
     let list = ListRequest::parse(
         &state,
         &auth,
         &params,
         &format!("conversation_messages:{id}"),
-        &[("direction", direction)],
+        &[("direction", direction.map(Direction::as_str))],
     )?;
     let before = match list.after.as_deref() {
         None => None,

@@ -32,7 +32,7 @@ impl From<tern_store::PhoneNumber> for PhoneNumber {
         PhoneNumber {
             id: p.id,
             display_phone_number: p.display_phone_number,
-            status: p.status,
+            status: p.status.as_str().to_string(),
             throughput_mps: p.throughput_mps,
             waba_id: p.waba_id,
             created_at: tern_domain::time::format_ms(p.created_at),

@@ -10,15 +10,11 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use tern_cloudapi::{RetryClass, SendError};
-use tern_domain::plan::Entitlement;
+use serde_json::Value;
 use tern_domain::template::{self as rules, Draft};
-use tern_domain::time::{format_ms, now_ms};
-use tern_domain::{FieldError, Problem, new_id};
-use tern_store::StoreError;
+use tern_domain::time::format_ms;
+use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 /// `draft` (created in Tern, not yet submitted) → `pending` (in review) → `approved` or
 /// `rejected`; an approved template may later be `paused` or `disabled` by the network.
@@ -190,26 +186,6 @@ pub async fn list_templates(
     )))
 }
 
-/// Every number of the organisation.
-async fn org_numbers(
-    state: &AppState,
-    org_id: Uuid,
-) -> Result<Vec<tern_store::PhoneNumber>, ApiError> {
-    let mut out: Vec<tern_store::PhoneNumber> = Vec::new();
-    loop {
-        let after = out.last().map(|n| n.id.clone());
-        let page = state
-            .db
-            .list_phone_numbers(org_id, after.as_deref(), 100)
-            .await?;
-        let done = page.len() < 100;
-        out.extend(page);
-        if done {
-            return Ok(out);
-        }
-    }
-}
-
 /// Create a draft template. It is checked against the network's rules; submit it for
 /// review with `POST /templates/{template_id}/submit`.
 #[utoipa::path(
@@ -234,7 +210,7 @@ pub async fn create_template(
     })
     .err()
     .unwrap_or_default();
-    let numbers = org_numbers(&state, auth.org_id).await?;
+    let numbers = tern_core::templates::all_numbers(&state.db, auth.org_id).await?;
     let mut wabas: Vec<&str> = numbers.iter().map(|n| n.waba_id.as_str()).collect();
     wabas.sort_unstable();
     wabas.dedup();
@@ -273,39 +249,18 @@ pub async fn create_template(
             ),
         ));
     };
-    let used = state.db.count_templates(auth.org_id).await?;
-    auth.effective().check_count(Entitlement::Templates, used)?;
-    let now = now_ms();
-    let template = tern_store::Template {
-        id: new_id(),
-        org_id: auth.org_id,
-        waba_id,
-        name: req.name,
-        language: req.language,
-        category: req.category,
-        status: "draft".into(),
-        components: req.components,
-        rejection_reason: None,
-        network_id: None,
-        created_at: now,
-        updated_at: now,
-    };
-    match state.db.insert_template(&template).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict { constraint }) if constraint != "templates_pkey" => {
-            return Err(ApiError(
-                Problem::conflict("template_exists")
-                    .with_message(format!(
-                        "A template named {} in {} already exists for this WABA.",
-                        template.name, template.language
-                    ))
-                    .with_detail("name", template.name)
-                    .with_detail("language", template.language)
-                    .with_detail("waba_id", template.waba_id),
-            ));
-        }
-        Err(e) => return Err(e.into()),
-    }
+    let template = tern_core::templates::create(
+        &state.core,
+        &auth,
+        tern_core::templates::NewTemplate {
+            waba_id,
+            name: req.name,
+            language: req.language,
+            category: req.category,
+            components: req.components,
+        },
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(Template::from(template))))
 }
 
@@ -333,50 +288,6 @@ pub async fn get_template(
     Ok(Json(Template::from(t)))
 }
 
-/// The network refused or could not take the submission.
-fn network_problem(e: &SendError) -> Problem {
-    match e {
-        SendError::Graph(g) if g.is_graph_body() && g.retry_class() == RetryClass::Never => {
-            let mut p = Problem::conflict("network_rejected")
-                .with_message(format!(
-                    "The network refused the template: {}",
-                    g.details.as_deref().unwrap_or(&g.message)
-                ))
-                .with_detail("network_code", g.code)
-                .with_detail("network_message", g.message.clone());
-            if let Some(s) = g.subcode {
-                p = p.with_detail("network_subcode", s);
-            }
-            if let Some(d) = &g.details {
-                p = p.with_detail("network_details", d.clone());
-            }
-            if let Some(t) = &g.fbtrace_id {
-                p = p.with_detail("network_trace_id", t.clone());
-            }
-            p
-        }
-        other => {
-            tracing::warn!(error = %other, "template submission: network unavailable");
-            let mut p = Problem::unavailable()
-                .with_message("The messaging network could not be reached; retry later.")
-                .with_detail("reason", "network_unavailable");
-            if let SendError::Graph(g) = other {
-                if let Some(c) = g.code {
-                    p = p.with_detail("network_code", c);
-                }
-                p = p.with_detail("network_status", g.http_status);
-            }
-            if other.retry_class() == RetryClass::OutcomeUnknown {
-                p = p.with_message(
-                    "The network's answer was lost; the template may have been submitted. \
-                     Its status will be updated by the network, or retry later.",
-                );
-            }
-            p
-        }
-    }
-}
-
 /// Submit a draft (or a rejected template) to the network for review. The answer carries
 /// the status the network gave (normally `pending`); the review result arrives later.
 #[utoipa::path(
@@ -394,53 +305,6 @@ pub async fn submit_template(
     Path(template_id): Path<String>,
 ) -> Result<Json<Template>, ApiError> {
     let id = path_id(&template_id)?;
-    let t = state
-        .db
-        .get_template(auth.org_id, id)
-        .await?
-        .ok_or_else(|| ApiError(Problem::not_found()))?;
-    if !matches!(t.status.as_str(), "draft" | "rejected") {
-        return Err(ApiError(
-            Problem::conflict("template_not_draft")
-                .with_message(format!(
-                    "Only draft or rejected templates can be submitted; this one is {}.",
-                    t.status
-                ))
-                .with_detail("status", t.status),
-        ));
-    }
-    let numbers = org_numbers(&state, auth.org_id).await?;
-    let token = numbers
-        .iter()
-        .filter(|n| n.waba_id == t.waba_id && n.status == "connected")
-        .find_map(|n| state.access_token(n))
-        .ok_or_else(|| {
-            ApiError(
-                Problem::conflict("no_connected_phone_number")
-                    .with_message("No connected number of the template's WABA can submit it.")
-                    .with_detail("waba_id", t.waba_id.clone()),
-            )
-        })?;
-    let body = json!({
-        "name": t.name,
-        "language": t.language,
-        "category": rules::category_to_network(&t.category),
-        "components": t.components,
-    });
-    let created = state
-        .cloud
-        .create_template(&t.waba_id, &token, &body)
-        .await
-        .map_err(|e| ApiError(network_problem(&e)))?;
-    let status = created
-        .status
-        .as_deref()
-        .and_then(rules::status_from_network)
-        .unwrap_or("pending");
-    let updated = state
-        .db
-        .set_template_submitted(auth.org_id, id, &created.id, status, now_ms())
-        .await?;
-    tracing::info!(template_id = %id, network_id = %created.id, status, "template submitted");
+    let updated = tern_core::templates::submit(&state.core, &auth, id).await?;
     Ok(Json(Template::from(updated)))
 }

@@ -1,5 +1,6 @@
 use crate::fixtures::{self, T0, obj};
 use serde_json::json;
+use tern_domain::contact::Consent;
 use tern_store::{Contact, Db, StoreError};
 use uuid::Uuid;
 
@@ -61,7 +62,7 @@ store_tests! {
             wa_id: "33612345678".into(),
             name: Some("Ann".into()),
             custom_fields: json!({"city": "Lyon", "vip": true}),
-            consent_status: "unknown".into(),
+            consent_status: Consent::Unknown,
             consent_source: None,
             consent_updated_at: None,
             last_inbound_at: None,
@@ -156,7 +157,7 @@ store_tests! {
             let id = if org_id == org.id { Uuid::now_v7() } else { c.id };
             let err = db.update_contact(org_id, id, Some(Some("X")), None, T0 + 1).await.unwrap_err();
             assert!(matches!(err, StoreError::NotFound), "{err:?}");
-            let err = db.set_contact_consent(org_id, id, "opted_out", Some("api"), T0 + 1).await.unwrap_err();
+            let err = db.set_contact_consent(org_id, id, Consent::OptedOut, Some("api"), T0 + 1).await.unwrap_err();
             assert!(matches!(err, StoreError::NotFound), "{err:?}");
         }
         assert_eq!(db.get_contact(org.id, c.id).await.unwrap(), Some(c));
@@ -193,19 +194,19 @@ store_tests! {
     consent_is_recorded_and_never_rolled_back_by_older_decisions => |db| async move {
         let org = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
-        let u = db.set_contact_consent(org.id, c.id, "opted_in", Some("checkout"), T0 + 5).await.unwrap();
+        let u = db.set_contact_consent(org.id, c.id, Consent::OptedIn, Some("checkout"), T0 + 5).await.unwrap();
         assert_eq!(u, Contact {
-            consent_status: "opted_in".into(),
+            consent_status: Consent::OptedIn,
             consent_source: Some("checkout".into()),
             consent_updated_at: Some(T0 + 5),
             updated_at: T0 + 5,
             ..c.clone()
         });
         // An older decision arriving late is ignored.
-        let late = db.set_contact_consent(org.id, c.id, "opted_out", Some("keyword"), T0 + 4).await.unwrap();
+        let late = db.set_contact_consent(org.id, c.id, Consent::OptedOut, Some("keyword"), T0 + 4).await.unwrap();
         assert_eq!(late, u);
         // A newer one applies, also with the same timestamp.
-        let out = db.set_contact_consent(org.id, c.id, "opted_out", None, T0 + 5).await.unwrap();
+        let out = db.set_contact_consent(org.id, c.id, Consent::OptedOut, None, T0 + 5).await.unwrap();
         assert_eq!(
             (out.consent_status.as_str(), out.consent_source.as_deref(), out.consent_updated_at, out.updated_at),
             ("opted_out", None, Some(T0 + 5), T0 + 6)
@@ -222,7 +223,7 @@ store_tests! {
             wa_id: "1555000".into(),
             name: Some("Kim".into()),
             custom_fields: json!({}),
-            consent_status: "unknown".into(),
+            consent_status: Consent::Unknown,
             consent_source: None,
             consent_updated_at: None,
             last_inbound_at: Some(T0 - 500),
@@ -384,7 +385,7 @@ store_tests! {
         }
 
         // Every kind of change moves a contact to the end of the feed.
-        let a = db.set_contact_consent(org.id, contacts[0].id, "opted_in", None, T0 + 20).await.unwrap();
+        let a = db.set_contact_consent(org.id, contacts[0].id, Consent::OptedIn, None, T0 + 20).await.unwrap();
         let b = db.add_contact_tags(org.id, contacts[1].id, &["x".to_owned()], T0 + 21).await.unwrap();
         let c = db.record_inbound(org.id, &contacts[2].wa_id, None, T0, Uuid::now_v7(), T0 + 22).await.unwrap();
         let d = db.update_contact(org.id, contacts[3].id, Some(Some("D")), None, T0 + 23).await.unwrap();

@@ -3,6 +3,8 @@ use std::sync::Arc;
 
 use crate::fixtures::{T0, insert_contact, insert_org, phone_number};
 use serde_json::json;
+use tern_domain::failure::Failure;
+use tern_domain::message::{Direction, Status};
 use tern_store::{
     Db, DispatchClaim, DispatchCounts, DispatchItem, DispatchLease, DispatchWrite, ExpiredDispatch,
     Message, StatusChange, StoreError,
@@ -55,9 +57,9 @@ async fn queued(db: &Db, w: &World, pnid: &str, due: i64) -> Uuid {
         conversation_id,
         contact_id: w.contact_id,
         phone_number_id: pnid.into(),
-        direction: "outbound".into(),
+        direction: Direction::Outbound,
         r#type: "text".into(),
-        status: "accepted".into(),
+        status: Status::Accepted,
         template_name: None,
         template_language: None,
         text: Some("hi".into()),
@@ -92,7 +94,7 @@ fn claim<'a>(owner: &'a str, pnid: Option<&'a str>, limit: i64, now: i64) -> Dis
 
 fn sent_change(wamid: &str, at: i64) -> StatusChange {
     StatusChange {
-        status: "sent".into(),
+        status: Status::Sent,
         wamid: Some(wamid.into()),
         sent_at: Some(at),
         delivered_at: None,
@@ -107,9 +109,8 @@ fn ids(items: &[DispatchItem]) -> Vec<Uuid> {
     items.iter().map(|i| i.id).collect()
 }
 
-fn unknown_failure() -> serde_json::Value {
-    json!({"code": "network_outcome_unknown", "message": "lost", "provider_code": null,
-           "provider_message": null})
+fn unknown_failure() -> Failure {
+    Failure::tern("network_outcome_unknown", "lost")
 }
 
 store_tests! {
@@ -138,7 +139,7 @@ store_tests! {
         let item = &first[0];
         assert_eq!(item.org_id, w.org_id);
         assert_eq!(item.phone_number_id, "100");
-        assert_eq!(item.status, "sending");
+        assert_eq!(item.status, Status::Sending);
         assert_eq!(item.attempts, 1);
         assert_eq!(item.request["text"]["body"], "hi");
         assert_eq!(item.created_at, T0);
@@ -222,18 +223,18 @@ store_tests! {
         // Another worker's or another attempt's write is refused.
         for stale in [DispatchLease { owner: "w2".into(), attempt: 1 },
                       DispatchLease { owner: "w1".into(), attempt: 2 }] {
-            let r = db.complete_dispatch(a, &stale, "sending", item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
+            let r = db.complete_dispatch(a, &stale, Status::Sending, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
             assert_eq!(r, DispatchWrite::LeaseLost);
         }
-        let r = db.complete_dispatch(Uuid::now_v7(), &lease, "sending", item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
+        let r = db.complete_dispatch(Uuid::now_v7(), &lease, Status::Sending, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::LeaseLost);
         // The status moved meanwhile (a webhook): re-read and decide again.
-        let r = db.complete_dispatch(a, &lease, "sending", item.updated_at - 1, &sent_change("wamid.X", now), now).await.unwrap();
+        let r = db.complete_dispatch(a, &lease, Status::Sending, item.updated_at - 1, &sent_change("wamid.X", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::Moved);
-        let r = db.complete_dispatch(a, &lease, "accepted", item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
+        let r = db.complete_dispatch(a, &lease, Status::Accepted, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::Moved);
 
-        let r = db.complete_dispatch(a, &lease, "sending", item.updated_at, &sent_change("wamid.A", now + 5), now + 5).await.unwrap();
+        let r = db.complete_dispatch(a, &lease, Status::Sending, item.updated_at, &sent_change("wamid.A", now + 5), now + 5).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.wamid.as_deref(), msg.sent_at), ("sent", Some("wamid.A"), Some(now + 5)));
@@ -243,10 +244,10 @@ store_tests! {
         assert_eq!(info.attempts, 1);
         // Out of the queue for good; a repeated write with the old values changes nothing.
         assert!(db.claim_dispatch(&claim("w1", None, 10, now + 10 * GRACE)).await.unwrap().is_empty());
-        let r = db.complete_dispatch(a, &lease, "sending", item.updated_at, &sent_change("wamid.B", now), now).await.unwrap();
+        let r = db.complete_dispatch(a, &lease, Status::Sending, item.updated_at, &sent_change("wamid.B", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::Moved);
         // A stored wamid is never replaced.
-        let r = db.complete_dispatch(a, &lease, "sent", msg.updated_at, &sent_change("wamid.B", now), now + 6).await.unwrap();
+        let r = db.complete_dispatch(a, &lease, Status::Sent, msg.updated_at, &sent_change("wamid.B", now), now + 6).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         assert_eq!(db.get_message(w.org_id, a).await.unwrap().unwrap().wamid.as_deref(), Some("wamid.A"));
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts::default());
@@ -263,7 +264,7 @@ store_tests! {
         assert_eq!(info.dispatch_state.as_deref(), Some("queued"));
         assert_eq!((info.next_attempt_at, info.locked_until), (Some(now + 500), None));
         assert_eq!(info.last_error.as_deref(), Some("graph error 130429"));
-        assert_eq!(info.status, "sending");
+        assert_eq!(info.status, Status::Sending);
 
         // Not due before the retry time.
         assert!(db.claim_dispatch(&claim("w2", None, 10, now + 499)).await.unwrap().is_empty());
@@ -274,18 +275,18 @@ store_tests! {
         // The first claim is stale now: none of its writes land.
         assert!(!db.retry_dispatch(a, &first.lease(), now, "late").await.unwrap());
         assert!(!db.mark_dispatch_unknown(a, &first.lease(), now, "late").await.unwrap());
-        let r = db.complete_dispatch(a, &first.lease(), "sending", second.updated_at, &sent_change("wamid.OLD", now), now).await.unwrap();
+        let r = db.complete_dispatch(a, &first.lease(), Status::Sending, second.updated_at, &sent_change("wamid.OLD", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::LeaseLost);
         let info = db.dispatch_info(a).await.unwrap();
         assert_eq!((info.dispatch_state.as_deref(), info.lease_owner.as_deref(), info.attempts), (Some("in_flight"), Some("w2"), 2));
 
         // The current claim fails the message for good.
-        let failure = json!({"code": "recipient_not_on_whatsapp", "message": "m",
-                             "provider_code": "131026", "provider_message": "(#131026) Message undeliverable"});
-        let change = StatusChange { status: "failed".into(), wamid: None, sent_at: None, delivered_at: None,
+        let failure = Failure::tern("recipient_not_on_whatsapp", "m")
+            .with_provider(Some("131026".into()), Some("(#131026) Message undeliverable".into()), None);
+        let change = StatusChange { status: Status::Failed, wamid: None, sent_at: None, delivered_at: None,
             read_at: None, failed_at: Some(now + 600), failure_code: Some("recipient_not_on_whatsapp".into()),
             failure: Some(failure.clone()) };
-        let r = db.complete_dispatch(a, &second.lease(), "sending", second.updated_at, &change, now + 600).await.unwrap();
+        let r = db.complete_dispatch(a, &second.lease(), Status::Sending, second.updated_at, &change, now + 600).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.failed_at, msg.failure), ("failed", Some(now + 600), Some(failure)));
@@ -300,7 +301,7 @@ store_tests! {
         let items = db.claim_dispatch(&claim("w1", None, 2, now)).await.unwrap();
         // Status webhooks move both messages on while the worker still holds them.
         for (item, wamid) in items.iter().zip(["wamid.WA", "wamid.WB"]) {
-            assert!(db.update_message_status(item.id, "sending", item.updated_at, &sent_change(wamid, now + 1), now + 1).await.unwrap());
+            assert!(db.update_message_status(item.id, Status::Sending, item.updated_at, &sent_change(wamid, now + 1), now + 1).await.unwrap());
         }
         assert!(db.retry_dispatch(a, &items[0].lease(), now + 500, "late 5xx").await.unwrap());
         assert!(db.mark_dispatch_unknown(b, &items[1].lease(), now + 500, "timeout").await.unwrap());
@@ -326,7 +327,7 @@ store_tests! {
         // `unknown`: the request left, no answer; its grace ends earlier than the claim's.
         assert!(db.mark_dispatch_unknown(unknown, &items[0].lease(), now + GRACE, "timed out").await.unwrap());
         // `settled`: a status webhook arrived, and the queue state stays until the sweep.
-        assert!(db.update_message_status(settled, "sending", items[2].updated_at, &sent_change("wamid.S", now + 2), now + 2).await.unwrap());
+        assert!(db.update_message_status(settled, Status::Sending, items[2].updated_at, &sent_change("wamid.S", now + 2), now + 2).await.unwrap());
         // `abandoned`: the worker died with the claim.
         let failure = unknown_failure();
 
@@ -374,11 +375,11 @@ store_tests! {
         assert_eq!(s.expired.len(), 1);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         let mut change = sent_change("wamid.LATE", T0 + 5);
-        change.status = "failed".into();
+        change.status = Status::Failed;
         change.failed_at = msg.failed_at;
         change.failure_code = msg.failure_code.clone();
         change.failure = msg.failure.clone();
-        let r = db.complete_dispatch(a, &item.lease(), &msg.status, msg.updated_at, &change, item.deadline + 1).await.unwrap();
+        let r = db.complete_dispatch(a, &item.lease(), msg.status, msg.updated_at, &change, item.deadline + 1).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         // Its queue writes, however, change nothing.
         assert!(db.retry_dispatch(a, &item.lease(), T0, "x").await.unwrap());

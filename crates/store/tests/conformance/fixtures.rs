@@ -80,7 +80,7 @@ pub fn phone_number(org_id: Uuid, id: &str) -> PhoneNumber {
         display_phone_number: format!("+1555{id}"),
         waba_id: "waba-1".into(),
         access_token_enc: vec![1, 2, 3, 0, 255],
-        status: "connected".into(),
+        status: tern_domain::number::NumberStatus::Connected,
         throughput_mps: 80,
         created_at: T0,
         updated_at: T0,

@@ -1,6 +1,7 @@
 use crate::fixtures::{self, T0};
 use serde_json::json;
 use std::sync::Arc;
+use tern_domain::message::{Direction, Status};
 use tern_store::{
     Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Lookups, Message, SendContext,
     SendLookup, StatusChange,
@@ -40,9 +41,9 @@ fn outbound(s: &Setup, at: i64) -> Message {
         conversation_id: s.conversation,
         contact_id: s.contact,
         phone_number_id: s.number.clone(),
-        direction: "outbound".into(),
+        direction: Direction::Outbound,
         r#type: "text".into(),
-        status: "accepted".into(),
+        status: Status::Accepted,
         template_name: None,
         template_language: None,
         text: Some("hi".into()),
@@ -63,8 +64,8 @@ fn outbound(s: &Setup, at: i64) -> Message {
 
 fn inbound(s: &Setup, wamid: &str, at: i64) -> Message {
     Message {
-        direction: "inbound".into(),
-        status: "received".into(),
+        direction: Direction::Inbound,
+        status: Status::Received,
         wamid: Some(wamid.into()),
         request: json!({"id": wamid}),
         ..outbound(s, at)
@@ -200,7 +201,7 @@ store_tests! {
         let found = db.find_message_for_status("wamid.X", Some(m.id)).await.unwrap().unwrap();
         assert_eq!(found.id, m.id);
         let change = StatusChange {
-            status: "sent".into(),
+            status: Status::Sent,
             wamid: Some("wamid.X".into()),
             sent_at: Some(T0 + 3),
             delivered_at: None,
@@ -209,15 +210,15 @@ store_tests! {
             failure_code: None,
             failure: None,
         };
-        assert!(db.update_message_status(m.id, "accepted", T0, &change, T0 + 4).await.unwrap());
+        assert!(db.update_message_status(m.id, Status::Accepted, T0, &change, T0 + 4).await.unwrap());
         // A second writer that read the old row loses.
-        assert!(!db.update_message_status(m.id, "accepted", T0, &change, T0 + 5).await.unwrap());
+        assert!(!db.update_message_status(m.id, Status::Accepted, T0, &change, T0 + 5).await.unwrap());
         let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
         assert_eq!((got.status.as_str(), got.wamid.as_deref(), got.sent_at, got.updated_at),
             ("sent", Some("wamid.X"), Some(T0 + 3), T0 + 4));
         // A wamid is never replaced.
-        let other = StatusChange { status: "delivered".into(), wamid: Some("wamid.Y".into()), ..change };
-        assert!(db.update_message_status(m.id, "sent", T0 + 4, &other, T0 + 4).await.unwrap());
+        let other = StatusChange { status: Status::Delivered, wamid: Some("wamid.Y".into()), ..change };
+        assert!(db.update_message_status(m.id, Status::Sent, T0 + 4, &other, T0 + 4).await.unwrap());
         let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
         assert_eq!((got.wamid.as_deref(), got.updated_at), (Some("wamid.X"), T0 + 5));
         assert_eq!(db.find_message_for_status("wamid.X", None).await.unwrap().map(|m| m.id), Some(m.id));
@@ -238,9 +239,9 @@ store_tests! {
         assert_eq!(all.iter().map(|m| m.id).collect::<Vec<_>>(), vec![c.id, b.id, a.id]);
         let page = db.list_conversation_messages(s.org, s.conversation, None, Some(c.id), 1).await.unwrap();
         assert_eq!(page.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b.id]);
-        let inb = db.list_conversation_messages(s.org, s.conversation, Some("inbound"), None, 10).await.unwrap();
+        let inb = db.list_conversation_messages(s.org, s.conversation, Some(Direction::Inbound), None, 10).await.unwrap();
         assert_eq!(inb.iter().map(|m| m.id).collect::<Vec<_>>(), vec![c.id, a.id]);
-        let out = db.list_conversation_messages(s.org, s.conversation, Some("outbound"), None, 10).await.unwrap();
+        let out = db.list_conversation_messages(s.org, s.conversation, Some(Direction::Outbound), None, 10).await.unwrap();
         assert_eq!(out.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b.id]);
         let other = setup(&db, "200").await;
         assert!(db.list_conversation_messages(other.org, s.conversation, None, None, 10).await.unwrap().is_empty());
@@ -256,6 +257,7 @@ store_tests! {
             key_expires_at: T0 + DAY,
             charges,
             new_contact: None,
+            contact_limit: None,
             new_conversation: false,
         };
         let debit = |n| Charges { debit_minor: Some(n), messages_sent: None };
@@ -316,6 +318,7 @@ store_tests! {
             key_expires_at: T0 + DAY,
             charges: Charges::default(),
             new_contact: None,
+            contact_limit: None,
             new_conversation: false,
         };
         let mut on_other = outbound(&s, T0 + 20);
@@ -369,6 +372,7 @@ store_tests! {
                 key_expires_at: T0 + DAY,
                 charges: Charges::default(),
                 new_contact: Some("4915550001".into()),
+                contact_limit: None,
                 new_conversation: true,
             }
         };
@@ -408,6 +412,7 @@ store_tests! {
                     key_expires_at: T0 + DAY,
                     charges: Charges::default(),
                     new_contact: None,
+                    contact_limit: None,
                     new_conversation: false,
                 };
                 let (item, outcome) = queue.accept(item).await.unwrap();
@@ -441,7 +446,7 @@ store_tests! {
         assert_eq!(by_wa, by_id);
         assert_eq!(by_wa.iter().map(|o| o.number.id.as_str()).collect::<Vec<_>>(), vec!["100", "200"]);
         assert_eq!(by_wa[0].number, db.get_phone_number("100").await.unwrap().unwrap());
-        assert_eq!((by_wa[0].contact_id, by_wa[0].contact_wa_id.as_deref(), by_wa[0].consent_status.as_deref()),
+        assert_eq!((by_wa[0].contact_id, by_wa[0].contact_wa_id.as_deref(), Some(by_wa[0].consent_status.as_str())),
             (Some(s.contact), Some("49100"), Some("unknown")));
         assert_eq!((by_wa[0].conversation_id, by_wa[0].last_inbound_at), (Some(s.conversation), Some(T0 + 5)));
         // No conversation on the second number yet.

@@ -1,4 +1,5 @@
 use crate::fixtures::{self, T0};
+use tern_domain::number::NumberStatus;
 use tern_store::StoreError;
 use uuid::Uuid;
 
@@ -21,15 +22,15 @@ store_tests! {
         let n = fixtures::phone_number(org.id, "2002");
         db.insert_phone_number(&n).await.unwrap();
 
-        let u = db.update_phone_number("2002", Some("disconnected"), None, T0 + 1).await.unwrap();
+        let u = db.update_phone_number("2002", Some(NumberStatus::Disconnected), None, T0 + 1).await.unwrap();
         assert_eq!((u.status.as_str(), u.throughput_mps, u.updated_at), ("disconnected", 80, T0 + 1));
         let u = db.update_phone_number("2002", None, Some(1000), T0 + 2).await.unwrap();
         assert_eq!((u.status.as_str(), u.throughput_mps, u.updated_at), ("disconnected", 1000, T0 + 2));
-        let u = db.update_phone_number("2002", Some("connected"), Some(80), T0 + 3).await.unwrap();
+        let u = db.update_phone_number("2002", Some(NumberStatus::Connected), Some(80), T0 + 3).await.unwrap();
         assert_eq!(u, tern_store::PhoneNumber { updated_at: T0 + 3, ..n });
         assert_eq!(db.get_phone_number("2002").await.unwrap(), Some(u));
 
-        let err = db.update_phone_number("missing", Some("connected"), None, T0).await.unwrap_err();
+        let err = db.update_phone_number("missing", Some(NumberStatus::Connected), None, T0).await.unwrap_err();
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 

@@ -1,0 +1,82 @@
+//! Tern's use cases: what Tern does, callable from HTTP handlers, background workers and the
+//! operator CLI alike. Every write goes through here (CORE.md rule 1); plain reads may call
+//! the store directly. No HTTP types: a refusal is a [`Problem`], rendered by the adapter.
+//!
+//! | module | use cases |
+//! |---|---|
+//! | [`principal`] | the caller: key → organisation, effective plan, permissions |
+//! | [`limits`] | plan count limits, checked atomically with the create |
+//! | [`numbers`] | a sending number: can it send, its access token (one place) |
+//! | [`messages::send`] | accept a message (POST /messages today, campaign fan-out later) |
+//! | [`messages::status`] | the only writer of a message's status |
+//! | [`inbox`] | apply one stored network notification |
+//! | [`templates`] | create, submit, sync, network status updates |
+//! | [`contacts`] | contact writes |
+//! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
+
+use std::sync::Arc;
+
+use tern_cloudapi::CloudApiClient;
+use tern_domain::Problem;
+use tern_domain::crypto::MasterKey;
+use tern_store::{AcceptQueue, Db, Lookups};
+use tokio::sync::Notify;
+
+pub mod admin;
+pub mod contacts;
+pub mod inbox;
+pub mod limits;
+pub mod messages;
+pub mod numbers;
+pub mod principal;
+pub mod templates;
+
+pub use principal::Principal;
+
+/// A use case's result: a refusal is a [`Problem`] (store failures become one too).
+pub type Result<T> = std::result::Result<T, Problem>;
+
+/// What the use cases run against. Cheap to clone.
+#[derive(Clone)]
+pub struct Core(Arc<Inner>);
+
+pub struct Inner {
+    pub db: Db,
+    /// Encrypts stored access tokens (see [`numbers::access_token`]).
+    pub key: MasterKey,
+    /// The messaging network.
+    pub cloud: CloudApiClient,
+    /// Group commit of message acceptances.
+    pub acceptor: AcceptQueue,
+    /// Batched key lookups and send reads (one statement for concurrent requests).
+    pub lookups: Lookups,
+    /// Wakes the dispatcher when a message was accepted.
+    pub dispatch_wakeup: Arc<Notify>,
+}
+
+impl Core {
+    /// Must be called inside a Tokio runtime (it starts the acceptance writers and the
+    /// lookup readers).
+    pub fn new(
+        db: Db,
+        key: MasterKey,
+        cloud: CloudApiClient,
+        dispatch_wakeup: Arc<Notify>,
+    ) -> Core {
+        Core(Arc::new(Inner {
+            acceptor: AcceptQueue::start(db.clone()),
+            lookups: Lookups::start(db.clone()),
+            db,
+            key,
+            cloud,
+            dispatch_wakeup,
+        }))
+    }
+}
+
+impl std::ops::Deref for Core {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}

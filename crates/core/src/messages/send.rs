@@ -1,0 +1,403 @@
+//! Accepting a message: the checks of a send after the caller's key and permission, in the
+//! order DESIGN.md fixes (first failure wins) — sending number → recipient → consent →
+//! window and template → billing → media — then the acceptance itself, which binds the
+//! Idempotency-Key, applies the charges, creates a new recipient's contact and
+//! conversation, and stores the message queued for dispatch, all in one transaction
+//! (shared by concurrent acceptances: `tern_store::AcceptQueue`). The dispatcher is woken
+//! at once. Called by POST /messages today and by campaign fan-out later.
+//!
+//! A refusal of a request whose key is already bound answers as the key does (replay of
+//! the message, or `duplicate_request`), so a retried request never sees a later check.
+
+use serde_json::Value;
+use tern_cloudapi::send as network;
+use tern_domain::auth::Permission;
+use tern_domain::contact::Consent;
+use tern_domain::message::{Direction, Status};
+use tern_domain::plan::{Category, Entitlement, Meter, SubscriptionStatus, billing_period};
+use tern_domain::send::{self, MediaRef, Recipient, SendRequest, Sender, WindowState};
+use tern_domain::time::format_ms;
+use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
+use tern_store::{
+    Accept, Acceptance, Charges, IdempotencyRecord, Message, PhoneNumber, SendOption,
+};
+
+use crate::{Core, Principal, Result, numbers};
+
+/// How long an Idempotency-Key is remembered (DESIGN.md).
+pub const IDEMPOTENCY_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// A send to accept.
+pub struct Send<'a> {
+    /// The parsed body (`tern_domain::send::parse_send`).
+    pub request: SendRequest,
+    /// The organisation's numbers with the recipient's contact and conversation on each
+    /// (`Db::send_options`, read with the caller's key by `Core::lookups`).
+    pub options: &'a [SendOption],
+    pub idempotency_key: &'a str,
+    /// SHA-256 of the canonical body (`send::fingerprint`).
+    pub fingerprint: &'a [u8],
+    pub now: i64,
+}
+
+/// What a send did.
+#[derive(Debug)]
+pub enum Sent {
+    /// A new message, queued for dispatch.
+    Accepted(Message),
+    /// The key was bound to the same request before: its message now; nothing sent again.
+    Replayed(Message),
+}
+
+/// Accepts a send, or answers as its bound key does.
+pub async fn accept(core: &Core, principal: &Principal, s: Send<'_>) -> Result<Sent> {
+    match checked_accept(core, principal, &s).await {
+        Ok(sent) => Ok(sent),
+        Err(e) => refused(core, principal, s.idempotency_key, s.fingerprint, s.now, e).await,
+    }
+}
+
+/// The answer to a refused request (`problem`; a body that does not parse included): as
+/// its key, when the key is bound already (replay or `duplicate_request`), else `problem`.
+/// The happy path does not read the key: binding it is part of the acceptance, which
+/// reports a bound key itself. Only a refusal needs to know.
+pub async fn refused(
+    core: &Core,
+    principal: &Principal,
+    idempotency_key: &str,
+    fingerprint: &[u8],
+    now: i64,
+    problem: Problem,
+) -> Result<Sent> {
+    match core
+        .db
+        .get_idempotency_key(principal.org_id, idempotency_key, now)
+        .await
+    {
+        Ok(Some(rec)) => replay(core, principal, rec, fingerprint).await,
+        _ => Err(problem),
+    }
+}
+
+async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Result<Sent> {
+    let req = &s.request;
+    let option = sending_number(s.options, req.sender.as_ref())?;
+    let number = &option.number;
+    let new_contact = recipient(core, principal, &req.recipient, option).await?;
+    let window = WindowState::at(option.last_inbound_at, s.now);
+    let opted_out = option.consent_status == Consent::OptedOut;
+    send::check_window_and_consent(req.kind, window, opted_out)?;
+    let (content, category) = match &req.template {
+        Some(t) => {
+            let tpl = core
+                .db
+                .find_approved_template(principal.org_id, &number.waba_id, &t.name, &t.language)
+                .await?
+                .ok_or_else(|| template_not_approved(&t.name, &t.language))?;
+            template::check_send(
+                &tpl.components,
+                t.variables.as_deref(),
+                t.components.as_ref(),
+                t.coupon_code.as_deref(),
+            )
+            .map_err(|r| r.into_problem())?;
+            let components = match (&t.components, &t.variables) {
+                (Some(c), _) => c.clone(),
+                (None, vars) => Value::Array(template::network_components(
+                    &tpl.components,
+                    vars.as_deref().unwrap_or_default(),
+                    t.coupon_code.as_deref(),
+                )),
+            };
+            (
+                network::template_object(&t.name, &t.language, components),
+                Category::parse(&tpl.category),
+            )
+        }
+        None => (req.content.clone(), None),
+    };
+    let charges = billing(principal, req, category, s.now)?;
+    check_media(req)?;
+
+    let wa_id = match (&option.contact_wa_id, &new_contact) {
+        (Some(w), _) | (None, Some(w)) => w.clone(),
+        (None, None) => return Err(Problem::not_found()),
+    };
+    let request =
+        network::message_request(&wa_id, req.kind.as_str(), content, req.context.as_deref());
+    let message = Message {
+        id: new_id(),
+        org_id: principal.org_id,
+        // New ids for a contact or conversation that the acceptance creates.
+        conversation_id: option.conversation_id.unwrap_or_else(new_id),
+        contact_id: option.contact_id.unwrap_or_else(new_id),
+        phone_number_id: number.id.clone(),
+        direction: Direction::Outbound,
+        r#type: req.kind.as_str().into(),
+        status: Status::Accepted,
+        template_name: req.template.as_ref().map(|t| t.name.clone()),
+        template_language: req.template.as_ref().map(|t| t.language.clone()),
+        text: req.text.clone(),
+        media_id: None,
+        wamid: None,
+        request,
+        campaign_id: None,
+        created_at: s.now,
+        sent_at: None,
+        delivered_at: None,
+        read_at: None,
+        failed_at: None,
+        failure_code: None,
+        failure: None,
+        updated_at: s.now,
+    };
+    let contact_limit = new_contact.as_ref().and_then(|_| {
+        principal
+            .effective()
+            .limit(Entitlement::Contacts)
+            .map(|l| i64::try_from(l).unwrap_or(i64::MAX))
+    });
+    let item = Accept {
+        message,
+        key: s.idempotency_key.to_string(),
+        fingerprint: s.fingerprint.to_vec(),
+        key_expires_at: s.now + IDEMPOTENCY_TTL_MS,
+        charges,
+        new_contact,
+        contact_limit,
+        new_conversation: option.conversation_id.is_none(),
+    };
+    let (item, outcome) = core.acceptor.accept(item).await?;
+    match outcome {
+        Acceptance::Accepted => {
+            core.dispatch_wakeup.notify_one();
+            metrics::counter!("tern_messages_accepted_total", "type" => req.kind.as_str())
+                .increment(1);
+            Ok(Sent::Accepted(item.message))
+        }
+        Acceptance::KeyTaken(rec) => replay(core, principal, rec, s.fingerprint).await,
+        Acceptance::WalletLow { balance_minor } => Err(wallet_low(
+            balance_minor,
+            item.charges.debit_minor.unwrap_or_default(),
+            category,
+        )),
+        Acceptance::AllowanceUsed { used } => {
+            let (_, end) = billing_period(principal.org.billing_period_start, s.now);
+            Err(Problem::new(ErrorCode::UsageLimitReached)
+                .with_detail("meter", Meter::MessagesSent.as_str())
+                .with_detail("used", used)
+                .with_detail("allowance", used)
+                .with_detail("period_end", format_ms(end)))
+        }
+        Acceptance::ContactLimit { used } => {
+            Err(
+                match principal
+                    .effective()
+                    .check_count(Entitlement::Contacts, used)
+                {
+                    Err(p) => p,
+                    // The limit was raised meanwhile; the request may be retried.
+                    Ok(()) => Problem::unavailable(),
+                },
+            )
+        }
+    }
+}
+
+/// The answer to a request whose key is already bound: its message for the same body,
+/// `duplicate_request` (409) for another.
+async fn replay(
+    core: &Core,
+    principal: &Principal,
+    rec: IdempotencyRecord,
+    fingerprint: &[u8],
+) -> Result<Sent> {
+    if rec.fingerprint != fingerprint {
+        return Err(Problem::new(ErrorCode::DuplicateRequest)
+            .with_detail("idempotency_key", rec.key)
+            .with_detail("first_used_at", format_ms(rec.created_at)));
+    }
+    let message = match rec.message_id {
+        Some(id) => core.db.get_message(principal.org_id, id).await?,
+        None => None,
+    };
+    // The key's message is gone (cannot happen while both live 24 h); do not guess.
+    message.map(Sent::Replayed).ok_or_else(Problem::unavailable)
+}
+
+fn numbers_detail(numbers: &[&PhoneNumber]) -> Value {
+    Value::Array(
+        numbers
+            .iter()
+            .map(|n| {
+                serde_json::json!({"id": n.id, "display_phone_number": n.display_phone_number, "status": n.status.as_str()})
+            })
+            .collect(),
+    )
+}
+
+/// The number to send from: the selected one, or the organisation's only one.
+fn sending_number<'a>(
+    options: &'a [SendOption],
+    sender: Option<&Sender>,
+) -> Result<&'a SendOption> {
+    let numbers: Vec<&PhoneNumber> = options.iter().map(|o| &o.number).collect();
+    let chosen = match sender {
+        Some(s) => {
+            let (field, value) = match s {
+                Sender::PhoneNumberId(v) => ("phone_number_id", v),
+                Sender::From(v) => ("from", v),
+            };
+            let e164 = phone::parse_international(value).ok().map(|p| p.e164);
+            let found = options.iter().find(|o| {
+                o.number.id == *value
+                    || (field == "from" && e164.as_deref() == Some(&o.number.display_phone_number))
+            });
+            match found {
+                Some(o) => o,
+                None => {
+                    return Err(Problem::validation(vec![FieldError::new(
+                        field,
+                        "is not one of the organisation's numbers; see details.numbers",
+                    )])
+                    .with_detail("numbers", numbers_detail(&numbers)));
+                }
+            }
+        }
+        None => {
+            if !numbers.iter().any(|n| numbers::can_send(n)) {
+                return Err(Problem::conflict("no_connected_phone_number")
+                    .with_message("No business number can send yet; connect one first."));
+            }
+            if numbers.len() > 1 {
+                return Err(Problem::validation(vec![FieldError::new(
+                    "phone_number_id",
+                    "is required: the organisation has several numbers (see details.numbers)",
+                )])
+                .with_detail("reason", "from_required")
+                .with_detail("numbers", numbers_detail(&numbers)));
+            }
+            match options.first() {
+                Some(o) => o,
+                None => return Err(Problem::conflict("no_connected_phone_number")),
+            }
+        }
+    };
+    if !numbers::can_send(&chosen.number) {
+        return Err(Problem::conflict("phone_number_not_connected")
+            .with_message("The selected number cannot send now.")
+            .with_detail("phone_number_id", chosen.number.id.clone()));
+    }
+    Ok(chosen)
+}
+
+/// Checks the recipient: an existing contact, or (for a phone number not yet known) the
+/// wa_id of the contact the acceptance creates. A new contact's plan limit is checked here,
+/// in the order of the checks, and again atomically by the acceptance.
+async fn recipient(
+    core: &Core,
+    principal: &Principal,
+    r: &Recipient,
+    option: &SendOption,
+) -> Result<Option<String>> {
+    let wa_id = match r {
+        Recipient::ContactId(_) => {
+            return match option.contact_id {
+                Some(_) => Ok(None),
+                None => Err(Problem::not_found()
+                    .with_message("No contact with this contact_id in the organisation.")),
+            };
+        }
+        Recipient::WaId(p) | Recipient::Phone(p) => p.wa_id().to_string(),
+    };
+    if !principal.has(Permission::ContactsCreate) {
+        return Err(Problem::permission_denied(Permission::ContactsCreate.as_str()).with_message(
+            "Addressing a message by phone number also needs the contacts.create permission; use to.contact_id instead.",
+        ));
+    }
+    if option.contact_id.is_some() {
+        return Ok(None);
+    }
+    let effective = principal.effective();
+    if effective.limit(Entitlement::Contacts).is_some() {
+        let used = core.db.count_contacts(principal.org_id).await?;
+        effective.check_count(Entitlement::Contacts, used)?;
+    }
+    Ok(Some(wa_id))
+}
+
+fn template_not_approved(name: &str, language: &str) -> Problem {
+    Problem::new(ErrorCode::TemplateNotApproved)
+        .with_message(format!(
+            "No approved template {name:?} in language {language:?} for this number's business account."
+        ))
+        .with_detail("name", name)
+        .with_detail("language", language)
+}
+
+/// The billing checks and effects of a send: template sends pause while the subscription is
+/// restricted, debit the wallet by their category's price, and every send counts against
+/// the plan's `messages_sent` allowance.
+fn billing(
+    principal: &Principal,
+    req: &SendRequest,
+    category: Option<Category>,
+    now: i64,
+) -> Result<Charges> {
+    let org = &principal.org;
+    let status = SubscriptionStatus::parse(&org.subscription_status);
+    if req.kind.is_template()
+        && matches!(
+            status,
+            Some(SubscriptionStatus::Restricted | SubscriptionStatus::Cancelled)
+        )
+    {
+        return Err(Problem::new(ErrorCode::SubscriptionRestricted)
+            .with_detail("status", org.subscription_status.clone())
+            .with_detail("action", "template_sends_paused"));
+    }
+    let effective = principal.effective();
+    let debit_minor = category
+        .map(|c| effective.price_minor(c))
+        .filter(|p| *p > 0);
+    if let Some(price) = debit_minor
+        && org.wallet_balance_minor < price
+    {
+        return Err(wallet_low(org.wallet_balance_minor, price, category));
+    }
+    let messages_sent = effective.allowance(Meter::MessagesSent).map(|a| {
+        let (start, _) = billing_period(org.billing_period_start, now);
+        (start, i64::try_from(a).unwrap_or(i64::MAX))
+    });
+    Ok(Charges {
+        debit_minor,
+        messages_sent,
+    })
+}
+
+fn wallet_low(balance: i64, required: i64, category: Option<Category>) -> Problem {
+    Problem::new(ErrorCode::WalletBalanceLow)
+        .with_detail("balance_minor", balance)
+        .with_detail("required_minor", required)
+        .with_detail("wallet_category", category.map(Category::as_str))
+        .with_detail("top_up_path", "/settings/billing/wallet")
+}
+
+/// Media are sent only once Tern can fetch or hold them (the media capability); until then
+/// a media message is refused with `media_unavailable`, after every other check passed.
+fn check_media(req: &SendRequest) -> Result<()> {
+    let field = format!("{}.", req.kind.as_str());
+    match &req.media {
+        None => Ok(()),
+        Some(MediaRef::Id(_)) => Err(Problem::new(ErrorCode::MediaUnavailable)
+            .with_message("No uploaded file has this media_id.")
+            .with_detail("reason", "unknown_media")
+            .with_detail("field", format!("{field}media_id"))),
+        Some(MediaRef::Link(_)) => Err(Problem::new(ErrorCode::MediaUnavailable)
+            .with_message(
+                "Media links cannot be imported by this server yet; the file could not be fetched.",
+            )
+            .with_detail("reason", "link_import_unavailable")
+            .with_detail("field", format!("{field}link"))),
+    }
+}

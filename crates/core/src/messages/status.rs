@@ -1,0 +1,208 @@
+//! The only writer of a message's status (CORE.md rule 3). Every change goes through here:
+//!
+//! | who | what | function |
+//! |---|---|---|
+//! | dispatcher | claim: `accepted` → `sending` | [`claim`] |
+//! | dispatcher | the send's outcome: `sent` (wamid) or `failed` (+ wallet refund) | [`record_send`] |
+//! | network inbox | a status webhook: `sent` / `delivered` / `read` / `failed` | [`apply_report`] |
+//! | dispatch sweep | unknown outcome past its deadline: `failed` | [`expire_unknown`] |
+//!
+//! A report is a decision over the current row, never a blind write: the domain's monotonic
+//! rule ([`message::apply`]) decides, and the write is a compare-and-set on the status and
+//! `updated_at` it was decided from (re-read and decide again when another writer got there
+//! first). So statuses only move forward, a late report still fills its `*_at` with the
+//! earliest time of that step, and `failed` is terminal.
+//!
+//! Each decided change is written in a transaction ([`tern_store::Tx`]): the place where the
+//! event reporting it (`events::emit(&mut tx, …)`, the event webhooks capability) joins the
+//! same commit, so an event exists exactly when its change does. A failure that gives the
+//! wallet debit back commits the refund in that same transaction.
+
+use tern_domain::message::{self, Status, Times};
+use tern_domain::time::now_ms;
+use tern_store::{
+    Db, DispatchClaim, DispatchItem, DispatchSweep, DispatchWrite, Message, StatusChange,
+    StoreError,
+};
+use uuid::Uuid;
+
+use super::failure::Failure;
+
+/// Compare-and-set rounds against concurrent writers before giving up.
+const CAS_ROUNDS: usize = 8;
+
+/// A step reported for a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report<'a> {
+    pub status: Status,
+    /// When it happened (epoch ms; the network's whole seconds are raised to the message's
+    /// acceptance, which a step cannot precede).
+    pub at: i64,
+    /// The network's id, stored if none is yet.
+    pub wamid: Option<&'a str>,
+    /// Why, when `status` is `failed`.
+    pub failure: Option<&'a Failure>,
+}
+
+/// The write a report makes on `msg`, if any (the domain's rule decides).
+fn decide(msg: &Message, r: &Report<'_>) -> Option<(StatusChange, bool)> {
+    let at = r.at.max(msg.created_at);
+    let times = Times {
+        sent_at: msg.sent_at,
+        delivered_at: msg.delivered_at,
+        read_at: msg.read_at,
+        failed_at: msg.failed_at,
+    };
+    let o = message::apply(msg.status, times, r.status, at);
+    let wamid_new = r.wamid.is_some() && msg.wamid.is_none();
+    if !o.changed && !wamid_new {
+        return None;
+    }
+    let became_failed = o.status == Status::Failed && msg.status != Status::Failed;
+    let (failure_code, failure) = match r.failure {
+        Some(f) if became_failed => (Some(f.code.clone()), Some(f.clone())),
+        _ => (msg.failure_code.clone(), msg.failure.clone()),
+    };
+    Some((
+        StatusChange {
+            status: o.status,
+            wamid: r.wamid.map(str::to_string),
+            sent_at: o.times.sent_at,
+            delivered_at: o.times.delivered_at,
+            read_at: o.times.read_at,
+            failed_at: o.times.failed_at,
+            failure_code,
+            failure,
+        },
+        became_failed,
+    ))
+}
+
+/// What applying a report did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Written.
+    Changed,
+    /// Nothing to change (a duplicate, or a step the message already passed with an
+    /// earlier time).
+    Unchanged,
+    /// No such message (or another organisation's).
+    UnknownMessage,
+}
+
+/// Applies a network status report to the organisation's message with `wamid` (or, when
+/// its send answer was lost, Tern's id from `biz_opaque_callback_data`).
+pub async fn apply_report(
+    db: &Db,
+    org_id: Uuid,
+    wamid: &str,
+    tern_id: Option<Uuid>,
+    report: &Report<'_>,
+) -> Result<Applied, StoreError> {
+    for _ in 0..CAS_ROUNDS {
+        let Some(msg) = db.find_message_for_status(wamid, tern_id).await? else {
+            return Ok(Applied::UnknownMessage);
+        };
+        if msg.org_id != org_id {
+            tracing::warn!(wamid, "status for another organisation's message ignored");
+            return Ok(Applied::UnknownMessage);
+        }
+        let Some((change, _)) = decide(&msg, report) else {
+            return Ok(Applied::Unchanged);
+        };
+        let mut tx = db.begin().await?;
+        if tx
+            .update_message_status(msg.id, msg.status, msg.updated_at, &change, now_ms())
+            .await?
+        {
+            tx.commit().await?;
+            return Ok(Applied::Changed);
+        }
+    }
+    Err(contention())
+}
+
+/// What recording a send's outcome did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Written; `refunded_minor` > 0 when a template's wallet debit was given back.
+    Written { refunded_minor: i64 },
+    /// The claim is no longer this worker's (claimed again, or the message is gone).
+    Stale,
+}
+
+/// Records the final outcome of a dispatch claim: `sent` with the network's wamid, or
+/// `failed` (every failure the dispatcher decides is one where the network did not take
+/// the message, so a template's wallet debit is refunded in the same transaction).
+pub async fn record_send(
+    db: &Db,
+    item: &DispatchItem,
+    report: &Report<'_>,
+) -> Result<Recorded, StoreError> {
+    let lease = item.lease();
+    for _ in 0..CAS_ROUNDS {
+        let Some(msg) = db.get_message(item.org_id, item.id).await? else {
+            return Ok(Recorded::Stale);
+        };
+        let at = now_ms();
+        let (change, became_failed) = decide(&msg, report).unwrap_or_else(|| {
+            // Nothing to change, but the claim still has to leave the queue.
+            (unchanged(&msg), false)
+        });
+        let mut tx = db.begin().await?;
+        match tx
+            .complete_dispatch(item.id, &lease, msg.status, msg.updated_at, &change, at)
+            .await?
+        {
+            DispatchWrite::Applied => {
+                let refunded_minor = if became_failed {
+                    tx.refund_message_debit(item.id, at).await?
+                } else {
+                    0
+                };
+                tx.commit().await?;
+                return Ok(Recorded::Written { refunded_minor });
+            }
+            DispatchWrite::LeaseLost => return Ok(Recorded::Stale),
+            DispatchWrite::Moved => continue,
+        }
+    }
+    Err(contention())
+}
+
+fn unchanged(msg: &Message) -> StatusChange {
+    StatusChange {
+        status: msg.status,
+        wamid: None,
+        sent_at: msg.sent_at,
+        delivered_at: msg.delivered_at,
+        read_at: msg.read_at,
+        failed_at: msg.failed_at,
+        failure_code: msg.failure_code.clone(),
+        failure: msg.failure.clone(),
+    }
+}
+
+/// Claims due messages for sending: `accepted` → `sending` (see [`Db::claim_dispatch`]).
+pub async fn claim(db: &Db, claim: &DispatchClaim<'_>) -> Result<Vec<DispatchItem>, StoreError> {
+    db.claim_dispatch(claim).await
+}
+
+/// The queue's housekeeping (see [`Db::sweep_dispatch`]): messages whose send outcome
+/// stayed unknown past their deadline, still `sending`, fail with `failure` (the only move
+/// the rule allows from `sending` without a report: to `failed`). No refund: the network
+/// may have taken them.
+pub async fn expire_unknown(
+    db: &Db,
+    now: i64,
+    failure: &Failure,
+    limit: i64,
+) -> Result<DispatchSweep, StoreError> {
+    db.sweep_dispatch(now, &failure.code, failure, limit).await
+}
+
+fn contention() -> StoreError {
+    StoreError::Conflict {
+        constraint: "message_status_contention".into(),
+    }
+}

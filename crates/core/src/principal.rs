@@ -1,0 +1,110 @@
+//! The caller of a use case: the organisation an API key belongs to, its effective plan and
+//! the key's effective permissions. Resolved from the key on every request, never from a
+//! request body. The checks run in the contract's order: key (401) → permission (403) →
+//! plan feature (402).
+
+use tern_domain::auth::{self, Permission, Role};
+use tern_domain::plan::{self, Effective, Feature, Overrides};
+use tern_domain::time::now_ms;
+use tern_domain::{ErrorCode, Problem};
+use tern_store::{AuthRecord, Db, Org};
+use uuid::Uuid;
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub org: Org,
+    pub org_id: Uuid,
+    pub key_id: Uuid,
+    pub role: Role,
+    pub permissions: Vec<Permission>,
+    pub overrides: Overrides,
+}
+
+impl Principal {
+    pub fn effective(&self) -> Effective<'_> {
+        Effective::new(&self.org.plan, &self.overrides)
+    }
+
+    pub fn has(&self, p: Permission) -> bool {
+        self.permissions.contains(&p)
+    }
+
+    /// The permission check (403) and the plan's public-API feature (402) of a request.
+    pub fn authorize(&self, p: Permission) -> Result<(), Problem> {
+        if !self.has(p) {
+            return Err(Problem::permission_denied(p.as_str()));
+        }
+        if self.effective().has_feature(Feature::PublicApi) {
+            return Ok(());
+        }
+        Err(Problem::new(ErrorCode::PlanFeatureUnavailable)
+            .with_message("The organisation's plan does not include the public API.")
+            .with_detail("feature", Feature::PublicApi.as_str())
+            .with_detail("plan", self.org.plan.clone())
+            .with_detail(
+                "upgrade_plan",
+                plan::upgrade_plan_for(&self.org.plan, Feature::PublicApi).map(str::to_string),
+            ))
+    }
+}
+
+fn unauthenticated(reason: &str) -> Problem {
+    Problem::unauthenticated().with_detail("reason", reason)
+}
+
+/// The SHA-256 of a bearer key from an `Authorization` header value, or 401 when there is
+/// none or it cannot be a key.
+pub fn key_hash(authorization: Option<&str>) -> Result<Vec<u8>, Problem> {
+    let Some(value) = authorization else {
+        return Err(unauthenticated("missing_authorization"));
+    };
+    let token =
+        auth::parse_bearer(value).ok_or_else(|| unauthenticated("malformed_authorization"))?;
+    if !auth::looks_like_key(token) {
+        return Err(unauthenticated("invalid_key"));
+    }
+    Ok(auth::hash_key(token).to_vec())
+}
+
+/// The caller from the key's record (looked up by its hash), or 401. Records the key's use
+/// (at most once a minute, off the request path).
+pub fn from_record(db: &Db, rec: Option<AuthRecord>) -> Result<Principal, Problem> {
+    let Some(rec) = rec else {
+        return Err(unauthenticated("invalid_key"));
+    };
+    if rec.key.revoked_at.is_some() {
+        return Err(unauthenticated("revoked_key"));
+    }
+    // A member whose role no longer parses has no rights; treat like a revoked key.
+    let Some(role) = Role::parse(&rec.member_role) else {
+        return Err(unauthenticated("revoked_key"));
+    };
+    note_use(db, &rec.key);
+    let permissions = auth::effective_permissions(role, &rec.key.permissions);
+    let overrides = Overrides::from_json(&rec.org.overrides);
+    Ok(Principal {
+        org_id: rec.org.id,
+        key_id: rec.key.id,
+        role,
+        permissions,
+        overrides,
+        org: rec.org,
+    })
+}
+
+/// Records `last_used_at` at most once a minute per key, off the request path, so
+/// authentication stays a single read.
+fn note_use(db: &Db, key: &tern_store::ApiKey) {
+    let now = now_ms();
+    if key.last_used_at.is_some_and(|t| now - t < 60_000) {
+        return;
+    }
+    let db = db.clone();
+    let id = key.id;
+    tokio::spawn(async move {
+        if let Err(e) = db.touch_api_key_last_used(id, now).await {
+            tracing::warn!(error = %e, "could not record key use");
+        }
+    });
+}

@@ -1,0 +1,6 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The use cases against a real database, every test on SQLite and on PostgreSQL.
+
+mod fixtures;
+mod limits;
+mod status;

@@ -1,0 +1,181 @@
+//! The single status writer keeps the domain's rule on every path.
+
+use serde_json::json;
+use tern_core::messages::failure::Failure;
+use tern_core::messages::status::{self, Applied, Report};
+use tern_domain::message::{Direction, Status};
+use tern_domain::{new_id, time::now_ms};
+use tern_store::{Db, Message, Org};
+use uuid::Uuid;
+
+use crate::fixtures::{self, PNID, on_both};
+
+/// An outbound message already `sent` with `wamid`, created at `t0`.
+async fn sent_message(db: &Db, org: &Org, wamid: &str, t0: i64) -> Message {
+    let (contact, _) = db
+        .upsert_contact_by_wa_id(org.id, "4915550009", None, None, new_id(), t0)
+        .await
+        .unwrap();
+    let conv = db
+        .get_or_create_conversation(org.id, contact.id, PNID, new_id(), t0)
+        .await
+        .unwrap();
+    let m = Message {
+        id: new_id(),
+        org_id: org.id,
+        conversation_id: conv.id,
+        contact_id: contact.id,
+        phone_number_id: PNID.into(),
+        direction: Direction::Outbound,
+        r#type: "text".into(),
+        status: Status::Sent,
+        template_name: None,
+        template_language: None,
+        text: Some("hi".into()),
+        media_id: None,
+        wamid: Some(wamid.into()),
+        request: json!({}),
+        campaign_id: None,
+        created_at: t0,
+        sent_at: Some(t0),
+        delivered_at: None,
+        read_at: None,
+        failed_at: None,
+        failure_code: None,
+        failure: None,
+        updated_at: t0,
+    };
+    assert!(db.insert_message(&m).await.unwrap());
+    m
+}
+
+fn report(status: Status, at: i64) -> Report<'static> {
+    Report {
+        status,
+        at,
+        wamid: None,
+        failure: None,
+    }
+}
+
+/// Read first, then a late `delivered` with an earlier network time: the earliest report of
+/// a step is its true time, so `delivered_at` moves down to it (it was the read's time).
+#[tokio::test]
+async fn late_delivered_after_read_lowers_delivered_at() {
+    on_both(|db: Db| async move {
+        let org = fixtures::org(&db, json!({})).await;
+        fixtures::number(&db, &org, PNID).await;
+        let t0 = now_ms() - 60_000;
+        let m = sent_message(&db, &org, "wamid.R1", t0).await;
+        let read = report(Status::Read, t0 + 20_000);
+        let applied = status::apply_report(&db, org.id, "wamid.R1", None, &read)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Changed);
+        let got = db.get_message(org.id, m.id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.status, got.delivered_at, got.read_at),
+            (Status::Read, Some(t0 + 20_000), Some(t0 + 20_000))
+        );
+
+        let delivered = report(Status::Delivered, t0 + 10_000);
+        let applied = status::apply_report(&db, org.id, "wamid.R1", None, &delivered)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Changed);
+        let got = db.get_message(org.id, m.id).await.unwrap().unwrap();
+        assert_eq!(got.status, Status::Read);
+        assert_eq!(got.delivered_at, Some(t0 + 10_000));
+        assert_eq!(got.read_at, Some(t0 + 20_000));
+        assert_eq!(got.sent_at, Some(t0));
+        // The same report again changes nothing.
+        let again = status::apply_report(&db, org.id, "wamid.R1", None, &delivered)
+            .await
+            .unwrap();
+        assert_eq!(again, Applied::Unchanged);
+    })
+    .await;
+}
+
+/// The same through a network notification applied by the inbox.
+#[tokio::test]
+async fn inbox_applies_a_late_delivered_with_its_own_time() {
+    on_both(|db: Db| async move {
+        let org = fixtures::org(&db, json!({})).await;
+        fixtures::number(&db, &org, PNID).await;
+        let t0 = (now_ms() / 1000 - 600) * 1000;
+        let m = sent_message(&db, &org, "wamid.R2", t0).await;
+        let note = |status: &str, secs: i64| {
+            json!({"object": "whatsapp_business_account", "entry": [{"id": "w", "changes": [{
+                "field": "messages",
+                "value": {"messaging_product": "whatsapp",
+                          "metadata": {"display_phone_number": "15550783881", "phone_number_id": PNID},
+                          "statuses": [{"id": "wamid.R2", "status": status,
+                                        "timestamp": (t0 / 1000 + secs).to_string(),
+                                        "recipient_id": "4915550009"}]}}]}]})
+            .to_string()
+        };
+        let r = tern_core::inbox::apply(&db, note("read", 30).as_bytes()).await.unwrap();
+        assert_eq!(r.statuses_applied, 1);
+        let r = tern_core::inbox::apply(&db, note("delivered", 10).as_bytes()).await.unwrap();
+        assert_eq!(r.statuses_applied, 1);
+        let got = db.get_message(org.id, m.id).await.unwrap().unwrap();
+        assert_eq!(got.status, Status::Read);
+        assert_eq!(got.delivered_at, Some(t0 + 10_000));
+        assert_eq!(got.read_at, Some(t0 + 30_000));
+    })
+    .await;
+}
+
+/// Statuses only move forward; `failed` is terminal; an unknown or foreign message is left
+/// alone.
+#[tokio::test]
+async fn reports_follow_the_monotonic_rule() {
+    on_both(|db: Db| async move {
+        let org = fixtures::org(&db, json!({})).await;
+        fixtures::number(&db, &org, PNID).await;
+        let t0 = now_ms() - 60_000;
+        let m = sent_message(&db, &org, "wamid.R3", t0).await;
+        let f = Failure::tern("recipient_not_on_whatsapp", "no");
+        let failed = Report {
+            status: Status::Failed,
+            at: t0 + 5_000,
+            wamid: None,
+            failure: Some(&f),
+        };
+        assert_eq!(
+            status::apply_report(&db, org.id, "wamid.R3", None, &failed)
+                .await
+                .unwrap(),
+            Applied::Changed
+        );
+        let delivered = report(Status::Delivered, t0 + 6_000);
+        status::apply_report(&db, org.id, "wamid.R3", None, &delivered)
+            .await
+            .unwrap();
+        let got = db.get_message(org.id, m.id).await.unwrap().unwrap();
+        assert_eq!(got.status, Status::Failed);
+        assert_eq!(got.failure, Some(f.clone()));
+        assert_eq!(
+            got.failure_code.as_deref(),
+            Some("recipient_not_on_whatsapp")
+        );
+        // A delivery report fills its time but does not un-fail the message.
+        assert_eq!(got.delivered_at, Some(t0 + 6_000));
+
+        let other = Uuid::now_v7();
+        assert_eq!(
+            status::apply_report(&db, other, "wamid.R3", None, &delivered)
+                .await
+                .unwrap(),
+            Applied::UnknownMessage
+        );
+        assert_eq!(
+            status::apply_report(&db, org.id, "wamid.nope", None, &delivered)
+                .await
+                .unwrap(),
+            Applied::UnknownMessage
+        );
+    })
+    .await;
+}
