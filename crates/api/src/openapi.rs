@@ -13,9 +13,12 @@ pub fn base() -> OpenApi {
     doc.info.title = "Tern public API".into();
     doc.info.version = "1".into();
     doc.info.description = Some(
-        "Send WhatsApp messages and manage contacts, conversations, templates, campaigns and \
-         event webhooks of one organisation. The organisation is derived from the API key. \
-         Errors share one body: see /docs/errors."
+        "Send WhatsApp messages of every type (media by https link or id are refused with \
+         `media_unavailable` until media support lands), follow each message from `accepted` \
+         to `read` or `failed`, read conversations and what customers write, and manage \
+         contacts and templates of one organisation. The organisation is derived from the API \
+         key. Errors share one body: see /docs/errors. Not yet available: media upload, \
+         campaigns and event webhooks."
             .into(),
     );
     let components = doc.components.get_or_insert_with(Default::default);

@@ -22,6 +22,7 @@ mod network_inbox;
 mod orgs;
 mod outbound;
 mod phone_numbers;
+mod send_options;
 mod settings;
 mod sql;
 mod tags;
@@ -44,8 +45,7 @@ pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use messages::{Message, StatusChange};
 pub use network_inbox::InboxItem;
 pub use orgs::{Member, Org};
-pub use outbound::{
-    Accept, Acceptance, Charges, ContactRef, IdempotencyRecord, SendContext, SendLookup, SendOption,
-};
+pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord};
 pub use phone_numbers::PhoneNumber;
+pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 pub use templates::Template;

@@ -20,7 +20,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use crate::api_keys::AuthRecord;
 use crate::db::{Backend, Db};
 use crate::error::{Result, StoreError};
-use crate::outbound::{ContactRef, SendContext, SendLookup};
+use crate::send_options::{ContactRef, SendContext, SendLookup};
 
 /// Largest batch answered by one statement.
 pub const MAX_BATCH: usize = 64;

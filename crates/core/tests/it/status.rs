@@ -179,3 +179,44 @@ async fn reports_follow_the_monotonic_rule() {
     })
     .await;
 }
+
+/// CORE.md rule 3: outside the store (which holds the SQL) and the status writer, no code
+/// calls a store method that changes a message's status.
+#[test]
+fn only_the_status_writer_changes_a_status() {
+    const WRITES: [&str; 5] = [
+        ".update_message_status(",
+        ".complete_dispatch(",
+        ".claim_dispatch(",
+        ".sweep_dispatch(",
+        ".refund_message_debit(",
+    ];
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let writer = std::path::Path::new("core/src/messages/status.rs");
+    let mut offenders = Vec::new();
+    let mut stack = vec![crates.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(&crates).unwrap().to_path_buf();
+            if path.is_dir() {
+                // Source trees only; the store's own SQL and its tests are the mechanism.
+                let name = rel.to_string_lossy();
+                if !name.starts_with("store")
+                    && !name.ends_with("tests")
+                    && !name.contains("target")
+                {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") && rel != writer {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for w in WRITES {
+                    if text.contains(w) {
+                        offenders.push(format!("{} calls {w}", rel.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}

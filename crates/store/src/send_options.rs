@@ -1,0 +1,257 @@
+//! The reads of a send in one statement: the organisation's numbers with the recipient's
+//! contact and conversation on each ([`Db::send_options`]), and, batched across concurrent
+//! requests, the caller's key with them ([`Db::send_lookups`]).
+
+use uuid::Uuid;
+
+use crate::api_keys::{AuthRecord, AuthRow, auth_select};
+use crate::db::{Db, Pool, with_pool};
+use crate::error::Result;
+use crate::phone_numbers::PhoneNumber;
+use tern_domain::contact::Consent;
+
+/// One of the organisation's numbers with what the send path needs to know about the
+/// recipient on it, read in one statement ([`Db::send_options`]).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SendOption {
+    #[sqlx(flatten)]
+    pub number: PhoneNumber,
+    /// The recipient's contact (`None`: no such contact in the organisation).
+    pub contact_id: Option<Uuid>,
+    pub contact_wa_id: Option<String>,
+    /// `unknown` when there is no contact yet.
+    #[sqlx(try_from = "String")]
+    pub consent_status: Consent,
+    /// The conversation between the contact and this number, if any.
+    pub conversation_id: Option<Uuid>,
+    /// The network's timestamp of the customer's latest message on this number.
+    pub last_inbound_at: Option<i64>,
+}
+
+/// Who a message is addressed to, as [`Db::send_options`] looks it up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ContactRef<'a> {
+    Id(Uuid),
+    WaId(&'a str),
+}
+
+/// One lookup of [`Db::send_lookups`]: the caller's key and the recipient of the send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendLookup {
+    /// SHA-256 of the API key.
+    pub hash: Vec<u8>,
+    pub contact_id: Option<Uuid>,
+    pub wa_id: Option<String>,
+}
+
+impl SendLookup {
+    /// `contact: None` reads the key only (a body that names no recipient).
+    pub fn new(hash: &[u8], contact: Option<ContactRef<'_>>) -> Self {
+        let (contact_id, wa_id) = match contact {
+            Some(ContactRef::Id(id)) => (Some(id), None),
+            Some(ContactRef::WaId(w)) => (None, Some(w.to_string())),
+            None => (None, None),
+        };
+        SendLookup {
+            hash: hash.to_vec(),
+            contact_id,
+            wa_id,
+        }
+    }
+
+    fn contact(&self) -> Option<ContactRef<'_>> {
+        match (&self.contact_id, &self.wa_id) {
+            (Some(id), _) => Some(ContactRef::Id(*id)),
+            (None, Some(w)) => Some(ContactRef::WaId(w)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The answer to a [`SendLookup`] whose key exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendContext {
+    /// As [`Db::find_auth_by_hash`] (revoked keys included: the caller decides).
+    pub auth: AuthRecord,
+    /// As [`Db::send_options`] for the key's organisation (empty without a recipient).
+    pub options: Vec<SendOption>,
+}
+
+/// A row of [`Db::send_lookups`] on PostgreSQL: the key (repeated) and one number, if any.
+#[derive(sqlx::FromRow)]
+struct SendLookupRow {
+    i: i64,
+    #[sqlx(flatten)]
+    auth: AuthRow,
+    p_id: Option<String>,
+    p_display_phone_number: Option<String>,
+    p_waba_id: Option<String>,
+    p_access_token_enc: Option<Vec<u8>>,
+    p_status: Option<String>,
+    p_throughput_mps: Option<i64>,
+    p_created_at: Option<i64>,
+    p_updated_at: Option<i64>,
+    contact_id: Option<Uuid>,
+    contact_wa_id: Option<String>,
+    consent_status: Option<String>,
+    conversation_id: Option<Uuid>,
+    last_inbound_at: Option<i64>,
+}
+
+impl SendLookupRow {
+    fn option(&mut self) -> Option<SendOption> {
+        Some(SendOption {
+            number: PhoneNumber {
+                id: self.p_id.take()?,
+                org_id: self.auth.key.org_id,
+                display_phone_number: self.p_display_phone_number.take()?,
+                waba_id: self.p_waba_id.take()?,
+                access_token_enc: self.p_access_token_enc.take()?,
+                status: self.p_status.as_deref()?.parse().ok()?,
+                throughput_mps: self.p_throughput_mps?,
+                created_at: self.p_created_at?,
+                updated_at: self.p_updated_at?,
+            },
+            contact_id: self.contact_id,
+            contact_wa_id: self.contact_wa_id.take(),
+            consent_status: self
+                .consent_status
+                .as_deref()
+                .and_then(Consent::parse)
+                .unwrap_or(Consent::Unknown),
+            conversation_id: self.conversation_id,
+            last_inbound_at: self.last_inbound_at,
+        })
+    }
+}
+
+/// The statement of [`Db::send_options`]; `$contact` picks the contact (`$2`).
+macro_rules! send_options_sql {
+    ($contact:literal) => {
+        concat!(
+            "SELECT p.id, p.org_id, p.display_phone_number, p.waba_id, p.access_token_enc, \
+             p.status, p.throughput_mps, p.created_at, p.updated_at, \
+             c.id AS contact_id, c.wa_id AS contact_wa_id, \
+             COALESCE(c.consent_status, 'unknown') AS consent_status, \
+             v.id AS conversation_id, v.last_inbound_at \
+             FROM phone_numbers p \
+             LEFT JOIN contacts c ON c.org_id = p.org_id AND ",
+            $contact,
+            " LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
+             WHERE p.org_id = $1 ORDER BY p.id LIMIT 100"
+        )
+    };
+}
+
+impl Db {
+    /// Every number of the organisation (ordered by id, at most 100, as
+    /// [`Db::list_phone_numbers`]), each with the recipient's contact and their
+    /// conversation on that number: the reads of a send in one statement.
+    pub async fn send_options(
+        &self,
+        org_id: Uuid,
+        contact: ContactRef<'_>,
+    ) -> Result<Vec<SendOption>> {
+        let rows = match contact {
+            ContactRef::Id(id) => with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
+                    send_options_sql!("c.id = $2"))
+                .bind(org_id)
+                .bind(id)
+                .fetch_all(pool)
+                .await)?,
+            ContactRef::WaId(wa_id) => with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
+                    send_options_sql!("c.wa_id = $2"))
+                .bind(org_id)
+                .bind(wa_id)
+                .fetch_all(pool)
+                .await)?,
+        };
+        Ok(rows)
+    }
+
+    /// The key lookup and the reads of a send, for several sends at once: per lookup, the
+    /// key as [`Db::find_auth_by_hash`] and the key's organisation's [`Db::send_options`]
+    /// (`None`: no such key). Answers in the lookups' order. PostgreSQL: one statement;
+    /// SQLite: one connection (statements there are cheap).
+    pub async fn send_lookups(&self, qs: &[SendLookup]) -> Result<Vec<Option<SendContext>>> {
+        let mut out: Vec<Option<SendContext>> = qs.iter().map(|_| None).collect();
+        match &self.pool {
+            Pool::Sqlite(pool) => {
+                let mut conn = pool.acquire().await?;
+                for (slot, q) in out.iter_mut().zip(qs) {
+                    let Some(row) = sqlx::query_as::<_, AuthRow>(concat!(
+                        auth_select!(""),
+                        " WHERE k.key_hash = $1"
+                    ))
+                    .bind(&q.hash)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                    else {
+                        continue;
+                    };
+                    let auth = AuthRecord::from(row);
+                    let org_id = auth.key.org_id;
+                    let options = match q.contact() {
+                        None => Vec::new(),
+                        Some(ContactRef::Id(id)) => {
+                            sqlx::query_as::<_, SendOption>(send_options_sql!("c.id = $2"))
+                                .bind(org_id)
+                                .bind(id)
+                                .fetch_all(&mut *conn)
+                                .await?
+                        }
+                        Some(ContactRef::WaId(wa_id)) => {
+                            sqlx::query_as::<_, SendOption>(send_options_sql!("c.wa_id = $2"))
+                                .bind(org_id)
+                                .bind(wa_id)
+                                .fetch_all(&mut *conn)
+                                .await?
+                        }
+                    };
+                    *slot = Some(SendContext { auth, options });
+                }
+            }
+            Pool::Postgres(pool) => {
+                // The contact by id, else by wa_id (COALESCE runs the lookup by wa_id only
+                // when no id was given); the organisation's numbers as in send_options, or
+                // one row of NULLs when it has none, so the key is answered anyway.
+                let rows = sqlx::query_as::<_, SendLookupRow>(concat!(
+                    auth_select!(
+                        "h.i AS i, p.id AS p_id, p.display_phone_number AS p_display_phone_number, \
+                         p.waba_id AS p_waba_id, p.access_token_enc AS p_access_token_enc, \
+                         p.status AS p_status, p.throughput_mps AS p_throughput_mps, \
+                         p.created_at AS p_created_at, p.updated_at AS p_updated_at, \
+                         c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
+                         v.id AS conversation_id, v.last_inbound_at, "
+                    ),
+                    " JOIN UNNEST($1::bytea[], $2::uuid[], $3::text[]) WITH ORDINALITY \
+                       AS h(hash, contact_id, wa_id, i) ON k.key_hash = h.hash \
+                     LEFT JOIN LATERAL (SELECT * FROM phone_numbers n WHERE n.org_id = k.org_id \
+                       ORDER BY n.id LIMIT 100) p ON true \
+                     LEFT JOIN contacts c ON c.org_id = k.org_id AND c.id = COALESCE(h.contact_id, \
+                       (SELECT x.id FROM contacts x WHERE x.org_id = k.org_id AND x.wa_id = h.wa_id)) \
+                     LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
+                     ORDER BY h.i, p.id"
+                ))
+                .bind(qs.iter().map(|q| q.hash.as_slice()).collect::<Vec<_>>())
+                .bind(qs.iter().map(|q| q.contact_id).collect::<Vec<_>>())
+                .bind(qs.iter().map(|q| q.wa_id.as_deref()).collect::<Vec<_>>())
+                .fetch_all(pool)
+                .await?;
+                for mut row in rows {
+                    let Some(i) = usize::try_from(row.i - 1).ok().filter(|&i| i < qs.len()) else {
+                        continue;
+                    };
+                    // A lookup without a recipient reads the key only.
+                    let option = qs[i].contact().and_then(|_| row.option());
+                    let ctx = out[i].get_or_insert_with(|| SendContext {
+                        auth: AuthRecord::from(row.auth),
+                        options: Vec::new(),
+                    });
+                    ctx.options.extend(option);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
