@@ -18,6 +18,7 @@ pub mod plan;
 pub mod send;
 pub mod template;
 pub mod time;
+pub mod validate;
 
 pub use error::{ErrorCode, FieldError, Problem};
 pub use names::UnknownName;

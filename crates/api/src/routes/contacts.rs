@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tern_domain::contact::{self as rules, FieldDef};
 use tern_domain::time::{format_ms, now_ms, parse_rfc3339_ms};
+use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem, phone};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -328,34 +329,40 @@ pub async fn list_contacts(
 pub async fn upsert_contact(
     auth: Authed<perm::ContactsCreate>,
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<UpsertContactRequest>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<Contact>), ApiError> {
-    let mut errors = Vec::new();
-    let phone = match phone::parse_international(&req.phone) {
+    let mut f = Fields::new(&body)?;
+    let phone: Option<String> = f.required("phone");
+    let name: Option<String> = f.optional("name");
+    let custom_fields: Option<Map<String, Value>> = f.optional("custom_fields");
+    let tags: Option<Vec<String>> = f.optional("tags");
+    let mut reason = None;
+    let phone = phone.and_then(|raw| match phone::parse_international(&raw) {
         Ok(p) => Some(p),
         Err(e) => {
-            errors.push(FieldError::new("phone", e.to_string()));
-            if let Some(reason) = e.reason() {
-                let mut p = Problem::validation(errors);
-                p = p.with_detail("reason", reason);
-                return Err(ApiError(p));
-            }
+            f.errors().push(FieldError::new("phone", e.to_string()));
+            reason = e.reason();
             None
         }
-    };
-    if let Some(n) = &req.name {
-        rules::check_name("name", n, &mut errors);
+    });
+    if let Some(n) = &name {
+        rules::check_name("name", n, f.errors());
     }
-    if let Some(cf) = &req.custom_fields {
-        check_fields(&field_defs(&state, auth.org_id).await?, cf, &mut errors);
+    if let Some(cf) = &custom_fields {
+        check_fields(&field_defs(&state, auth.org_id).await?, cf, f.errors());
     }
-    let tags = req
-        .tags
+    let tags = tags
         .as_deref()
-        .map(|t| normalise_tags(t, &mut errors))
+        .map(|t| normalise_tags(t, f.errors()))
         .unwrap_or_default();
-    let (Some(phone), true) = (phone, errors.is_empty()) else {
-        return Err(ApiError::fields(errors));
+    if let Err(mut p) = f.finish() {
+        if let Some(reason) = reason {
+            p = p.with_detail("reason", reason);
+        }
+        return Err(ApiError(p));
+    }
+    let Some(phone) = phone else {
+        return Err(ApiError(Problem::field("phone", "is required")));
     };
     let wa_id = phone.wa_id().to_string();
     let (contact, created) = tern_core::contacts::upsert(
@@ -363,8 +370,8 @@ pub async fn upsert_contact(
         &auth,
         tern_core::contacts::Upsert {
             wa_id: &wa_id,
-            name: req.name.as_deref().map(str::trim),
-            custom_fields: req.custom_fields.as_ref(),
+            name: name.as_deref().map(str::trim),
+            custom_fields: custom_fields.as_ref(),
             tags: &tags,
         },
     )
@@ -416,22 +423,22 @@ pub async fn update_contact(
     auth: Authed<perm::ContactsUpdate>,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    ApiJson(req): ApiJson<UpdateContactRequest>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Contact>, ApiError> {
     let id = path_id(&id)?;
-    let mut errors = Vec::new();
-    if let Some(Some(n)) = &req.name {
-        rules::check_name("name", n, &mut errors);
+    let mut f = Fields::new(&body)?;
+    let name: Option<Option<String>> = f.nullable("name");
+    let custom_fields: Option<Map<String, Value>> = f.optional("custom_fields");
+    if let Some(Some(n)) = &name {
+        rules::check_name("name", n, f.errors());
     }
-    if let Some(cf) = &req.custom_fields {
-        check_fields(&field_defs(&state, auth.org_id).await?, cf, &mut errors);
+    if let Some(cf) = &custom_fields {
+        check_fields(&field_defs(&state, auth.org_id).await?, cf, f.errors());
     }
-    if !errors.is_empty() {
-        return Err(ApiError::fields(errors));
-    }
-    let name = req.name.as_ref().map(|n| n.as_deref().map(str::trim));
-    let c = tern_core::contacts::update(&state.core, &auth, id, name, req.custom_fields.as_ref())
-        .await?;
+    f.finish()?;
+    let name = name.as_ref().map(|n| n.as_deref().map(str::trim));
+    let c =
+        tern_core::contacts::update(&state.core, &auth, id, name, custom_fields.as_ref()).await?;
     Ok(Json(c.into()))
 }
 
@@ -450,40 +457,50 @@ pub async fn record_consent(
     auth: Authed<perm::ContactsUpdate>,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    ApiJson(req): ApiJson<ConsentRequest>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Contact>, ApiError> {
     let id = path_id(&id)?;
-    let mut errors = Vec::new();
-    let status = rules::parse_consent(&req.status);
-    if status.is_none() {
-        errors.push(FieldError::new("status", "must be opted_in or opted_out"));
-    }
-    if let Some(s) = &req.source
+    let mut f = Fields::new(&body)?;
+    let status: Option<String> = f.required("status");
+    let source: Option<String> = f.optional("source");
+    let at: Option<String> = f.optional("at");
+    let status = status.and_then(|s| {
+        let c = rules::parse_consent(&s);
+        if c.is_none() {
+            f.errors()
+                .push(FieldError::new("status", "must be opted_in or opted_out"));
+        }
+        c
+    });
+    if let Some(s) = &source
         && (s.trim().is_empty() || s.chars().count() > 64 || s.chars().any(char::is_control))
     {
-        errors.push(FieldError::new("source", "must be 1 to 64 characters"));
+        f.errors()
+            .push(FieldError::new("source", "must be 1 to 64 characters"));
     }
     let now = now_ms();
     // A decision cannot come from the future: a later time (clock skew) counts as now.
-    let at = match req.at.as_deref() {
+    let at = match at.as_deref() {
         None => Some(now),
         Some(s) => match parse_rfc3339_ms(s) {
             Some(t) => Some(t.min(now)),
             None => {
-                errors.push(FieldError::new("at", "must be an RFC 3339 timestamp"));
+                f.errors()
+                    .push(FieldError::new("at", "must be an RFC 3339 timestamp"));
                 None
             }
         },
     };
-    let (Some(status), Some(at), true) = (status, at, errors.is_empty()) else {
-        return Err(ApiError::fields(errors));
+    f.finish()?;
+    let (Some(status), Some(at)) = (status, at) else {
+        return Err(ApiError(Problem::field("status", "is required")));
     };
     let c = tern_core::contacts::record_consent(
         &state.core,
         &auth,
         id,
         status,
-        req.source.as_deref().map(str::trim),
+        source.as_deref().map(str::trim),
         at,
     )
     .await?;
@@ -505,17 +522,21 @@ pub async fn add_tags(
     auth: Authed<perm::ContactsUpdate>,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    ApiJson(req): ApiJson<AddTagsRequest>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Contact>, ApiError> {
     let id = path_id(&id)?;
-    let mut errors = Vec::new();
-    if req.tags.is_empty() {
-        errors.push(FieldError::new("tags", "must hold at least one tag"));
-    }
-    let tags = normalise_tags(&req.tags, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::fields(errors));
-    }
+    let mut f = Fields::new(&body)?;
+    let tags: Option<Vec<String>> = f.required("tags");
+    let tags = match tags {
+        Some(t) if t.is_empty() => {
+            f.errors()
+                .push(FieldError::new("tags", "must hold at least one tag"));
+            Vec::new()
+        }
+        Some(t) => normalise_tags(&t, f.errors()),
+        None => Vec::new(),
+    };
+    f.finish()?;
     let c = tern_core::contacts::add_tags(&state.core, &auth, id, &tags).await?;
     Ok(Json(c.into()))
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tern_domain::template::{self as rules, Draft};
 use tern_domain::time::format_ms;
+use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
 
@@ -200,25 +201,42 @@ pub async fn list_templates(
 pub async fn create_template(
     auth: Authed<perm::TemplatesCreate>,
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<CreateTemplateRequest>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<Template>), ApiError> {
-    let mut errors = rules::validate_draft(&Draft {
-        name: &req.name,
-        language: &req.language,
-        category: &req.category,
-        components: &req.components,
-    })
-    .err()
-    .unwrap_or_default();
+    let mut f = Fields::new(&body)?;
+    let name: Option<String> = f.required("name");
+    let language: Option<String> = f.required("language");
+    let category: Option<String> = f.required("category");
+    let components: Option<Value> = f.required("components");
+    let waba_requested: Option<String> = f.optional("waba_id");
+    let no_components = Value::Array(Vec::new());
+    let draft = Draft {
+        name: name.as_deref().unwrap_or_default(),
+        language: language.as_deref().unwrap_or_default(),
+        category: category.as_deref().unwrap_or_default(),
+        components: components.as_ref().unwrap_or(&no_components),
+    };
+    // The draft's rules on every field that was read; a field already reported (missing,
+    // wrong type) is not reported again.
+    let unread: Vec<&str> = ["name", "language", "category", "components"]
+        .into_iter()
+        .filter(|k| f.failed(k))
+        .collect();
+    for e in rules::validate_draft(&draft).err().unwrap_or_default() {
+        let top = e.field.split(['.', '[']).next().unwrap_or_default();
+        if !unread.contains(&top) {
+            f.errors().push(e);
+        }
+    }
     let numbers = tern_core::templates::all_numbers(&state.db, auth.org_id).await?;
     let mut wabas: Vec<&str> = numbers.iter().map(|n| n.waba_id.as_str()).collect();
     wabas.sort_unstable();
     wabas.dedup();
-    let waba_id = match (req.waba_id.as_deref(), wabas.as_slice()) {
+    let waba_id = match (waba_requested.as_deref(), wabas.as_slice()) {
         (_, []) => None,
         (Some(w), known) if known.contains(&w) => Some(w.to_string()),
         (Some(_), known) => {
-            errors.push(FieldError::new(
+            f.errors().push(FieldError::new(
                 "waba_id",
                 format!(
                     "is not the WABA of any of the organisation's numbers (known: {})",
@@ -229,7 +247,7 @@ pub async fn create_template(
         }
         (None, [only]) => Some((*only).to_string()),
         (None, known) => {
-            errors.push(FieldError::new(
+            f.errors().push(FieldError::new(
                 "waba_id",
                 format!(
                     "is required: the organisation's numbers belong to several WABAs ({})",
@@ -239,9 +257,12 @@ pub async fn create_template(
             None
         }
     };
-    if !errors.is_empty() {
-        return Err(ApiError::fields(errors));
-    }
+    f.finish()?;
+    let (Some(name), Some(language), Some(category), Some(components)) =
+        (name, language, category, components)
+    else {
+        return Err(ApiError(Problem::field("body", "is not a valid template")));
+    };
     let Some(waba_id) = waba_id else {
         return Err(ApiError(
             Problem::conflict("no_phone_number").with_message(
@@ -254,10 +275,10 @@ pub async fn create_template(
         &auth,
         tern_core::templates::NewTemplate {
             waba_id,
-            name: req.name,
-            language: req.language,
-            category: req.category,
-            components: req.components,
+            name,
+            language,
+            category,
+            components,
         },
     )
     .await?;

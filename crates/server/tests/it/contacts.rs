@@ -1,9 +1,7 @@
 //! Contacts, custom fields, tags and consent over HTTP, on SQLite and PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{TestApp, assert_error, send};
+use crate::common::{TestApp, assert_error, send};
 use serde_json::{Value, json};
 
 impl TestApp {
@@ -176,7 +174,7 @@ async fn validation_errors(app: &TestApp) {
     assert_error(s, &h, &b, 400, "validation_failed");
     assert_eq!(b["details"]["fields"][0]["field"], "Content-Type");
     // Too large.
-    let (s, h, b) = common::send_oversized(app, "POST", C, &key, 2 * 1024 * 1024).await;
+    let (s, h, b) = crate::common::send_oversized(app, "POST", C, &key, 2 * 1024 * 1024).await;
     assert_error(s, &h, &b, 413, "request_too_large");
     // PATCH with an unknown custom field or a bad type.
     let (_, _, c) = app
@@ -540,7 +538,61 @@ async fn fields_and_plan_limit(app: &TestApp) {
     );
 }
 
+/// Every body names every problem at once, a missing field by its own name.
+async fn bodies_name_every_problem(app: &TestApp) {
+    let key = full_key(app).await;
+    let paths = |b: &Value| -> Vec<String> {
+        b["details"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (s, h, b) = app.post_json(C, &key, json!({})).await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["phone"], "{b}");
+    assert_eq!(b["details"]["fields"][0]["message"], "is required");
+    let bad = json!({"phone": 5, "name": "", "tags": ["ok", ""], "x": 1});
+    let (s, h, b) = app.post_json(C, &key, bad).await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["phone", "name", "tags[1]", "x"], "{b}");
+
+    let (_, _, c) = app
+        .post_json(C, &key, json!({"phone": "+14155550031"}))
+        .await;
+    let id = c["id"].as_str().unwrap();
+    let one = format!("{C}/{id}");
+    let (s, h, b) = app
+        .patch_json(&one, &key, json!({"name": 5, "custom_fields": [], "y": 1}))
+        .await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["name", "custom_fields", "y"], "{b}");
+    // A partial update may be empty.
+    assert_eq!(app.patch_json(&one, &key, json!({})).await.0, 200);
+
+    let consent = format!("{one}/consent");
+    let (s, h, b) = app.post_json(&consent, &key, json!({})).await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["status"], "{b}");
+    let bad = json!({"status": "maybe", "source": "", "at": "yesterday"});
+    let (s, h, b) = app.post_json(&consent, &key, bad).await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["status", "source", "at"], "{b}");
+
+    let tags = format!("{one}/tags");
+    let (s, h, b) = app.post_json(&tags, &key, json!({})).await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["tags"], "{b}");
+    let (s, h, b) = app
+        .post_json(&tags, &key, json!({"tags": ["ok", 5], "z": true}))
+        .await;
+    assert_error(s, &h, &b, 400, "validation_failed");
+    assert_eq!(paths(&b), ["tags[1]", "z"], "{b}");
+}
+
 both_backends! {
+    bodies_name_every_problem_by_path => async |app: &TestApp| bodies_name_every_problem(app).await;
     create_update_and_merge => async |app: &TestApp| create_and_update(app).await;
     validation_errors_name_every_field => async |app: &TestApp| validation_errors(app).await;
     other_organisations_contacts_are_404 => async |app: &TestApp| isolation_and_not_found(app).await;

@@ -3,9 +3,7 @@
 //! SQLite and PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{APP_SECRET, TestApp, VERIFY_TOKEN, send};
+use crate::common::{APP_SECRET, TestApp, VERIFY_TOKEN, send};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tern_domain::message::{Direction, Status};

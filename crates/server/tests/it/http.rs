@@ -1,9 +1,7 @@
 //! Black-box HTTP tests of the public API skeleton, on SQLite and on PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{TestApp, assert_error, send};
+use crate::common::{TestApp, assert_error, send};
 use serde_json::Value;
 
 async fn auth_errors(app: &TestApp) {
@@ -277,7 +275,7 @@ async fn routing_errors(app: &TestApp) {
     assert_error(s, &h, &b, 401, "unauthenticated");
     assert_eq!(b["details"]["reason"], "api_key_not_accepted");
     // Hostile: a huge body on a GET and odd headers never produce a 5xx.
-    let (s, _, _) = common::send_oversized(
+    let (s, _, _) = crate::common::send_oversized(
         app,
         "GET",
         "/api/public/v1/phone-numbers",

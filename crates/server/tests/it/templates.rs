@@ -4,9 +4,7 @@
 //! on SQLite and PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{APP_SECRET, Backend, TestApp, assert_error, send};
+use crate::common::{APP_SECRET, Backend, TestApp, assert_error, send};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tern_simulator::{NumberSpec, ReviewMode, SimHandle, TemplateSeed};
@@ -486,7 +484,28 @@ async fn validation_errors_are_reported_at_once(app: &TestApp, _sim: &SimHandle)
     )
     .await;
     assert_error(s, &h, &e, 400, "validation_failed");
-    assert_eq!(field_names(&e), vec!["name"]);
+    // Every problem at once: the wrong type and the draft rule on the other fields.
+    assert_eq!(field_names(&e), vec!["name", "components"]);
+    // A missing field is named, not `body`; the other fields' problems come with it.
+    let (s, h, e) = post(app, &api("/templates"), &key, Some(&json!({}))).await;
+    assert_error(s, &h, &e, 400, "validation_failed");
+    assert_eq!(
+        field_names(&e),
+        vec!["name", "language", "category", "components"]
+    );
+    let (s, h, e) = post(
+        app,
+        &api("/templates"),
+        &key,
+        Some(&json!({"name": "Bad Name", "category": "utility",
+                     "components": [{"type": "BODY"}], "extra": 1})),
+    )
+    .await;
+    assert_error(s, &h, &e, 400, "validation_failed");
+    let names = field_names(&e);
+    for want in ["language", "name", "components[0].text", "extra"] {
+        assert!(names.contains(&want.to_string()), "{want} not in {names:?}");
+    }
 
     // waba_id: unknown, and required once the numbers span two WABAs.
     let ok = json!({"name": "a", "language": "en", "category": "utility", "components": [{"type": "BODY", "text": "Hi"}]});
@@ -996,7 +1015,7 @@ async fn workers_apply_reviews_and_sync(backend: Backend) {
     let a = create(&app, &key, &draft("order_shipped", "en_US")).await;
     // Workers of a second instance on the same database (the app's own were not started).
     let state = tern::app::state(app.db.clone(), app.key.clone(), &{
-        let mut c = common::test_config();
+        let mut c = crate::common::test_config();
         c.graph_url = sim.base_url();
         c
     });

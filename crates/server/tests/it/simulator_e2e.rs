@@ -2,9 +2,7 @@
 //! over real HTTP in both directions, on both backends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{APP_SECRET, Backend, TestApp};
+use crate::common::{APP_SECRET, Backend, TestApp};
 use std::time::Duration;
 
 async fn inbound_flows_from_simulator(backend: Backend) {

@@ -4,9 +4,7 @@
 //! stay `accepted`; sending is covered by `dispatch_e2e.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{TestApp, assert_error, send};
+use crate::common::{TestApp, assert_error, send};
 use serde_json::{Value, json};
 use tern_domain::time::now_ms;
 use uuid::Uuid;

@@ -1,0 +1,17 @@
+//! The server's integration tests, one binary (one link instead of nine): black-box HTTP
+//! through a real socket on SQLite and PostgreSQL, the real binary's CLI, crash safety and
+//! several instances on one database.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[macro_use]
+mod common;
+
+mod cli;
+mod contacts;
+mod crash_safety;
+mod http;
+mod messages;
+mod multi_instance;
+mod network_webhook;
+mod simulator_e2e;
+mod templates;
