@@ -1683,11 +1683,17 @@ impl WindowState {
     /// The window at `now_ms` given the network's timestamp of the customer's last inbound
     /// message (epoch ms). Open while `now < last + 24 h`.
     pub fn at(last_inbound_ms: Option<i64>, now_ms: i64) -> WindowState {
-        match last_inbound_ms {
+        match WindowState::expires_at(last_inbound_ms) {
             None => WindowState::NeverWritten,
-            Some(t) if now_ms < t.saturating_add(WINDOW_MS) => WindowState::Open,
+            Some(end) if now_ms < end => WindowState::Open,
             Some(_) => WindowState::Closed,
         }
+    }
+
+    /// When the window opened by the customer's last message (epoch ms) closes; `None`
+    /// when they never wrote.
+    pub fn expires_at(last_inbound_ms: Option<i64>) -> Option<i64> {
+        last_inbound_ms.map(|t| t.saturating_add(WINDOW_MS))
     }
 
     pub fn as_str(self) -> &'static str {

@@ -5,9 +5,7 @@ use uuid::Uuid;
 use crate::db::{Db, with_pool};
 use crate::error::{Result, StoreError};
 use crate::sql::split_after;
-
-/// Length of the customer-service window opened by a customer's message (24 hours).
-pub const CUSTOMER_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
+use tern_domain::send::{WINDOW_MS, WindowState};
 
 /// A conversation between a contact and one of the organisation's numbers.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -24,15 +22,16 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    /// When the customer-service window closes (`None`: the customer never wrote).
+    /// When the customer-service window closes (`None`: the customer never wrote); the
+    /// domain's rule ([`WindowState`]).
     pub fn window_expires_at(&self) -> Option<i64> {
-        self.last_inbound_at.map(|t| t + CUSTOMER_WINDOW_MS)
+        WindowState::expires_at(self.last_inbound_at)
     }
 
-    /// Whether free-form messages may be sent at `now_ms`: the same rule as the `open`
-    /// filter of [`Db::list_conversations`] (`last_inbound_at > now - 24h`).
-    pub fn is_window_open(&self, now_ms: i64) -> bool {
-        self.window_expires_at().is_some_and(|t| t > now_ms)
+    /// The window at `now_ms`: the same rule as the send check and the `open` filter of
+    /// [`Db::list_conversations`] (`last_inbound_at > now - window`).
+    pub fn window_state(&self, now_ms: i64) -> WindowState {
+        WindowState::at(self.last_inbound_at, now_ms)
     }
 
     /// The key conversations are listed by (newest first): latest activity.
@@ -178,7 +177,7 @@ impl Db {
         let cutoff = |open: bool| {
             window
                 .filter(|(o, _)| *o == open)
-                .map(|(_, now)| now - CUSTOMER_WINDOW_MS)
+                .map(|(_, now)| now - WINDOW_MS)
         };
         let (open_after, closed_until) = (cutoff(true), cutoff(false));
         let (after_ts, after_id) = split_after(after);

@@ -33,7 +33,7 @@ pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
 pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
 pub use contact_fields::ContactField;
 pub use contacts::Contact;
-pub use conversations::{CUSTOMER_WINDOW_MS, Conversation};
+pub use conversations::Conversation;
 pub use db::{Backend, Db, Tx};
 pub use dispatch::{
     DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCounts,

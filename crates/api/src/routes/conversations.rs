@@ -10,6 +10,7 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use serde::Serialize;
 use tern_domain::message::Direction;
+use tern_domain::send::WindowState;
 use tern_domain::time::{format_ms, now_ms};
 use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
@@ -45,7 +46,8 @@ impl Conversation {
         Conversation {
             id: c.id.to_string(),
             contact_id: c.contact_id.to_string(),
-            window_state: if c.is_window_open(now) {
+            // A customer who never wrote has no open window: `closed` too.
+            window_state: if c.window_state(now) == WindowState::Open {
                 "open"
             } else {
                 "closed"

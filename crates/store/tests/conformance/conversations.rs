@@ -1,5 +1,6 @@
 use crate::fixtures::{self, T0};
-use tern_store::{CUSTOMER_WINDOW_MS, Conversation, Db, StoreError};
+use tern_domain::send::{WINDOW_MS as CUSTOMER_WINDOW_MS, WindowState};
+use tern_store::{Conversation, Db, StoreError};
 use uuid::Uuid;
 
 const HOUR: i64 = 60 * 60 * 1000;
@@ -92,9 +93,9 @@ store_tests! {
 
         // The window follows the network's timestamp.
         assert_eq!(c.window_expires_at(), Some(T0 + 40 + CUSTOMER_WINDOW_MS));
-        assert!(c.is_window_open(T0 + 40 + CUSTOMER_WINDOW_MS - 1));
-        assert!(!c.is_window_open(T0 + 40 + CUSTOMER_WINDOW_MS));
-        assert!(!conv.is_window_open(T0));
+        assert_eq!(c.window_state(T0 + 40 + CUSTOMER_WINDOW_MS - 1), WindowState::Open);
+        assert_eq!(c.window_state(T0 + 40 + CUSTOMER_WINDOW_MS), WindowState::Closed);
+        assert_eq!(conv.window_state(T0), WindowState::NeverWritten);
 
         let err = db.touch_conversation_inbound(Uuid::now_v7(), T0, T0).await.unwrap_err();
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
@@ -170,7 +171,7 @@ store_tests! {
         assert_eq!(ids(&list(None, Some((true, now - 1)), None, 100).await), only(&[&a, &b, &d]));
         assert!(list(Some(other_contact), None, None, 100).await.is_empty());
         for conv in &expected {
-            let open = conv.is_window_open(now);
+            let open = conv.window_state(now) == WindowState::Open;
             let listed = ids(&list(None, Some((open, now)), None, 100).await);
             assert!(listed.contains(&conv.id), "{conv:?}");
         }
