@@ -1,0 +1,79 @@
+//! The 24-hour customer-service window and the consent rule of a send.
+
+use super::*;
+
+use crate::{ErrorCode, Problem};
+
+// ---- consent and the 24-hour window ------------------------------------------------------------
+
+/// The customer service window of a (contact, business number) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowState {
+    /// The customer has never written to the number.
+    NeverWritten,
+    /// Within 24 hours of the customer's last message.
+    Open,
+    /// The customer wrote, but more than 24 hours ago.
+    Closed,
+}
+
+impl WindowState {
+    /// The window at `now_ms` given the network's timestamp of the customer's last inbound
+    /// message (epoch ms). Open while `now < last + 24 h`.
+    pub fn at(last_inbound_ms: Option<i64>, now_ms: i64) -> WindowState {
+        match WindowState::expires_at(last_inbound_ms) {
+            None => WindowState::NeverWritten,
+            Some(end) if now_ms < end => WindowState::Open,
+            Some(_) => WindowState::Closed,
+        }
+    }
+
+    /// When the window opened by the customer's last message (epoch ms) closes; `None`
+    /// when they never wrote.
+    pub fn expires_at(last_inbound_ms: Option<i64>) -> Option<i64> {
+        last_inbound_ms.map(|t| t.saturating_add(WINDOW_MS))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowState::NeverWritten => "never_written",
+            WindowState::Open => "open",
+            WindowState::Closed => "closed",
+        }
+    }
+}
+
+/// Consent and window rules of a send (DESIGN "Sending rules"): a free-form message (any
+/// non-template type) inside a window the customer opened is always allowed, even when
+/// they opted out; otherwise the message is business-initiated, and an opt-out refuses it
+/// (`409 contact_opted_out`). Templates go in every window state; free-form messages need
+/// an open window (`409 template_required` when the customer never wrote,
+/// `409 window_expired` when the window closed).
+pub fn check_window_and_consent(
+    kind: Kind,
+    window: WindowState,
+    opted_out: bool,
+) -> Result<(), Problem> {
+    let free_form_in_window = !kind.is_template() && window == WindowState::Open;
+    if free_form_in_window {
+        return Ok(());
+    }
+    if opted_out {
+        let message = if kind.is_template() {
+            "The customer has opted out of business-initiated messages, so templates cannot be sent to them. Only replies inside a 24-hour window they open are allowed."
+        } else {
+            "The customer has opted out, and free-form messages outside a window they opened are business-initiated. You can reply within 24 hours after they write to you."
+        };
+        return Err(Problem::new(ErrorCode::ContactOptedOut).with_message(message));
+    }
+    match (kind.is_template(), window) {
+        (true, _) | (false, WindowState::Open) => Ok(()),
+        (false, WindowState::NeverWritten) => Err(Problem::new(ErrorCode::TemplateRequired)
+            .with_message(
+                "The customer has never written to this number. Start the conversation with an approved template message (type \"template\").",
+            )),
+        (false, WindowState::Closed) => Err(Problem::new(ErrorCode::WindowExpired).with_message(
+            "The customer's 24-hour window is closed: free-form messages can be sent only within 24 hours of their last message. Send an approved template message (type \"template\") instead.",
+        )),
+    }
+}
