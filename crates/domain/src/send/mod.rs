@@ -73,9 +73,6 @@ pub const INTERACTIVE_TYPES: [&str; 9] = [
     "address_message",
 ];
 
-/// The free-form window: 24 hours after the customer's last message.
-pub const WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
-
 // ---- Idempotency-Key ---------------------------------------------------------------------------
 
 const KEY_RULE: &str =

@@ -4,6 +4,9 @@ use super::*;
 
 use crate::{ErrorCode, Problem};
 
+/// The free-form window: 24 hours after the customer's last message.
+pub const WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
+
 // ---- consent and the 24-hour window ------------------------------------------------------------
 
 /// The customer service window of a (contact, business number) pair.
