@@ -13,6 +13,7 @@ pub mod error;
 pub mod notification;
 pub mod send;
 pub mod signature;
+pub mod template_words;
 
 pub use client::{
     ClientConfig, CloudApiClient, CreatedTemplate, MediaInfo, PhoneNumberInfo, SendAccepted,

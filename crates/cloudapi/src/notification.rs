@@ -269,6 +269,19 @@ impl DeliveryStatus {
             Self::Unknown(s) => s,
         }
     }
+
+    /// The message status this report means in Tern; `None` for one Tern does not know.
+    /// `played` (voice) comes after `read` and implies it.
+    pub fn message_status(&self) -> Option<tern_domain::message::Status> {
+        use tern_domain::message::Status;
+        match self {
+            Self::Sent => Some(Status::Sent),
+            Self::Delivered => Some(Status::Delivered),
+            Self::Read | Self::Played => Some(Status::Read),
+            Self::Failed => Some(Status::Failed),
+            Self::Unknown(_) => None,
+        }
+    }
 }
 
 impl Serialize for DeliveryStatus {

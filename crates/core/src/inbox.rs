@@ -6,7 +6,7 @@
 //! move forward, and statuses go through the single status writer
 //! ([`crate::messages::status`]) with the domain's monotonic rule.
 
-use tern_cloudapi::{DeliveryStatus, InboundContent, InboundMessage, MessagesValue, StatusUpdate};
+use tern_cloudapi::{InboundContent, InboundMessage, MessagesValue, StatusUpdate};
 use tern_domain::message::{Direction, Status};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Message, StoreError};
@@ -173,25 +173,13 @@ async fn store_inbound(
     Ok(())
 }
 
-/// Tern's status for a delivery status of the network; `None` for one Tern does not know.
-fn incoming_status(s: &DeliveryStatus) -> Option<Status> {
-    match s {
-        DeliveryStatus::Sent => Some(Status::Sent),
-        DeliveryStatus::Delivered => Some(Status::Delivered),
-        // `played` (voice) comes after `read` and implies it.
-        DeliveryStatus::Read | DeliveryStatus::Played => Some(Status::Read),
-        DeliveryStatus::Failed => Some(Status::Failed),
-        DeliveryStatus::Unknown(_) => None,
-    }
-}
-
 async fn apply_status(
     db: &Db,
     org_id: Uuid,
     s: &StatusUpdate,
     report: &mut Report,
 ) -> Result<(), StoreError> {
-    let Some(incoming) = incoming_status(&s.status) else {
+    let Some(incoming) = s.status.message_status() else {
         tracing::info!(status = s.status.as_str(), "unknown status value ignored");
         report.statuses_ignored += 1;
         return Ok(());

@@ -5,13 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use tern_cloudapi::{
-    CloudApiClient, RetryClass, SendError, TemplateEvent, TemplateInfo, TemplateStatusUpdate,
-};
+use tern_cloudapi::template_words;
+use tern_cloudapi::{CloudApiClient, RetryClass, SendError, TemplateInfo, TemplateStatusUpdate};
 use tern_domain::Problem;
 use tern_domain::crypto::MasterKey;
 use tern_domain::plan::Entitlement;
-use tern_domain::template as rules;
+use tern_domain::template::{Category, TemplateStatus};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, PhoneNumber, StoreError, Template};
 use uuid::Uuid;
@@ -27,7 +26,7 @@ pub struct NewTemplate {
     pub waba_id: String,
     pub name: String,
     pub language: String,
-    pub category: String,
+    pub category: Category,
     pub components: serde_json::Value,
 }
 
@@ -42,7 +41,7 @@ pub async fn create(core: &Core, principal: &Principal, t: NewTemplate) -> Resul
         name: t.name,
         language: t.language,
         category: t.category,
-        status: "draft".into(),
+        status: TemplateStatus::Draft,
         components: t.components,
         rejection_reason: None,
         network_id: None,
@@ -100,13 +99,13 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
         .get_template(principal.org_id, id)
         .await?
         .ok_or_else(Problem::not_found)?;
-    if !matches!(t.status.as_str(), "draft" | "rejected") {
+    if !t.status.can_submit() {
         return Err(Problem::conflict("template_not_draft")
             .with_message(format!(
                 "Only draft or rejected templates can be submitted; this one is {}.",
                 t.status
             ))
-            .with_detail("status", t.status));
+            .with_detail("status", t.status.as_str()));
     }
     let numbers = all_numbers(&core.db, principal.org_id).await?;
     let (_, token) = numbers::usable(&core.key, numbers.iter().filter(|n| n.waba_id == t.waba_id))
@@ -118,7 +117,7 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
     let body = serde_json::json!({
         "name": t.name,
         "language": t.language,
-        "category": rules::category_to_network(&t.category),
+        "category": template_words::category_word(t.category),
         "components": t.components,
     });
     let created = core
@@ -129,13 +128,13 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
     let status = created
         .status
         .as_deref()
-        .and_then(rules::status_from_network)
-        .unwrap_or("pending");
+        .and_then(template_words::template_status)
+        .unwrap_or(TemplateStatus::Pending);
     let updated = core
         .db
         .set_template_submitted(principal.org_id, id, &created.id, status, now_ms())
         .await?;
-    tracing::info!(template_id = %id, network_id = %created.id, status, "template submitted");
+    tracing::info!(template_id = %id, network_id = %created.id, status = status.as_str(), "template submitted");
     Ok(updated)
 }
 
@@ -183,43 +182,20 @@ fn network_problem(e: &SendError) -> Problem {
     }
 }
 
-/// Tern's template status for a template event of the network; `None` for events that do
-/// not change whether the template can be sent.
-fn event_status(e: &TemplateEvent) -> Option<&'static str> {
-    match e {
-        TemplateEvent::Approved | TemplateEvent::Reinstated | TemplateEvent::Unarchived => {
-            Some("approved")
-        }
-        TemplateEvent::Rejected => Some("rejected"),
-        TemplateEvent::Pending | TemplateEvent::InAppeal => Some("pending"),
-        TemplateEvent::Paused => Some("paused"),
-        TemplateEvent::Disabled
-        | TemplateEvent::Deleted
-        | TemplateEvent::PendingDeletion
-        | TemplateEvent::Archived
-        | TemplateEvent::Locked => Some("disabled"),
-        // Quality flags and limits do not change whether the template can be sent.
-        TemplateEvent::Flagged | TemplateEvent::LimitExceeded | TemplateEvent::Unknown(_) => None,
-    }
-}
-
 /// Applies a template status webhook; returns how many templates changed.
 pub async fn apply_network_update(
     db: &Db,
     waba: &str,
     u: &TemplateStatusUpdate,
 ) -> std::result::Result<usize, StoreError> {
-    let (Some(status), Some(name)) = (event_status(&u.event), u.name.as_deref()) else {
+    let (Some(status), Some(name)) = (u.event.status(), u.name.as_deref()) else {
         tracing::info!(
             event = u.event.as_str(),
             "template event without a status change"
         );
         return Ok(0);
     };
-    let reason = u
-        .reason
-        .as_deref()
-        .filter(|r| !r.is_empty() && *r != "NONE");
+    let reason = template_words::rejection_reason(u.reason.as_deref());
     let changed = db
         .apply_template_status(
             waba,
@@ -227,7 +203,7 @@ pub async fn apply_network_update(
             name,
             u.language.as_deref(),
             status,
-            reason,
+            reason.as_deref(),
             now_ms(),
         )
         .await?;
@@ -341,8 +317,8 @@ async fn upsert_synced(
     report: &mut SyncReport,
 ) -> std::result::Result<(), StoreError> {
     let (Some(status), Some(category)) = (
-        rules::status_from_network(&t.status),
-        rules::category_from_network(&t.category),
+        template_words::template_status(&t.status),
+        template_words::template_category(&t.category),
     ) else {
         tracing::info!(name = %t.name, status = %t.status, category = %t.category,
             "template sync: unmapped status or category, skipped");
@@ -355,8 +331,8 @@ async fn upsert_synced(
     }
     let at = now_ms();
     let network_id = (!t.id.is_empty()).then_some(t.id.as_str());
-    let reason = if status == "rejected" {
-        rules::rejection_reason_from_network(t.rejected_reason.as_deref())
+    let reason = if status == TemplateStatus::Rejected {
+        template_words::rejection_reason(t.rejected_reason.as_deref())
     } else {
         None
     };

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::sql::split_after;
+use tern_domain::template::{Category, TemplateStatus};
 
 /// A template of one WhatsApp Business Account, per (name, language).
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -17,10 +18,10 @@ pub struct Template {
     pub waba_id: String,
     pub name: String,
     pub language: String,
-    /// `marketing` | `utility` | `authentication`.
-    pub category: String,
-    /// `draft` | `pending` | `approved` | `rejected` | `paused` | `disabled`.
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub category: Category,
+    #[sqlx(try_from = "String")]
+    pub status: TemplateStatus,
     /// The network's component format.
     #[sqlx(json)]
     pub components: Value,
@@ -51,8 +52,8 @@ macro_rules! insert_template {
         .bind(&t.waba_id)
         .bind(&t.name)
         .bind(&t.language)
-        .bind(&t.category)
-        .bind(&t.status)
+        .bind(t.category.as_str())
+        .bind(t.status.as_str())
         .bind(Json(&t.components))
         .bind(&t.rejection_reason)
         .bind(&t.network_id)
@@ -95,7 +96,7 @@ impl Db {
     pub async fn list_templates(
         &self,
         org_id: Uuid,
-        status: Option<&str>,
+        status: Option<TemplateStatus>,
         language: Option<&str>,
         after: Option<(i64, Uuid)>,
         limit: i64,
@@ -108,7 +109,7 @@ impl Db {
                    AND ($4 IS NULL OR (created_at, id) < ($4, $5)) \
                  ORDER BY created_at DESC, id DESC LIMIT $6"))
             .bind(org_id)
-            .bind(status)
+            .bind(status.map(TemplateStatus::as_str))
             .bind(language)
             .bind(after_ts)
             .bind(after_id)
@@ -139,7 +140,7 @@ impl Db {
         org_id: Uuid,
         id: Uuid,
         network_id: &str,
-        status: &str,
+        status: TemplateStatus,
         at: i64,
     ) -> Result<Template> {
         let template = with_pool!(self, pool => sqlx::query_as::<_, Template>(concat!(
@@ -152,7 +153,7 @@ impl Db {
             .bind(id)
             .bind(org_id)
             .bind(network_id)
-            .bind(status)
+            .bind(status.as_str())
             .bind(at)
             .fetch_optional(pool)
             .await)?;
@@ -177,7 +178,7 @@ impl Db {
         network_id: Option<&str>,
         name: &str,
         language: Option<&str>,
-        status: &str,
+        status: TemplateStatus,
         reason: Option<&str>,
         at: i64,
     ) -> Result<Vec<Template>> {
@@ -195,7 +196,7 @@ impl Db {
             .bind(network_id)
             .bind(name)
             .bind(language)
-            .bind(status)
+            .bind(status.as_str())
             .bind(reason)
             .bind(at)
             .fetch_all(pool)
@@ -214,8 +215,8 @@ impl Db {
         waba_id: &str,
         name: &str,
         language: &str,
-        category: &str,
-        status: &str,
+        category: Category,
+        status: TemplateStatus,
         components: &Value,
         network_id: Option<&str>,
         rejection_reason: Option<&str>,
@@ -244,8 +245,8 @@ impl Db {
             .bind(waba_id)
             .bind(name)
             .bind(language)
-            .bind(category)
-            .bind(status)
+            .bind(category.as_str())
+            .bind(status.as_str())
             .bind(Json(components))
             .bind(rejection_reason)
             .bind(network_id)

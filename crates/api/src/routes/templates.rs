@@ -11,7 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tern_domain::template::{self as rules, Draft};
+use tern_domain::template::{self as rules, Category, Draft};
 use tern_domain::time::format_ms;
 use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem};
@@ -79,8 +79,8 @@ impl From<tern_store::Template> for Template {
             id: t.id.to_string(),
             name: t.name,
             language: t.language,
-            category: t.category,
-            status: t.status,
+            category: t.category.as_str().to_string(),
+            status: t.status.as_str().to_string(),
             components: t.components,
             rejection_reason: t.rejection_reason,
             waba_id: t.waba_id,
@@ -149,15 +149,14 @@ pub async fn list_templates(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Template>>, ApiError> {
     let params = QueryParams::parse(query.as_deref(), &["status", "language", "limit", "cursor"])?;
-    let status = params.get("status");
+    let status_raw = params.get("status");
     let language = params.get("language");
     let mut errors = Vec::new();
-    if let Some(s) = status
-        && !rules::is_status(s)
-    {
+    let status = status_raw.and_then(rules::TemplateStatus::parse);
+    if status_raw.is_some() && status.is_none() {
         errors.push(FieldError::new(
             "status",
-            format!("must be one of {}", rules::STATUSES.join(", ")),
+            format!("must be one of {}", rules::TemplateStatus::names()),
         ));
     }
     if let Some(l) = language {
@@ -171,7 +170,7 @@ pub async fn list_templates(
         &auth,
         &params,
         "templates",
-        &[("status", status), ("language", language)],
+        &[("status", status_raw), ("language", language)],
     )?;
     let after = list.after_ts_id()?;
     let rows = state
@@ -258,6 +257,7 @@ pub async fn create_template(
         }
     };
     f.finish()?;
+    let category = category.as_deref().and_then(Category::parse);
     let (Some(name), Some(language), Some(category), Some(components)) =
         (name, language, category, components)
     else {

@@ -111,7 +111,7 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
             };
             (
                 network::template_object(&t.name, &t.language, components),
-                Category::parse(&tpl.category),
+                Some(tpl.category),
             )
         }
         None => (req.content.clone(), None),

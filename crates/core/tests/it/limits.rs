@@ -81,7 +81,7 @@ async fn templates_at_the_limit_admit_one_creator() {
             waba_id: WABA.into(),
             name,
             language: "en_US".into(),
-            category: "utility".into(),
+            category: "utility".parse().unwrap(),
             components: json!([{"type": "BODY", "text": "Hello"}]),
         };
         templates::create(&core, &p, draft("first".into()))
@@ -170,8 +170,8 @@ async fn sends_to_new_recipients_at_the_limit_admit_one() {
             waba_id: WABA.into(),
             name: "hello".into(),
             language: "en_US".into(),
-            category: "utility".into(),
-            status: "approved".into(),
+            category: "utility".parse().unwrap(),
+            status: "approved".parse().unwrap(),
             components: json!([{"type": "BODY", "text": "Hello"}]),
             rejection_reason: None,
             network_id: Some("1".into()),

@@ -51,10 +51,10 @@ pub fn check_language(field: &str, language: &str, errors: &mut Vec<FieldError>)
 }
 
 pub fn check_category(field: &str, category: &str, errors: &mut Vec<FieldError>) {
-    if !CATEGORIES.contains(&category) {
+    if Category::parse(category).is_none() {
         errors.push(FieldError::new(
             field,
-            format!("must be one of {}", CATEGORIES.join(", ")),
+            format!("must be one of {}", Category::names()),
         ));
     }
 }

@@ -12,15 +12,15 @@ mod components;
 mod draft;
 mod draft_buttons;
 mod example;
-mod network_words;
 mod send_check;
+mod status;
 
 pub use components::*;
 pub use draft::*;
 use draft_buttons::*;
 pub use example::*;
-pub use network_words::*;
 pub use send_check::*;
+pub use status::*;
 
 pub const MAX_NAME_CHARS: usize = 512;
 pub const MAX_HEADER_TEXT_CHARS: usize = 60;
@@ -36,12 +36,6 @@ pub const MAX_URL_CHARS: usize = 2000;
 pub const MAX_BUTTON_PHONE_CHARS: usize = 20;
 pub const MAX_COUPON_CHARS: usize = 20;
 
-/// Tern's template statuses.
-pub const STATUSES: [&str; 6] = [
-    "draft", "pending", "approved", "rejected", "paused", "disabled",
-];
-
-pub const CATEGORIES: [&str; 3] = ["marketing", "utility", "authentication"];
 pub const HEADER_FORMATS: [&str; 5] = ["TEXT", "IMAGE", "VIDEO", "DOCUMENT", "LOCATION"];
 
 pub const BUTTON_TYPES: [&str; 8] = [

@@ -372,8 +372,8 @@ async fn template_status_updates(app: &TestApp) {
         waba_id: WABA.into(),
         name: "order_update".into(),
         language: "en_US".into(),
-        category: "utility".into(),
-        status: "pending".into(),
+        category: "utility".parse().unwrap(),
+        status: "pending".parse().unwrap(),
         components: json!([]),
         rejection_reason: None,
         network_id: Some("tmpl-1".into()),
@@ -396,7 +396,7 @@ async fn template_status_updates(app: &TestApp) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(got.status, "rejected");
+    assert_eq!(got.status.as_str(), "rejected");
     assert_eq!(got.rejection_reason.as_deref(), Some("INVALID_FORMAT"));
     app.post_network(&update("APPROVED", "NONE")).await;
     tern_engine::inbox::drain(&app.db).await.unwrap();
@@ -406,7 +406,8 @@ async fn template_status_updates(app: &TestApp) {
             .await
             .unwrap()
             .unwrap()
-            .status,
+            .status
+            .as_str(),
         "approved"
     );
     app.post_network(&update("PAUSED", "")).await;
@@ -418,7 +419,8 @@ async fn template_status_updates(app: &TestApp) {
             .await
             .unwrap()
             .unwrap()
-            .status,
+            .status
+            .as_str(),
         "paused"
     );
 }

@@ -1,5 +1,6 @@
 use crate::fixtures::{self, T0};
 use serde_json::json;
+use tern_domain::template::{Category, TemplateStatus};
 use tern_store::{StoreError, Template};
 use uuid::Uuid;
 
@@ -10,8 +11,8 @@ fn template(org_id: Uuid, name: &str, language: &str, status: &str, at: i64) -> 
         waba_id: "waba-1".into(),
         name: name.into(),
         language: language.into(),
-        category: "utility".into(),
-        status: status.into(),
+        category: "utility".parse().unwrap(),
+        status: status.parse().unwrap(),
         components: json!([{"type": "BODY", "text": "Order {{1}} shipped"}]),
         rejection_reason: None,
         network_id: None,
@@ -82,7 +83,7 @@ store_tests! {
             }
             assert_eq!(seen, ids(&all), "page size {size}");
         }
-        let filtered = |status: Option<&'static str>, language: Option<&'static str>| {
+        let filtered = |status: Option<TemplateStatus>, language: Option<&'static str>| {
             let db = db.clone();
             async move {
                 let page = db.list_templates(org.id, status, language, None, 100).await.unwrap();
@@ -90,17 +91,17 @@ store_tests! {
                 page.into_iter().map(|t| t.name).collect::<Vec<_>>()
             }
         };
-        let approved = filtered(Some("approved"), None).await;
+        let approved = filtered(Some(TemplateStatus::Approved), None).await;
         assert_eq!(approved.len(), 3);
         assert_eq!(approved.last().map(String::as_str), Some("a"));
         assert_eq!(filtered(None, Some("fr")).await, ["e", "c"]);
-        assert_eq!(filtered(Some("approved"), Some("fr")).await, ["c"]);
-        assert!(filtered(Some("paused"), None).await.is_empty());
+        assert_eq!(filtered(Some(TemplateStatus::Approved), Some("fr")).await, ["c"]);
+        assert!(filtered(Some(TemplateStatus::Paused), None).await.is_empty());
 
         // Paging within a filter.
-        let first = db.list_templates(org.id, Some("approved"), None, None, 2).await.unwrap();
+        let first = db.list_templates(org.id, Some(TemplateStatus::Approved), None, None, 2).await.unwrap();
         let last = first.last().unwrap();
-        let rest = db.list_templates(org.id, Some("approved"), None, Some((last.created_at, last.id)), 2).await.unwrap();
+        let rest = db.list_templates(org.id, Some(TemplateStatus::Approved), None, Some((last.created_at, last.id)), 2).await.unwrap();
         assert_eq!(rest.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a"]);
         assert!(db.list_templates(Uuid::now_v7(), None, None, None, 10).await.unwrap().is_empty());
     },
@@ -111,11 +112,11 @@ store_tests! {
         let t = Template { rejection_reason: Some("old".into()), ..template(org.id, "promo", "en_US", "draft", T0) };
         db.insert_template(&t).await.unwrap();
 
-        let err = db.set_template_submitted(other.id, t.id, "net-1", "pending", T0 + 1).await.unwrap_err();
+        let err = db.set_template_submitted(other.id, t.id, "net-1", TemplateStatus::Pending, T0 + 1).await.unwrap_err();
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
-        let submitted = db.set_template_submitted(org.id, t.id, "net-1", "pending", T0 + 1).await.unwrap();
+        let submitted = db.set_template_submitted(org.id, t.id, "net-1", TemplateStatus::Pending, T0 + 1).await.unwrap();
         assert_eq!(submitted, Template {
-            status: "pending".into(),
+            status: "pending".parse().unwrap(),
             network_id: Some("net-1".into()),
             rejection_reason: None,
             updated_at: T0 + 1,
@@ -123,27 +124,27 @@ store_tests! {
         });
 
         // By network id.
-        let changed = db.apply_template_status("waba-1", Some("net-1"), "promo", Some("en_US"), "rejected", Some("INVALID_FORMAT"), T0 + 2)
+        let changed = db.apply_template_status("waba-1", Some("net-1"), "promo", Some("en_US"), TemplateStatus::Rejected, Some("INVALID_FORMAT"), T0 + 2)
             .await.unwrap();
         assert_eq!(changed, vec![Template {
-            status: "rejected".into(),
+            status: "rejected".parse().unwrap(),
             rejection_reason: Some("INVALID_FORMAT".into()),
             updated_at: T0 + 2,
             ..submitted.clone()
         }]);
         // The same event again changes nothing.
-        assert!(db.apply_template_status("waba-1", Some("net-1"), "promo", Some("en_US"), "rejected", Some("INVALID_FORMAT"), T0 + 3)
+        assert!(db.apply_template_status("waba-1", Some("net-1"), "promo", Some("en_US"), TemplateStatus::Rejected, Some("INVALID_FORMAT"), T0 + 3)
             .await.unwrap().is_empty());
         // Another WABA's id does not match.
-        assert!(db.apply_template_status("waba-9", Some("net-1"), "promo", None, "approved", None, T0 + 3)
+        assert!(db.apply_template_status("waba-9", Some("net-1"), "promo", None, TemplateStatus::Approved, None, T0 + 3)
             .await.unwrap().is_empty());
         // Known id: the name is not used to match rows that have another id.
-        assert!(db.apply_template_status("waba-1", Some("net-other"), "promo", Some("en_US"), "approved", None, T0 + 3)
+        assert!(db.apply_template_status("waba-1", Some("net-other"), "promo", Some("en_US"), TemplateStatus::Approved, None, T0 + 3)
             .await.unwrap().is_empty());
 
         // Resubmission after a rejection; the webhook approves it.
-        db.set_template_submitted(org.id, t.id, "net-1", "pending", T0 + 4).await.unwrap();
-        let approved = db.apply_template_status("waba-1", Some("net-1"), "ignored-name", None, "approved", None, T0 + 5)
+        db.set_template_submitted(org.id, t.id, "net-1", TemplateStatus::Pending, T0 + 4).await.unwrap();
+        let approved = db.apply_template_status("waba-1", Some("net-1"), "ignored-name", None, TemplateStatus::Approved, None, T0 + 5)
             .await.unwrap();
         assert_eq!(approved.len(), 1);
         assert_eq!((approved[0].status.as_str(), approved[0].rejection_reason.as_deref()), ("approved", None));
@@ -153,9 +154,9 @@ store_tests! {
         assert_eq!(db.find_approved_template(org.id, "waba-2", "promo", "en_US").await.unwrap(), None);
 
         // Paused: no longer approved.
-        db.apply_template_status("waba-1", Some("net-1"), "promo", None, "paused", None, T0 + 6).await.unwrap();
+        db.apply_template_status("waba-1", Some("net-1"), "promo", None, TemplateStatus::Paused, None, T0 + 6).await.unwrap();
         assert_eq!(db.find_approved_template(org.id, "waba-1", "promo", "en_US").await.unwrap(), None);
-        let err = db.set_template_submitted(org.id, Uuid::now_v7(), "n", "pending", T0).await.unwrap_err();
+        let err = db.set_template_submitted(org.id, Uuid::now_v7(), "n", TemplateStatus::Pending, T0).await.unwrap_err();
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
@@ -167,22 +168,22 @@ store_tests! {
         db.insert_template(&fr).await.unwrap();
 
         // The webhook (with the network's id) arrives before set_template_submitted.
-        let changed = db.apply_template_status("waba-1", Some("net-en"), "promo", Some("en_US"), "approved", None, T0 + 1)
+        let changed = db.apply_template_status("waba-1", Some("net-en"), "promo", Some("en_US"), TemplateStatus::Approved, None, T0 + 1)
             .await.unwrap();
         assert_eq!(ids(&changed), [en.id]);
         assert_eq!(changed[0].network_id.as_deref(), Some("net-en"));
         // The late submit answer records the id but keeps the newer status.
-        let submitted = db.set_template_submitted(org.id, en.id, "net-en", "pending", T0 + 2).await.unwrap();
+        let submitted = db.set_template_submitted(org.id, en.id, "net-en", TemplateStatus::Pending, T0 + 2).await.unwrap();
         assert_eq!((submitted.status.as_str(), submitted.network_id.as_deref()), ("approved", Some("net-en")));
 
         // Without a network id: by name, every language unless one is given.
-        let changed = db.apply_template_status("waba-1", None, "promo", Some("fr"), "pending", None, T0 + 3).await.unwrap();
+        let changed = db.apply_template_status("waba-1", None, "promo", Some("fr"), TemplateStatus::Pending, None, T0 + 3).await.unwrap();
         assert_eq!(ids(&changed), [fr.id]);
-        let mut changed = db.apply_template_status("waba-1", None, "promo", None, "disabled", Some("POLICY"), T0 + 4).await.unwrap();
+        let mut changed = db.apply_template_status("waba-1", None, "promo", None, TemplateStatus::Disabled, Some("POLICY"), T0 + 4).await.unwrap();
         changed.sort_by_key(|t| t.language.clone());
         assert_eq!(ids(&changed), [en.id, fr.id]);
-        assert!(changed.iter().all(|t| t.status == "disabled" && t.rejection_reason.as_deref() == Some("POLICY") && t.updated_at == T0 + 4));
-        assert!(db.apply_template_status("waba-1", None, "unknown", None, "approved", None, T0 + 5).await.unwrap().is_empty());
+        assert!(changed.iter().all(|t| t.status == TemplateStatus::Disabled && t.rejection_reason.as_deref() == Some("POLICY") && t.updated_at == T0 + 4));
+        assert!(db.apply_template_status("waba-1", None, "unknown", None, TemplateStatus::Approved, None, T0 + 5).await.unwrap().is_empty());
     },
 
     synced_templates_upsert => |db| async move {
@@ -191,7 +192,7 @@ store_tests! {
         let components = json!([{"type": "BODY", "text": "Hi {{1}}"}]);
         let id = Uuid::now_v7();
         let (t, created) = db.upsert_synced_template(
-            org.id, "waba-1", "welcome", "en", "marketing", "approved", &components, Some("net-7"), None, id, T0,
+            org.id, "waba-1", "welcome", "en", Category::Marketing, TemplateStatus::Approved, &components, Some("net-7"), None, id, T0,
         ).await.unwrap();
         assert!(created);
         assert_eq!(t, Template {
@@ -200,8 +201,8 @@ store_tests! {
             waba_id: "waba-1".into(),
             name: "welcome".into(),
             language: "en".into(),
-            category: "marketing".into(),
-            status: "approved".into(),
+            category: "marketing".parse().unwrap(),
+            status: "approved".parse().unwrap(),
             components: components.clone(),
             rejection_reason: None,
             network_id: Some("net-7".into()),
@@ -212,25 +213,25 @@ store_tests! {
 
         // The same data again: unchanged row, updated_at kept.
         let (same, created) = db.upsert_synced_template(
-            org.id, "waba-1", "welcome", "en", "marketing", "approved", &components, Some("net-7"), None, Uuid::now_v7(), T0 + 1,
+            org.id, "waba-1", "welcome", "en", Category::Marketing, TemplateStatus::Approved, &components, Some("net-7"), None, Uuid::now_v7(), T0 + 1,
         ).await.unwrap();
         assert!(!created);
         assert_eq!(same, t);
         // Without an id the stored one is kept, and nothing changed.
         let (same, _) = db.upsert_synced_template(
-            org.id, "waba-1", "welcome", "en", "marketing", "approved", &components, None, None, Uuid::now_v7(), T0 + 1,
+            org.id, "waba-1", "welcome", "en", Category::Marketing, TemplateStatus::Approved, &components, None, None, Uuid::now_v7(), T0 + 1,
         ).await.unwrap();
         assert_eq!(same, t);
 
         // Changed upstream.
         let new_components = json!([{"type": "BODY", "text": "Hello {{1}}"}]);
         let (changed, created) = db.upsert_synced_template(
-            org.id, "waba-1", "welcome", "en", "utility", "rejected", &new_components, Some("net-7"), Some("TAG_CONTENT_MISMATCH"), Uuid::now_v7(), T0 + 2,
+            org.id, "waba-1", "welcome", "en", Category::Utility, TemplateStatus::Rejected, &new_components, Some("net-7"), Some("TAG_CONTENT_MISMATCH"), Uuid::now_v7(), T0 + 2,
         ).await.unwrap();
         assert!(!created);
         assert_eq!(changed, Template {
-            category: "utility".into(),
-            status: "rejected".into(),
+            category: "utility".parse().unwrap(),
+            status: "rejected".parse().unwrap(),
             components: new_components,
             rejection_reason: Some("TAG_CONTENT_MISMATCH".into()),
             updated_at: T0 + 2,
@@ -240,13 +241,13 @@ store_tests! {
 
         // Another organisation syncing the same WABA gets its own row.
         let (theirs, created) = db.upsert_synced_template(
-            other.id, "waba-1", "welcome", "en", "marketing", "approved", &components, Some("net-7"), None, Uuid::now_v7(), T0,
+            other.id, "waba-1", "welcome", "en", Category::Marketing, TemplateStatus::Approved, &components, Some("net-7"), None, Uuid::now_v7(), T0,
         ).await.unwrap();
         assert!(created);
         assert_ne!(theirs.id, t.id);
         assert_eq!(db.count_templates(org.id).await.unwrap(), 1);
         // A network status for that WABA reaches both organisations' rows.
-        let changed = db.apply_template_status("waba-1", Some("net-7"), "welcome", Some("en"), "paused", None, T0 + 3).await.unwrap();
+        let changed = db.apply_template_status("waba-1", Some("net-7"), "welcome", Some("en"), TemplateStatus::Paused, None, T0 + 3).await.unwrap();
         assert_eq!(changed.len(), 2);
     },
 }

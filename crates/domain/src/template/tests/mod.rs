@@ -85,7 +85,7 @@ fn category_rules() {
     check_category("category", "MARKETING", &mut e);
     check_category("category", "promo", &mut e);
     assert_eq!(e.len(), 2);
-    for c in CATEGORIES {
+    for c in Category::ALL.iter().map(|c| c.as_str()) {
         let mut ok = Vec::new();
         check_category("category", c, &mut ok);
         assert!(ok.is_empty());

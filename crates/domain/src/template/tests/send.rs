@@ -355,23 +355,11 @@ fn send_shape_problems_match_check_send() {
 }
 
 #[test]
-fn network_names() {
-    assert_eq!(status_from_network("APPROVED"), Some("approved"));
-    assert_eq!(status_from_network("in_appeal"), Some("pending"));
-    assert_eq!(status_from_network("REJECTED"), Some("rejected"));
-    assert_eq!(status_from_network("PAUSED"), Some("paused"));
-    assert_eq!(status_from_network("DISABLED"), Some("disabled"));
-    assert_eq!(status_from_network("PENDING_DELETION"), Some("disabled"));
-    assert_eq!(status_from_network("LIMIT_EXCEEDED"), None);
-    assert_eq!(category_from_network("MARKETING"), Some("marketing"));
-    assert_eq!(category_from_network("SERVICE"), None);
-    assert_eq!(category_to_network("utility"), "UTILITY");
-    assert_eq!(rejection_reason_from_network(Some("NONE")), None);
-    assert_eq!(rejection_reason_from_network(Some("")), None);
-    assert_eq!(
-        rejection_reason_from_network(Some("INVALID_FORMAT")).as_deref(),
-        Some("INVALID_FORMAT")
-    );
-    assert!(STATUSES.iter().all(|s| is_status(s)));
-    assert!(!is_status("APPROVED"));
+fn statuses_and_submission() {
+    for s in TemplateStatus::ALL {
+        assert_eq!(TemplateStatus::parse(s.as_str()), Some(*s));
+    }
+    assert_eq!(TemplateStatus::parse("APPROVED"), None);
+    assert!(TemplateStatus::Draft.can_submit() && TemplateStatus::Rejected.can_submit());
+    assert!(!TemplateStatus::Pending.can_submit() && !TemplateStatus::Approved.can_submit());
 }
