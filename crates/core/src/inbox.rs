@@ -39,6 +39,14 @@ impl Report {
     }
 }
 
+/// Stores a notification whose signature was verified, for the inbox worker to apply
+/// ([`apply`]); the network is answered as soon as it is stored.
+pub async fn receive(db: &Db, body: &[u8], signature: &str) -> Result<Uuid, StoreError> {
+    let id = new_id();
+    db.insert_inbox(id, body, signature, now_ms()).await?;
+    Ok(id)
+}
+
 /// Applies one stored notification body.
 pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
     let mut report = Report::default();

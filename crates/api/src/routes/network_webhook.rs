@@ -76,11 +76,7 @@ async fn receive(
                 .with_detail("reason", "bad_signature"),
         ));
     }
-    let id = tern_domain::new_id();
-    state
-        .db
-        .insert_inbox(id, &body, signature, tern_domain::time::now_ms())
-        .await?;
+    tern_core::inbox::receive(&state.db, &body, signature).await?;
     metrics::counter!("tern_network_webhooks_total", "result" => "stored").increment(1);
     state.inbox_wakeup.notify_one();
     Ok((
