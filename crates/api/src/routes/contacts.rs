@@ -77,6 +77,7 @@ impl From<tern_store::Contact> for Contact {
 }
 
 /// Create a contact, or update the one with this phone number.
+// The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpsertContactRequest {
@@ -98,6 +99,7 @@ pub struct UpsertContactRequest {
 }
 
 /// A partial update: fields left out are unchanged.
+// The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateContactRequest {
@@ -117,6 +119,7 @@ fn double_option<'de, D: serde::Deserializer<'de>>(
 }
 
 /// Record an opt-in or an opt-out.
+// The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsentRequest {
@@ -136,6 +139,7 @@ pub struct ConsentRequest {
     pub at: Option<String>,
 }
 
+// The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddTagsRequest {

@@ -92,6 +92,7 @@ impl From<tern_store::Template> for Template {
 }
 
 /// A new draft template in the network's component format.
+// The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({
