@@ -7,7 +7,7 @@
 //! ([`crate::messages::status`]) with the domain's monotonic rule.
 
 use tern_cloudapi::{InboundContent, InboundMessage, MessagesValue, StatusUpdate};
-use tern_domain::message::{Direction, Status};
+use tern_domain::message::{Direction, Precision, Status};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Message, StoreError};
 use uuid::Uuid;
@@ -204,6 +204,7 @@ async fn apply_status(
     let r = StatusReport {
         status: incoming,
         at,
+        precision: Precision::WholeSecond,
         wamid: Some(&s.id),
         failure: failure.as_ref(),
     };

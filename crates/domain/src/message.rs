@@ -73,9 +73,47 @@ pub struct Outcome {
     pub changed: bool,
 }
 
-/// Applies a status reported at `at` (epoch ms) to a message in `current` with `times`.
+/// How precise a reported time is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Tern's own clock (the dispatcher's `sent`).
+    Millis,
+    /// The network's webhooks: whole seconds.
+    WholeSecond,
+}
+
+/// Applies a status reported at `at` (epoch ms, millisecond precision) to a message in
+/// `current` with `times`.
 pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcome {
+    apply_with(current, times, incoming, at, Precision::Millis)
+}
+
+/// [`apply`] for a time of the given precision. A whole-second time never replaces a more
+/// precise time inside the same second (the dispatcher's `sent_at` stays when the network's
+/// `sent` names the same second), and it is raised to the earlier steps' times inside that
+/// second, so the times stay ordered (`delivered` in the second of a precise `sent` is not
+/// before it).
+pub fn apply_with(
+    current: Status,
+    times: Times,
+    incoming: Status,
+    at: i64,
+    precision: Precision,
+) -> Outcome {
     let mut t = times;
+    let coarse = precision == Precision::WholeSecond;
+    let second = at.div_euclid(1000);
+    let same_second = |v: i64| coarse && v.div_euclid(1000) == second;
+    let earlier_steps: &[Option<i64>] = match incoming {
+        Status::Delivered => &[times.sent_at],
+        Status::Read => &[times.sent_at, times.delivered_at],
+        _ => &[],
+    };
+    let at = earlier_steps
+        .iter()
+        .flatten()
+        .filter(|v| same_second(**v))
+        .fold(at, |a, v| a.max(*v));
     // Delivery reports concern outbound messages only.
     if current == Status::Received || incoming == Status::Received {
         return Outcome {
@@ -89,7 +127,11 @@ pub fn apply(current: Status, times: Times, incoming: Status, at: i64) -> Outcom
     // ones happened no later: so every slot at or below the incoming status takes the
     // minimum. This keeps sent ≤ delivered ≤ read however the webhooks are ordered.
     let earliest = |slot: &mut Option<i64>| {
-        *slot = Some(slot.map_or(at, |v| v.min(at)));
+        *slot = Some(match *slot {
+            None => at,
+            Some(v) if same_second(v) => v,
+            Some(v) => v.min(at),
+        });
     };
     let next = match (current.rank(), incoming.rank()) {
         // Terminal: a failed message stays failed (an inbound one has no delivery status);
@@ -242,6 +284,37 @@ mod tests {
         assert_eq!(o.status, Read);
         assert_eq!(o.times.failed_at, None);
         assert!(!o.changed);
+    }
+
+    #[test]
+    fn a_whole_second_never_replaces_a_precise_time_in_its_second() {
+        use Precision::WholeSecond;
+        // The dispatcher recorded sent at .987; the network's `sent` says the same second.
+        let sent = Times {
+            sent_at: Some(10_987),
+            ..Times::default()
+        };
+        let o = apply_with(Sent, sent, Sent, 10_000, WholeSecond);
+        assert!(!o.changed);
+        assert_eq!(o.times.sent_at, Some(10_987));
+        // `delivered` in that second is not before the precise `sent`.
+        let o = apply_with(Sent, sent, Delivered, 10_000, WholeSecond);
+        assert_eq!(
+            (o.times.sent_at, o.times.delivered_at),
+            (Some(10_987), Some(10_987))
+        );
+        // A whole second earlier than the precise time's second still wins (it is earlier).
+        let o = apply_with(Sent, sent, Sent, 9_000, WholeSecond);
+        assert_eq!(o.times.sent_at, Some(9_000));
+        // A later second changes nothing of the earlier step.
+        let o = apply_with(Sent, sent, Delivered, 12_000, WholeSecond);
+        assert_eq!(
+            (o.times.sent_at, o.times.delivered_at),
+            (Some(10_987), Some(12_000))
+        );
+        // Millisecond reports keep the plain minimum.
+        let o = apply(Sent, sent, Sent, 10_000);
+        assert_eq!(o.times.sent_at, Some(10_000));
     }
 
     #[test]

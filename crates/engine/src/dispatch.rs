@@ -44,7 +44,7 @@ use tern_core::messages::failure::{self, Failure};
 use tern_core::messages::status::{self, Recorded, Report};
 use tern_core::numbers;
 use tern_domain::crypto::MasterKey;
-use tern_domain::message::Status;
+use tern_domain::message::{Precision, Status};
 use tern_domain::time::now_ms;
 use tern_store::{Db, DispatchClaim, DispatchItem, DispatchSweep, StoreError};
 use tokio::sync::Notify;
@@ -765,6 +765,7 @@ impl Shared {
                 Report {
                     status: Status::Sent,
                     at: now_ms(),
+                    precision: Precision::Millis,
                     wamid: Some(wamid),
                     failure: None,
                 },
@@ -774,6 +775,7 @@ impl Shared {
                 Report {
                     status: Status::Failed,
                     at: now_ms(),
+                    precision: Precision::Millis,
                     wamid: None,
                     failure: Some(f),
                 },

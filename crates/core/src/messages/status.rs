@@ -18,7 +18,7 @@
 //! same commit, so an event exists exactly when its change does. A failure that gives the
 //! wallet debit back commits the refund in that same transaction.
 
-use tern_domain::message::{self, Status, Times};
+use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
 use tern_store::{
     Db, DispatchClaim, DispatchItem, DispatchSweep, DispatchWrite, Message, StatusChange,
@@ -35,9 +35,11 @@ const CAS_ROUNDS: usize = 8;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report<'a> {
     pub status: Status,
-    /// When it happened (epoch ms; the network's whole seconds are raised to the message's
-    /// acceptance, which a step cannot precede).
+    /// When it happened (epoch ms; raised to the message's acceptance, which a step cannot
+    /// precede).
     pub at: i64,
+    /// The network reports whole seconds; Tern's own clock milliseconds.
+    pub precision: Precision,
     /// The network's id, stored if none is yet.
     pub wamid: Option<&'a str>,
     /// Why, when `status` is `failed`.
@@ -53,7 +55,7 @@ fn decide(msg: &Message, r: &Report<'_>) -> Option<(StatusChange, bool)> {
         read_at: msg.read_at,
         failed_at: msg.failed_at,
     };
-    let o = message::apply(msg.status, times, r.status, at);
+    let o = message::apply_with(msg.status, times, r.status, at, r.precision);
     let wamid_new = r.wamid.is_some() && msg.wamid.is_none();
     if !o.changed && !wamid_new {
         return None;

@@ -3,7 +3,7 @@
 use serde_json::json;
 use tern_core::messages::failure::Failure;
 use tern_core::messages::status::{self, Applied, Report};
-use tern_domain::message::{Direction, Status};
+use tern_domain::message::{Direction, Precision, Status};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Message, Org};
 use uuid::Uuid;
@@ -53,6 +53,7 @@ fn report(status: Status, at: i64) -> Report<'static> {
     Report {
         status,
         at,
+        precision: Precision::Millis,
         wamid: None,
         failure: None,
     }
@@ -127,6 +128,54 @@ async fn inbox_applies_a_late_delivered_with_its_own_time() {
     .await;
 }
 
+/// The dispatcher's millisecond `sent_at` is not replaced by the network's whole second
+/// (it used to move back between two reads), and `delivered` in that second is not before it.
+#[tokio::test]
+async fn network_seconds_never_move_a_precise_sent_at_back() {
+    on_both(|db: Db| async move {
+        let org = fixtures::org(&db, json!({})).await;
+        fixtures::number(&db, &org, PNID).await;
+        let t0 = (now_ms() / 1000 - 600) * 1000 + 250;
+        let m = sent_message(&db, &org, "wamid.S1", t0).await;
+        let sent_ms = t0 + 500; // the dispatcher's own time, inside the same second
+        db.update_message_status(
+            m.id,
+            Status::Sent,
+            m.updated_at,
+            &tern_store::StatusChange {
+                status: Status::Sent,
+                wamid: None,
+                sent_at: Some(sent_ms),
+                delivered_at: None,
+                read_at: None,
+                failed_at: None,
+                failure_code: None,
+                failure: None,
+            },
+            now_ms(),
+        )
+        .await
+        .unwrap();
+        let note = |status: &str| {
+            json!({"object": "whatsapp_business_account", "entry": [{"id": "w", "changes": [{
+                "field": "messages",
+                "value": {"messaging_product": "whatsapp",
+                          "metadata": {"display_phone_number": "15550783881", "phone_number_id": PNID},
+                          "statuses": [{"id": "wamid.S1", "status": status,
+                                        "timestamp": (t0 / 1000).to_string(),
+                                        "recipient_id": "4915550009"}]}}]}]})
+            .to_string()
+        };
+        tern_core::inbox::apply(&db, note("sent").as_bytes()).await.unwrap();
+        let got = db.get_message(org.id, m.id).await.unwrap().unwrap();
+        assert_eq!(got.sent_at, Some(sent_ms));
+        tern_core::inbox::apply(&db, note("delivered").as_bytes()).await.unwrap();
+        let got = db.get_message(org.id, m.id).await.unwrap().unwrap();
+        assert_eq!((got.sent_at, got.delivered_at), (Some(sent_ms), Some(sent_ms)));
+    })
+    .await;
+}
+
 /// Statuses only move forward; `failed` is terminal; an unknown or foreign message is left
 /// alone.
 #[tokio::test]
@@ -140,6 +189,7 @@ async fn reports_follow_the_monotonic_rule() {
         let failed = Report {
             status: Status::Failed,
             at: t0 + 5_000,
+            precision: Precision::Millis,
             wamid: None,
             failure: Some(&f),
         };
