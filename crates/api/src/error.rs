@@ -62,7 +62,7 @@ pub fn render_body(p: &Problem, request_id: &str, docs_url: String) -> serde_jso
         "message": p.message,
         "request_id": request_id,
         "details": p.details,
-        "fix": entry.fix,
+        "fix": p.fix.as_deref().unwrap_or(entry.fix),
         "docs_url": docs_url,
     })
 }

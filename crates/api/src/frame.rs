@@ -91,11 +91,18 @@ fn is_json(res: &Response) -> bool {
         .is_some_and(|v| v.starts_with("application/json"))
 }
 
+/// No route matched: the endpoint, not an item of the organisation, does not exist.
+pub fn unknown_endpoint() -> Problem {
+    Problem::not_found().with_message(
+        "No such endpoint: the method and path name no operation of the API (see /api/public/v1/openapi.json).",
+    )
+}
+
 /// Errors produced by the framework itself (no handler ran, or an extractor we do not
 /// wrap refused the request).
 fn framework_problem(res: &Response) -> Problem {
     match res.status().as_u16() {
-        404 => Problem::not_found(),
+        404 => unknown_endpoint(),
         405 => {
             let allow = res
                 .headers()

@@ -382,6 +382,9 @@ pub struct Problem {
     pub details: Map<String, Value>,
     /// Seconds for a `Retry-After` header.
     pub retry_after: Option<u64>,
+    /// The advice for this occurrence when the catalog's advice for the code does not fit
+    /// the caller (the network's webhook deliveries carry no API key, say).
+    pub fix: Option<String>,
 }
 
 impl Problem {
@@ -391,7 +394,14 @@ impl Problem {
             message: code.entry().message.to_string(),
             details: Map::new(),
             retry_after: None,
+            fix: None,
         }
+    }
+
+    /// Replaces the catalog's advice for this occurrence.
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
     }
 
     pub fn with_message(mut self, message: impl Into<String>) -> Self {

@@ -80,13 +80,13 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found() -> ApiError {
-    ApiError(Problem::not_found())
+    ApiError(crate::frame::unknown_endpoint())
 }
 
 async fn app_api(uri: Uri, headers: HeaderMap) -> ApiError {
     // axum's wildcard wins over the nested router's fallback for unknown public paths.
     if uri.path() == PUBLIC_PREFIX || uri.path().starts_with(&format!("{PUBLIC_PREFIX}/")) {
-        return ApiError(Problem::not_found());
+        return ApiError(crate::frame::unknown_endpoint());
     }
     let reason = if headers.contains_key(header::AUTHORIZATION) {
         "api_key_not_accepted"

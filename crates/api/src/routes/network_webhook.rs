@@ -46,7 +46,8 @@ async fn verify(State(state): State<AppState>, RawQuery(query): RawQuery) -> Res
         _ => ApiError(
             Problem::new(ErrorCode::PermissionDenied)
                 .with_message("The verification token does not match.")
-                .with_detail("reason", "verify_token_mismatch"),
+                .with_detail("reason", "verify_token_mismatch")
+                .with_fix("Set the webhook's verify token in the network's app settings to Tern's TERN_VERIFY_TOKEN."),
         )
         .into_response(),
     }
@@ -61,7 +62,9 @@ async fn receive(
         // Without the secret nothing can be verified; 503 makes the network retry later.
         tracing::error!("network webhook received but TERN_APP_SECRET is not set");
         return Err(ApiError(
-            Problem::unavailable().with_message("Webhook receiving is not configured."),
+            Problem::unavailable()
+                .with_message("Webhook receiving is not configured.")
+                .with_fix("The operator sets TERN_APP_SECRET (the network app's secret) and restarts Tern."),
         ));
     };
     let signature = headers
@@ -73,7 +76,8 @@ async fn receive(
         return Err(ApiError(
             Problem::unauthenticated()
                 .with_message("The X-Hub-Signature-256 signature is missing or wrong.")
-                .with_detail("reason", "bad_signature"),
+                .with_detail("reason", "bad_signature")
+                .with_fix("Sign the body with the app secret that Tern has as TERN_APP_SECRET (HMAC-SHA256, sent as X-Hub-Signature-256: sha256=<hex>)."),
         ));
     }
     tern_core::inbox::receive(&state.db, &body, signature).await?;

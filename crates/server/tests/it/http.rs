@@ -259,6 +259,11 @@ async fn routing_errors(app: &TestApp) {
     let (_, key) = app.owner_key("read_only").await;
     let (s, h, b) = app.get("/api/public/v1/nope", Some(&key)).await;
     assert_error(s, &h, &b, 404, "not_found");
+    // An unknown endpoint says so, not that an item is missing from the organisation.
+    assert!(
+        b["message"].as_str().unwrap().contains("No such endpoint"),
+        "{b}"
+    );
     let (s, h, b) = app.get("/nope", None).await;
     assert_error(s, &h, &b, 404, "not_found");
     let (s, h, b) = send(

@@ -63,6 +63,10 @@ async fn handshake(app: &TestApp) {
     ] {
         let (s, _, b) = app.get(bad, None).await;
         assert_eq!(s, 403, "{bad}: {b}");
+        assert!(
+            b["fix"].as_str().unwrap().contains("TERN_VERIFY_TOKEN"),
+            "{b}"
+        );
     }
 }
 
@@ -101,6 +105,12 @@ async fn signatures(app: &TestApp) {
         let (s, _, b) = post(sig, body.clone()).await;
         assert_eq!(s, 401, "{b}");
         assert_eq!(b["code"], "unauthenticated");
+        // The advice is the network's, not an API key's.
+        let fix = b["fix"].as_str().unwrap();
+        assert!(
+            fix.contains("TERN_APP_SECRET") && !fix.contains("API key"),
+            "{fix}"
+        );
     }
     // A re-encoded body (same JSON, other bytes) fails the signature of the original.
     let sig = tern_cloudapi::sign(APP_SECRET.as_bytes(), &body);
