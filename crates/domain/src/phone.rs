@@ -59,7 +59,7 @@ pub fn parse_international(input: &str) -> Result<Phone, PhoneError> {
         return Err(PhoneError::Invalid);
     }
     let parsed = phonenumber::parse(None, s).map_err(|_| PhoneError::Invalid)?;
-    if !phonenumber::is_valid(&parsed) {
+    if !is_possible(&parsed) {
         return Err(PhoneError::Invalid);
     }
     Ok(Phone {
@@ -68,6 +68,43 @@ pub fn parse_international(input: &str) -> Result<Phone, PhoneError> {
 }
 
 /// Parses a `wa_id`: digits only, no `+`.
+/// A possible number: a known country code and a national number of a length that country
+/// uses. Whether the range is assigned is not asked (the network's test numbers, +1 555 …,
+/// and documentation examples are possible but not "valid"); the network decides
+/// deliverability.
+fn is_possible(n: &phonenumber::PhoneNumber) -> bool {
+    use phonenumber::Type;
+    // The kinds of number a customer may write from or be reached at (not short codes or
+    // emergency numbers); the metadata keeps possible lengths per kind.
+    const KINDS: [Type; 9] = [
+        Type::FixedLine,
+        Type::Mobile,
+        Type::TollFree,
+        Type::PremiumRate,
+        Type::SharedCost,
+        Type::PersonalNumber,
+        Type::Voip,
+        Type::Pager,
+        Type::Uan,
+    ];
+    // Every region of the country code: a number outside every assigned range matches no
+    // region, and is still possible when its length is one the code uses.
+    let Some(regions) = phonenumber::metadata::DATABASE.by_code(&n.code().value()) else {
+        return false;
+    };
+    let Ok(len) = u16::try_from(n.national().to_string().len()) else {
+        return false;
+    };
+    regions.iter().any(|meta| {
+        let d = meta.descriptors();
+        KINDS
+            .into_iter()
+            .filter_map(|k| d.get(k))
+            .chain(std::iter::once(d.general()))
+            .any(|desc| desc.possible_length().contains(&len))
+    })
+}
+
 pub fn parse_wa_id(input: &str) -> Result<Phone, PhoneError> {
     if input.is_empty() || !input.bytes().all(|b| b.is_ascii_digit()) {
         return Err(PhoneError::Invalid);
@@ -96,6 +133,16 @@ mod tests {
     }
 
     #[test]
+    fn possible_numbers_are_accepted_without_asking_if_assigned() {
+        // The network's test numbers and documentation examples.
+        for n in ["+1 555 010 0123", "+1 555 555 0199", "+15550783881"] {
+            let p = parse_international(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(p.e164.len(), 12, "{n}");
+        }
+        assert_eq!(parse_wa_id("15550100123").unwrap().e164, "+15550100123");
+    }
+
+    #[test]
     fn refuses_bad_forms() {
         assert_eq!(
             parse_international("14155552671"),
@@ -110,6 +157,12 @@ mod tests {
             Err(PhoneError::Placeholder)
         );
         assert_eq!(parse_international("+999123"), Err(PhoneError::Invalid));
+        // A known country, but a length it does not use.
+        assert_eq!(
+            parse_international("+1 415 555 26711"),
+            Err(PhoneError::Invalid)
+        );
+        assert_eq!(parse_international("+44 20 79"), Err(PhoneError::Invalid));
         assert_eq!(
             parse_international("+1 415 555 2671 ext"),
             Err(PhoneError::Placeholder)
