@@ -1,5 +1,5 @@
-//! Message template rules: validation of a draft in the network's component format, the
-//! network's status and category names, and the send-path questions asked of a stored
+//! Message template rules: validation of a draft in the network's component format, Tern's
+//! template status (the network's words for it are mapped in `cloudapi`), and the send-path questions asked of a stored
 //! template (how many variables, which header, is there a copy-code button, does a send's
 //! `variables` / `components` / `coupon_code` fit it, and a ready-to-send example).
 //!
