@@ -103,9 +103,14 @@ impl SendError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendAccepted {
     pub wamid: String,
-    /// `contacts[0].wa_id`: the recipient's WhatsApp id (may differ from the input).
+    /// `contacts[0].wa_id`: the recipient's WhatsApp id (may differ from the input); absent
+    /// for a send to a business-scoped user id.
     pub wa_id: Option<String>,
-    /// `contacts[0].input`, the `to` echoed.
+    /// `contacts[0].user_id`: the recipient's business-scoped user id (2026+; sends to a
+    /// BSUID answer with it instead of `wa_id`).
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// `contacts[0].input`, the `to` (or `recipient`) echoed.
     pub input: Option<String>,
     /// Only for paced templates: `accepted` / `held_for_quality_assessment` / `paused`.
     pub message_status: Option<String>,
@@ -478,7 +483,8 @@ fn unexpected(status: StatusCode, reason: &str) -> SendError {
     }
 }
 
-/// Parse the §1.5 success body.
+/// Parse the §1.5 success body. Only the wamid is required; `contacts[0]` may carry
+/// `wa_id` (phone sends), `user_id` (BSUID sends), both or neither.
 pub fn parse_send_accepted(body: &[u8]) -> Option<SendAccepted> {
     let v: Value = serde_json::from_slice(body).ok()?;
     let msg = v.get("messages")?.as_array()?.first()?;
@@ -491,10 +497,12 @@ pub fn parse_send_accepted(body: &[u8]) -> Option<SendAccepted> {
         contact
             .and_then(|c| c.get(k))
             .and_then(crate::error::value_as_string)
+            .filter(|s| !s.is_empty())
     };
     Some(SendAccepted {
         wamid,
         wa_id: cs("wa_id"),
+        user_id: cs("user_id"),
         input: cs("input"),
         message_status: msg
             .get("message_status")

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | `RetrySoon` | 4, 80007, 80008, 130429, 131056 (throttling) | back off seconds/minutes, then resend |
 //! | `RetryLater` | 1, 2, 131000, 131016, 131057, 133004, 133015, 132069, unknown 5xx, non-JSON 5xx | longer backoff, bounded attempts |
-//! | `Never` | every other documented code (100, 104, 190, 131026, 131047, 131051, 132000, …), unknown 4xx | permanent: fail the message |
+//! | `Never` | every other documented code (100, 104, 190, 131026, 131047, 131051, 131062, 132000, …), unknown 4xx | permanent: fail the message |
 //! | `OutcomeUnknown` | never produced from a Graph answer; used by the client when the request may have reached the network but no answer was read | do not resend blindly; wait for a status webhook matched by `biz_opaque_callback_data` |
 //!
 //! # Tern failure codes ([`FailureInfo::code`])
@@ -35,6 +35,7 @@
 //! | `recipient_in_experiment` | 130472 |
 //! | `recipient_not_allowed` | 131030 |
 //! | `recipient_is_sender` | 131021 |
+//! | `phone_number_required` | 131062 (BSUID recipient for a one-tap / zero-tap / copy-code authentication template) |
 //! | `country_restricted` | 130497 |
 //! | `network_auth_failed` | 0, 104, 190 |
 //! | `network_permission_denied` | 3, 10, 200–299, 131005 |
@@ -150,6 +151,7 @@ codes! {
     131053, 400, Never, "media_error", "Media upload error", "The media of the message could not be uploaded or fetched.";
     131056, 400, RetrySoon, "pair_rate_limited", "(Business Account, Consumer Account) pair rate limit hit", "Too many messages were sent to this recipient in a short time; it will be retried.";
     131057, 500, RetryLater, "network_error", "Account in maintenance mode", "The business account is in maintenance mode.";
+    131062, 400, Never, "phone_number_required", "BSUID recipients are not supported for this message", "This message needs the customer's phone number; the customer is known only by their business-scoped user id.";
     131063, 400, Never, "marketing_restricted", "Marketing messages are disabled for this business account", "Marketing templates are disabled for this business account.";
     131064, 400, Never, "marketing_restricted", "Messaging limit reached due to template misclassification", "The messaging limit was reached because of template misclassification.";
     132000, 400, Never, "template_mismatch", "Number of parameters does not match the expected number of params", "The number of template parameters does not match the template.";
@@ -470,6 +472,7 @@ mod tests {
             (132018, Never),
             (190, Never),
             (131051, Never),
+            (131062, Never),
             (250, Never),
         ] {
             assert_eq!(retry_class(Some(code), 400), class, "code {code}");
@@ -493,6 +496,11 @@ mod tests {
         );
         assert_eq!(failure_info(Some(132000), None).code, "template_mismatch");
         assert_eq!(failure_info(Some(132001), None).code, "template_not_found");
+        let bsuid = failure_info(Some(131062), None);
+        assert_eq!(bsuid.code, "phone_number_required");
+        assert_eq!(bsuid.retry, RetryClass::Never);
+        assert!(bsuid.explanation.contains("phone number"));
+        assert_eq!(code_info(131062).map(|c| c.http_status), Some(400));
         let unknown = failure_info(Some(424_242), Some(400));
         assert_eq!(unknown.code, "network_error");
         assert!(unknown.explanation.contains("424242"));

@@ -26,11 +26,12 @@ pub use error::{
 pub use notification::{
     Change, Contact, Conversation, DeliveryStatus, Entry, InboundContent, InboundContext,
     InboundLocation, InboundMedia, InboundMessage, InteractiveReply, MessagesValue, Metadata,
-    Notification, ParseError, Pricing, StatusUpdate, TemplateEvent, TemplateStatusUpdate,
-    parse_notification, parse_notification_value,
+    Notification, ParseError, Pricing, Sender, StatusUpdate, TemplateCategoryUpdate, TemplateEvent,
+    TemplateStatusUpdate, UserIdChange, UserIdUpdates, parse_notification,
+    parse_notification_value,
 };
 pub use send::{
-    AudioMedia, CaptionedMedia, DocumentMedia, Location, MarkReadPayload, MediaSource,
+    Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MarkReadPayload, MediaSource,
     MessageContent, Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template,
     TemplateLanguage, Text,
 };

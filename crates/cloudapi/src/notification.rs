@@ -14,11 +14,37 @@
 //! * every parsed item keeps its `raw` JSON for storage and debugging.
 //!
 //! Nothing in here indexes or unwraps, so arbitrary input cannot panic (checked by proptest).
+//!
+//! # Identities (2026, business-scoped user ids)
+//! A user may be known by a phone-number `wa_id`, a business-scoped user id (BSUID,
+//! `US.13491208655302741918`), a parent BSUID (`US.ENT.…`) and a username; since 2026 the
+//! phone number may be absent. Messages carry `from` / `from_user_id` /
+//! `from_parent_user_id`, statuses `recipient_id` / `recipient_user_id` /
+//! `recipient_parent_user_id`, and `value.contacts[]` carries `wa_id`, `user_id`,
+//! `parent_user_id`, `profile.name`, `profile.username`. [`MessagesValue::sender`] and
+//! [`MessagesValue::recipient`] merge them into one [`Sender`]. Empty strings count as absent.
+//!
+//! # Other fields
+//! * `template_category_update` → [`Change::TemplateCategory`] (`message_template_id`,
+//!   `message_template_name`, `message_template_language`, `previous_category`,
+//!   `new_category`, `correct_category`);
+//! * `user_id_update` → [`Change::UserIdUpdate`]. The network's exact shape is not in our
+//!   references; this parser accepts
+//!   `{"messaging_product", "metadata": {…}, "user_id_update": [{"wa_id"?: "<phone digits>",
+//!   "previous_user_id": "<old BSUID>", "user_id": "<new BSUID>", "parent_user_id"?: "…",
+//!   "timestamp": "…"}]}`, with `"user_id": {"previous": "…", "current": "…"}` accepted as an
+//!   alternative spelling of `previous_user_id` / `user_id` (same for `parent_user_id`), a
+//!   single object instead of the array, and a value that is itself one such item. Items
+//!   without a new `user_id` are kept raw in [`UserIdUpdates::malformed`].
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{WebhookError, value_as_i64, value_as_string};
+
+/// Deepest `edit` nesting parsed (an edit's message is never itself an edit on the network;
+/// the bound only keeps hostile input from recursing).
+const MAX_EDIT_DEPTH: u8 = 2;
 
 /// The body was not a JSON object at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,6 +82,28 @@ impl Notification {
             })
         })
     }
+
+    /// All template category updates across entries, with their WABA id.
+    pub fn template_category_updates(
+        &self,
+    ) -> impl Iterator<Item = (&str, &TemplateCategoryUpdate)> {
+        self.entries.iter().flat_map(|e| {
+            e.changes.iter().filter_map(move |c| match c {
+                Change::TemplateCategory(v) => Some((e.id.as_str(), v)),
+                _ => None,
+            })
+        })
+    }
+
+    /// All `user_id_update` values across entries, with their WABA id.
+    pub fn user_id_updates(&self) -> impl Iterator<Item = (&str, &UserIdUpdates)> {
+        self.entries.iter().flat_map(|e| {
+            e.changes.iter().filter_map(move |c| match c {
+                Change::UserIdUpdate(v) => Some((e.id.as_str(), v)),
+                _ => None,
+            })
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -72,6 +120,11 @@ pub enum Change {
     Messages(MessagesValue),
     #[serde(rename = "message_template_status_update")]
     TemplateStatus(TemplateStatusUpdate),
+    #[serde(rename = "template_category_update")]
+    TemplateCategory(TemplateCategoryUpdate),
+    /// A user's business-scoped user id changed (shape: see the module docs).
+    #[serde(rename = "user_id_update")]
+    UserIdUpdate(UserIdUpdates),
     /// Any other field (quality updates, account updates, …), kept raw.
     Other {
         name: String,
@@ -107,14 +160,112 @@ impl MessagesValue {
             .find(|c| c.wa_id.as_deref() == Some(wa_id))
             .and_then(|c| c.profile_name.as_deref())
     }
+
+    /// Everything known about the sender of `m`: the message's own `from` /
+    /// `from_user_id` / `from_parent_user_id`, completed from the matching `contacts[]` entry
+    /// (matched by user id first, then by wa_id; when the message names neither and the value
+    /// has exactly one contact, that one).
+    pub fn sender(&self, m: &InboundMessage) -> Sender {
+        let contact = self.matching_contact(m.from_user_id.as_deref(), m.from.as_deref(), true);
+        Sender::merge(
+            m.from.as_deref(),
+            m.from_user_id.as_deref(),
+            m.from_parent_user_id.as_deref(),
+            contact,
+        )
+    }
+
+    /// Everything known about the recipient of the message a status is about: the status's
+    /// `recipient_id` (a phone wa_id; not for group statuses, where it is the group id),
+    /// `recipient_user_id` and `recipient_parent_user_id`, completed from `contacts[]` like
+    /// [`Self::sender`] (the network adds `contacts[]` beside statuses since 2026, with
+    /// `profile.username` on delivered/read). A group status never borrows the only contact.
+    pub fn recipient(&self, s: &StatusUpdate) -> Sender {
+        let group = s.recipient_type.as_deref() == Some("group");
+        let phone = s.recipient_id.as_deref().filter(|_| !group);
+        let contact = self.matching_contact(s.recipient_user_id.as_deref(), phone, !group);
+        Sender::merge(
+            phone,
+            s.recipient_user_id.as_deref(),
+            s.recipient_parent_user_id.as_deref(),
+            contact,
+        )
+    }
+
+    /// The contact with this user id, else with this wa_id, else (when `single` and neither
+    /// is known) the value's only contact.
+    fn matching_contact(
+        &self,
+        user_id: Option<&str>,
+        wa_id: Option<&str>,
+        single: bool,
+    ) -> Option<&Contact> {
+        if let Some(u) = user_id
+            && let Some(c) = self
+                .contacts
+                .iter()
+                .find(|c| c.user_id.as_deref() == Some(u))
+        {
+            return Some(c);
+        }
+        if let Some(w) = wa_id
+            && let Some(c) = self.contacts.iter().find(|c| c.wa_id.as_deref() == Some(w))
+        {
+            return Some(c);
+        }
+        match (user_id, wa_id, self.contacts.as_slice()) {
+            (None, None, [only]) if single => Some(only),
+            _ => None,
+        }
+    }
 }
 
+/// One entry of `value.contacts[]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Contact {
+    /// Phone digits; absent when the user hides the number behind a username.
     pub wa_id: Option<String>,
     /// Business-scoped user id (2026+).
     pub user_id: Option<String>,
+    /// Parent BSUID shared across managed portfolios (`US.ENT.…`), where enabled.
+    pub parent_user_id: Option<String>,
+    /// `profile.name`.
     pub profile_name: Option<String>,
+    /// `profile.username` (when the user has one).
+    pub username: Option<String>,
+}
+
+/// All identifiers known for the user a message came from or a status is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Sender {
+    /// Phone digits (no `+`).
+    pub wa_id: Option<String>,
+    /// Business-scoped user id.
+    pub user_id: Option<String>,
+    pub parent_user_id: Option<String>,
+    pub username: Option<String>,
+    pub profile_name: Option<String>,
+}
+
+impl Sender {
+    fn merge(
+        wa_id: Option<&str>,
+        user_id: Option<&str>,
+        parent_user_id: Option<&str>,
+        contact: Option<&Contact>,
+    ) -> Self {
+        let pick = |own: Option<&str>, from_contact: Option<&Option<String>>| {
+            own.map(str::to_owned)
+                .or_else(|| from_contact.cloned().flatten())
+        };
+        Self {
+            wa_id: pick(wa_id, contact.map(|c| &c.wa_id)),
+            user_id: pick(user_id, contact.map(|c| &c.user_id)),
+            parent_user_id: pick(parent_user_id, contact.map(|c| &c.parent_user_id)),
+            username: contact.and_then(|c| c.username.clone()),
+            profile_name: contact.and_then(|c| c.profile_name.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -123,6 +274,10 @@ pub struct InboundMessage {
     pub id: String,
     /// Sender wa_id (may be absent with BSUIDs).
     pub from: Option<String>,
+    /// Sender's business-scoped user id (`from_user_id`, 2026+).
+    pub from_user_id: Option<String>,
+    /// Sender's parent BSUID (`from_parent_user_id`), where enabled.
+    pub from_parent_user_id: Option<String>,
     /// Seconds since epoch, when the network received the message.
     pub timestamp: Option<i64>,
     /// Raw `type` value.
@@ -133,6 +288,105 @@ pub struct InboundMessage {
     pub referral: Option<Value>,
     pub errors: Vec<WebhookError>,
     pub raw: Value,
+}
+
+impl InboundMessage {
+    /// wamid of the message this one quotes or answers (`context.id`).
+    pub fn reply_to_wamid(&self) -> Option<&str> {
+        self.context.as_ref().and_then(|c| c.id.as_deref())
+    }
+
+    /// The message's type object in the network's shape, for storing as the content of
+    /// Tern's Message: `raw[type]`, except that
+    /// * media (image, video, audio, document, sticker) lose the network-internal `id` and
+    ///   `url` (usable only with the business token) and keep everything else;
+    /// * `reaction` is `{"wamid": <reacted message's wamid>, "emoji": <emoji or null>}`
+    ///   (null = reaction removed);
+    /// * `location` coordinates sent as strings become numbers;
+    /// * `request_welcome` without an object is `{}`;
+    /// * `edit` is the new message's object (with the same rules);
+    /// * an unknown or unsupported kind is its raw object if there is one, else the whole
+    ///   message without `from`, `from_user_id`, `from_parent_user_id`, `id`, `timestamp`
+    ///   and `type`, so unknown content is never dropped.
+    ///
+    /// `None` only when there is nothing at all to keep.
+    pub fn content_object(&self) -> Option<Value> {
+        content_object_of(&self.content, &self.type_name, &self.raw)
+    }
+}
+
+fn content_object_of(content: &InboundContent, type_name: &str, raw: &Value) -> Option<Value> {
+    let obj = raw.get(type_name).filter(|o| !o.is_null());
+    match content {
+        InboundContent::Image(_)
+        | InboundContent::Video(_)
+        | InboundContent::Audio(_)
+        | InboundContent::Document(_)
+        | InboundContent::Sticker(_) => obj.map(|o| {
+            let mut o = o.clone();
+            if let Value::Object(map) = &mut o {
+                map.remove("id");
+                map.remove("url");
+            }
+            o
+        }),
+        InboundContent::Location(_) => obj.map(|o| {
+            let mut o = o.clone();
+            if let Value::Object(map) = &mut o {
+                for key in ["latitude", "longitude"] {
+                    if let Some(v) = map.get_mut(key)
+                        && let Value::String(text) = v
+                        && let Some(n) = text
+                            .trim()
+                            .parse::<f64>()
+                            .ok()
+                            .and_then(serde_json::Number::from_f64)
+                    {
+                        *v = Value::Number(n);
+                    }
+                }
+            }
+            o
+        }),
+        InboundContent::Reaction { message_id, emoji } => Some(serde_json::json!({
+            "wamid": message_id,
+            "emoji": emoji,
+        })),
+        InboundContent::RequestWelcome => Some(
+            obj.cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        ),
+        InboundContent::Edit {
+            type_name: inner_type,
+            content: inner,
+            ..
+        } => {
+            let edit = raw.get("edit");
+            edit.and_then(|e| e.get("message"))
+                .filter(|m| m.is_object())
+                .and_then(|m| content_object_of(inner, inner_type, m))
+                .or_else(|| edit.cloned())
+        }
+        _ => obj.cloned().or_else(|| message_rest(raw)),
+    }
+}
+
+/// The message without its envelope fields; `None` when nothing is left.
+fn message_rest(raw: &Value) -> Option<Value> {
+    let Value::Object(map) = raw else {
+        return None;
+    };
+    let rest: serde_json::Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "from" | "from_user_id" | "from_parent_user_id" | "id" | "timestamp" | "type"
+            )
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some(Value::Object(rest))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -181,6 +435,26 @@ pub enum InboundContent {
         body: Option<String>,
         system_type: Option<String>,
         new_wa_id: Option<String>,
+        /// The NEW business-scoped user id (`user_changed_user_id`).
+        user_id: Option<String>,
+        /// The new parent BSUID, where enabled.
+        parent_user_id: Option<String>,
+    },
+    /// The user edited an earlier message: `edit.original_message_id` and the new message
+    /// (`edit.message`), parsed like any message.
+    Edit {
+        /// wamid of the message that was edited.
+        original_id: Option<String>,
+        /// `type` of the new message.
+        type_name: String,
+        content: Box<InboundContent>,
+        /// The new message's own type object (e.g. `{"body": "…"}`), raw.
+        object: Option<Value>,
+    },
+    /// The user deleted an earlier message.
+    Revoke {
+        /// wamid of the message that was deleted.
+        original_id: Option<String>,
     },
     RequestWelcome,
     /// `unsupported`: the network could not represent it (see `errors`, usually 131051).
@@ -296,7 +570,11 @@ pub struct StatusUpdate {
     pub id: String,
     pub status: DeliveryStatus,
     pub timestamp: Option<i64>,
+    /// Phone wa_id (when the message was sent to a phone) or group id.
     pub recipient_id: Option<String>,
+    /// Recipient's business-scoped user id (2026+).
+    pub recipient_user_id: Option<String>,
+    pub recipient_parent_user_id: Option<String>,
     pub recipient_type: Option<String>,
     /// Tern's message id, echoed.
     pub biz_opaque_callback_data: Option<String>,
@@ -403,6 +681,49 @@ pub struct TemplateStatusUpdate {
     pub raw: Value,
 }
 
+/// `value` of a `template_category_update` change: the network changed (or announces it
+/// will change) a template's category.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TemplateCategoryUpdate {
+    /// Template id (sent as a number; kept as a string).
+    pub message_template_id: Option<String>,
+    pub name: Option<String>,
+    pub language: Option<String>,
+    /// The category before the change (present when the change has happened).
+    pub previous_category: Option<String>,
+    /// The category in force: after the change, or (with `correct_category`) still the
+    /// current one.
+    pub new_category: Option<String>,
+    /// The category the template will be moved to later (announced ~24 h ahead).
+    pub correct_category: Option<String>,
+    pub raw: Value,
+}
+
+/// `value` of a `user_id_update` change (shape: see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct UserIdUpdates {
+    pub messaging_product: Option<String>,
+    pub metadata: Metadata,
+    pub changes: Vec<UserIdChange>,
+    /// Items without a new `user_id`, kept raw.
+    pub malformed: Vec<Value>,
+}
+
+/// One user whose business-scoped user id changed (e.g. after changing phone number).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UserIdChange {
+    /// Phone digits, when known.
+    pub wa_id: Option<String>,
+    /// The old BSUID.
+    pub previous_user_id: Option<String>,
+    /// The new BSUID.
+    pub user_id: String,
+    pub parent_user_id: Option<String>,
+    /// Seconds since epoch.
+    pub timestamp: Option<i64>,
+    pub raw: Value,
+}
+
 /// Parse a raw webhook body. Fails only when the body is not a JSON object.
 pub fn parse_notification(raw: &[u8]) -> Result<Notification, ParseError> {
     let root: Value =
@@ -438,27 +759,40 @@ fn parse_change(c: &Value) -> Change {
         "message_template_status_update" if value.is_object() => {
             Change::TemplateStatus(parse_template_update(value))
         }
+        "template_category_update" if value.is_object() => {
+            Change::TemplateCategory(parse_template_category_update(value))
+        }
+        "user_id_update" if value.is_object() => {
+            Change::UserIdUpdate(parse_user_id_updates(&value))
+        }
         _ => Change::Other { name: field, value },
     }
 }
 
-fn parse_messages_value(v: &Value) -> MessagesValue {
-    let metadata = v
-        .get("metadata")
+fn parse_metadata(v: &Value) -> Metadata {
+    v.get("metadata")
         .map(|m| Metadata {
             phone_number_id: string(m, "phone_number_id"),
             display_phone_number: string(m, "display_phone_number"),
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn parse_messages_value(v: &Value) -> MessagesValue {
     let mut out = MessagesValue {
         messaging_product: string(v, "messaging_product"),
-        metadata,
+        metadata: parse_metadata(v),
         contacts: array(v, "contacts")
             .iter()
-            .map(|c| Contact {
-                wa_id: string(c, "wa_id"),
-                user_id: string(c, "user_id"),
-                profile_name: c.get("profile").and_then(|p| string(p, "name")),
+            .map(|c| {
+                let profile = c.get("profile");
+                Contact {
+                    wa_id: ident(c, "wa_id"),
+                    user_id: ident(c, "user_id"),
+                    parent_user_id: ident(c, "parent_user_id"),
+                    profile_name: profile.and_then(|p| string(p, "name")),
+                    username: profile.and_then(|p| ident(p, "username")),
+                }
             })
             .collect(),
         errors: errors(v),
@@ -482,7 +816,7 @@ fn parse_messages_value(v: &Value) -> MessagesValue {
 fn parse_message(m: &Value) -> Option<InboundMessage> {
     let id = string(m, "id").filter(|s| !s.is_empty())?;
     let type_name = string(m, "type").unwrap_or_default();
-    let content = parse_content(&type_name, m);
+    let content = parse_content(&type_name, m, 0);
     let context = m
         .get("context")
         .filter(|c| c.is_object())
@@ -494,7 +828,9 @@ fn parse_message(m: &Value) -> Option<InboundMessage> {
         });
     Some(InboundMessage {
         id,
-        from: string(m, "from"),
+        from: ident(m, "from"),
+        from_user_id: ident(m, "from_user_id"),
+        from_parent_user_id: ident(m, "from_parent_user_id"),
         timestamp: int(m, "timestamp"),
         type_name,
         content,
@@ -505,7 +841,7 @@ fn parse_message(m: &Value) -> Option<InboundMessage> {
     })
 }
 
-fn parse_content(type_name: &str, m: &Value) -> InboundContent {
+fn parse_content(type_name: &str, m: &Value, depth: u8) -> InboundContent {
     let unknown = || InboundContent::Unknown {
         type_name: type_name.to_owned(),
     };
@@ -584,6 +920,36 @@ fn parse_content(type_name: &str, m: &Value) -> InboundContent {
                 body: string(o, "body"),
                 system_type: string(o, "type"),
                 new_wa_id: string(o, "new_wa_id").or_else(|| string(o, "wa_id")),
+                user_id: ident(o, "user_id"),
+                parent_user_id: ident(o, "parent_user_id"),
+            },
+            None => unknown(),
+        },
+        "edit" if depth < MAX_EDIT_DEPTH => match obj.filter(|o| o.is_object()) {
+            Some(o) => {
+                let inner = o.get("message").filter(|i| i.is_object());
+                let inner_type = inner.and_then(|i| string(i, "type")).unwrap_or_default();
+                let content = match inner {
+                    Some(i) => parse_content(&inner_type, i, depth + 1),
+                    None => InboundContent::Unknown {
+                        type_name: inner_type.clone(),
+                    },
+                };
+                InboundContent::Edit {
+                    original_id: ident(o, "original_message_id"),
+                    object: inner
+                        .and_then(|i| i.get(&inner_type))
+                        .filter(|x| !x.is_null())
+                        .cloned(),
+                    type_name: inner_type,
+                    content: Box::new(content),
+                }
+            }
+            None => unknown(),
+        },
+        "revoke" => match obj.filter(|o| o.is_object()) {
+            Some(o) => InboundContent::Revoke {
+                original_id: ident(o, "original_message_id"),
             },
             None => unknown(),
         },
@@ -643,7 +1009,9 @@ fn parse_status(s: &Value) -> Option<StatusUpdate> {
         id,
         status,
         timestamp: int(s, "timestamp"),
-        recipient_id: string(s, "recipient_id"),
+        recipient_id: ident(s, "recipient_id"),
+        recipient_user_id: ident(s, "recipient_user_id"),
+        recipient_parent_user_id: ident(s, "recipient_parent_user_id"),
         recipient_type: string(s, "recipient_type"),
         biz_opaque_callback_data: string(s, "biz_opaque_callback_data"),
         conversation,
@@ -665,10 +1033,72 @@ fn parse_template_update(v: Value) -> TemplateStatusUpdate {
     }
 }
 
+fn parse_template_category_update(v: Value) -> TemplateCategoryUpdate {
+    TemplateCategoryUpdate {
+        message_template_id: string(&v, "message_template_id"),
+        name: string(&v, "message_template_name"),
+        language: string(&v, "message_template_language"),
+        previous_category: ident(&v, "previous_category"),
+        new_category: ident(&v, "new_category"),
+        correct_category: ident(&v, "correct_category"),
+        raw: v,
+    }
+}
+
+fn parse_user_id_updates(v: &Value) -> UserIdUpdates {
+    let mut out = UserIdUpdates {
+        messaging_product: string(v, "messaging_product"),
+        metadata: parse_metadata(v),
+        ..Default::default()
+    };
+    let items: &[Value] = match v.get("user_id_update") {
+        Some(Value::Array(a)) => a,
+        Some(one @ Value::Object(_)) => std::slice::from_ref(one),
+        Some(_) => &[],
+        // The value itself may be the single item.
+        None if v.get("user_id").is_some() || v.get("previous_user_id").is_some() => {
+            std::slice::from_ref(v)
+        }
+        None => &[],
+    };
+    for item in items {
+        match parse_user_id_change(item) {
+            Some(c) => out.changes.push(c),
+            None => out.malformed.push(item.clone()),
+        }
+    }
+    out
+}
+
+fn parse_user_id_change(item: &Value) -> Option<UserIdChange> {
+    // `"user_id": "<new>"` or `"user_id": {"previous": "<old>", "current": "<new>"}`.
+    let pair = |key: &str| -> (Option<String>, Option<String>) {
+        match item.get(key) {
+            Some(o @ Value::Object(_)) => (ident(o, "previous"), ident(o, "current")),
+            _ => (None, ident(item, key)),
+        }
+    };
+    let (old_user, new_user) = pair("user_id");
+    let (_, parent) = pair("parent_user_id");
+    Some(UserIdChange {
+        wa_id: ident(item, "wa_id"),
+        previous_user_id: ident(item, "previous_user_id").or(old_user),
+        user_id: new_user?,
+        parent_user_id: parent,
+        timestamp: int(item, "timestamp"),
+        raw: item.clone(),
+    })
+}
+
 // ---- lenient accessors -------------------------------------------------------------------
 
 fn string(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(value_as_string)
+}
+
+/// An identifier: a string or number, with the empty string meaning absent.
+fn ident(v: &Value, key: &str) -> Option<String> {
+    string(v, key).filter(|s| !s.is_empty())
 }
 
 fn int(v: &Value, key: &str) -> Option<i64> {

@@ -8,6 +8,10 @@
 //!  "context":{"message_id":"wamid.…"},"biz_opaque_callback_data":"<tern message id>"}
 //! ```
 //!
+//! Since 2026 a user may also be addressed by business-scoped user id (BSUID) or parent
+//! BSUID: `"recipient": "US.13491208655302741918"` instead of `"to"` ([`Address::UserId`]).
+//! When both are given the network uses `to`.
+//!
 //! The type object's key always equals the `type` value; this is guaranteed by
 //! [`MessageContent`] being an internally tagged enum whose variants carry exactly one
 //! field named after the type. Objects whose shape is "the network's own" and which Tern
@@ -30,7 +34,13 @@ pub struct SendPayload {
     pub messaging_product: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipient_type: Option<RecipientType>,
-    pub to: String,
+    /// Phone number (or group id). At least one of `to` / `recipient` is set; `to` wins
+    /// when both are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Business-scoped user id or parent BSUID (2026+), instead of `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<String>,
     #[serde(flatten)]
     pub content: MessageContent,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,15 +52,31 @@ pub struct SendPayload {
 }
 
 impl SendPayload {
-    /// A payload to an individual recipient, without context or callback data.
+    /// A payload to an individual recipient's phone number (`to`), without context or
+    /// callback data.
     pub fn new(to: impl Into<String>, content: MessageContent) -> Self {
         Self {
             messaging_product: MESSAGING_PRODUCT.to_owned(),
             recipient_type: Some(RecipientType::Individual),
-            to: to.into(),
+            to: Some(to.into()),
+            recipient: None,
             content,
             context: None,
             biz_opaque_callback_data: None,
+        }
+    }
+
+    /// A payload to an individual recipient by phone or business-scoped user id. The
+    /// address is used as given (no `+` is added).
+    pub fn to_address(address: Address<'_>, content: MessageContent) -> Self {
+        let (to, recipient) = match address {
+            Address::Phone(phone) => (Some(phone.to_owned()), None),
+            Address::UserId(user_id) => (None, Some(user_id.to_owned())),
+        };
+        Self {
+            to,
+            recipient,
+            ..Self::new(String::new(), content)
         }
     }
 
@@ -290,11 +316,42 @@ pub fn template_object(name: &str, language: &str, components: Value) -> Value {
     obj
 }
 
-/// The network fields of a message as Tern stores them for dispatch: `{"to", "type",
-/// "<type>": content[, "context": {"message_id"}]}` (the envelope is added at send time by
-/// [`build_payload`]).
-pub fn message_request(to: &str, kind: &str, content: Value, reply_to: Option<&str>) -> Value {
-    let mut request = serde_json::json!({"to": to, "type": kind});
+/// Who a message goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Address<'a> {
+    /// A phone number's wa_id (digits); sent as `"to"`.
+    Phone(&'a str),
+    /// A business-scoped user id or parent BSUID; sent as `"recipient"`.
+    UserId(&'a str),
+}
+
+impl Address<'_> {
+    /// The request field that carries this address: `to` or `recipient`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::Phone(_) => "to",
+            Self::UserId(_) => "recipient",
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Phone(s) | Self::UserId(s) => s,
+        }
+    }
+}
+
+/// The network fields of a message as Tern stores them for dispatch: `{"to" | "recipient",
+/// "type", "<type>": content[, "context": {"message_id"}]}` (the envelope is added at send
+/// time by [`build_payload`]).
+pub fn message_request(
+    to: Address<'_>,
+    kind: &str,
+    content: Value,
+    reply_to: Option<&str>,
+) -> Value {
+    let mut request = serde_json::json!({"type": kind});
+    request[to.field()] = Value::from(to.as_str());
     request[kind] = content;
     if let Some(wamid) = reply_to {
         request["context"] = serde_json::json!({"message_id": wamid});
@@ -306,7 +363,8 @@ pub fn message_request(to: &str, kind: &str, content: Value, reply_to: Option<&s
 /// `recipient_type`), the request's fields, and `biz_opaque_callback_data` = `callback`
 /// (Tern's message id, so a status can be matched when the send's answer was lost). A `to`
 /// of digits only (a wa_id) gets its `+`: without it the network would prepend the business
-/// number's country code.
+/// number's country code. A `recipient` (BSUID) is passed through unchanged. A request with
+/// neither a `to` nor a `recipient` is refused.
 pub fn build_payload(callback: &str, request: &Value) -> Result<SendPayload, String> {
     let Value::Object(fields) = request else {
         return Err("the stored request is not a JSON object".into());
@@ -326,7 +384,13 @@ pub fn build_payload(callback: &str, request: &Value) -> Result<SendPayload, Str
         *to = format!("+{to}");
     }
     obj.insert("biz_opaque_callback_data".into(), Value::from(callback));
-    serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())
+    let payload: SendPayload =
+        serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())?;
+    let present = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+    if !present(&payload.to) && !present(&payload.recipient) {
+        return Err("the stored request has neither `to` nor `recipient`".into());
+    }
+    Ok(payload)
 }
 
 #[cfg(test)]
@@ -352,6 +416,68 @@ mod tests {
         assert!(build_payload(id, &serde_json::json!({"to": "1", "type": "bogus"})).is_err());
         assert!(build_payload(id, &serde_json::json!([1])).is_err());
         assert!(build_payload(id, &Value::Null).is_err());
+        // no address at all
+        let text = serde_json::json!({"type": "text", "text": {"body": "hi"}});
+        assert!(build_payload(id, &text).is_err());
+        let mut empty = text.clone();
+        empty["to"] = Value::from("");
+        assert!(build_payload(id, &empty).is_err());
+    }
+
+    #[test]
+    fn payload_to_a_bsuid() {
+        let id = "0190a0b0-0000-7000-8000-000000000002";
+        let request = message_request(
+            Address::UserId("US.13491208655302741918"),
+            "text",
+            serde_json::json!({"body": "hi"}),
+            None,
+        );
+        assert_eq!(
+            request,
+            serde_json::json!({"recipient": "US.13491208655302741918", "type": "text",
+                               "text": {"body": "hi"}})
+        );
+        let p = build_payload(id, &request).unwrap();
+        assert_eq!(p.to, None);
+        assert_eq!(
+            p.to_json(),
+            serde_json::json!({"messaging_product": "whatsapp", "recipient_type": "individual",
+                   "recipient": "US.13491208655302741918", "type": "text",
+                   "text": {"body": "hi"}, "biz_opaque_callback_data": id})
+        );
+        // a digits-only BSUID-like value in `recipient` gets no `+`
+        let p = build_payload(
+            id,
+            &message_request(
+                Address::UserId("12345"),
+                "text",
+                serde_json::json!({"body": "x"}),
+                None,
+            ),
+        )
+        .unwrap();
+        assert_eq!(p.recipient.as_deref(), Some("12345"));
+        // both given: both kept (the network uses `to`), `to` gets its `+`
+        let mut both = message_request(
+            Address::Phone("16505551234"),
+            "text",
+            serde_json::json!({"body": "x"}),
+            None,
+        );
+        both["recipient"] = Value::from("US.1");
+        let p = build_payload(id, &both).unwrap();
+        assert_eq!(p.to.as_deref(), Some("+16505551234"));
+        assert_eq!(p.recipient.as_deref(), Some("US.1"));
+        // the typed constructor
+        let v =
+            SendPayload::to_address(Address::UserId("US.9"), MessageContent::text("t")).to_json();
+        assert_eq!(v["recipient"], "US.9");
+        assert!(v.get("to").is_none());
+        let v =
+            SendPayload::to_address(Address::Phone("+1555"), MessageContent::text("t")).to_json();
+        assert_eq!(v["to"], "+1555");
+        assert!(v.get("recipient").is_none());
     }
 
     #[test]
@@ -361,7 +487,9 @@ mod tests {
             t,
             serde_json::json!({"name": "hi", "language": {"code": "en_US"}})
         );
-        let r = message_request("1415", "template", t, Some("wamid.A"));
+        let r = message_request(Address::Phone("1415"), "template", t, Some("wamid.A"));
+        assert_eq!(r["to"], "1415");
+        assert!(r.get("recipient").is_none());
         assert_eq!(r["context"]["message_id"], "wamid.A");
         assert_eq!(r["template"]["name"], "hi");
     }

@@ -1,7 +1,7 @@
 //! The network's template words (statuses, events, categories, rejection reasons) and what
 //! they mean in Tern.
 
-use crate::notification::TemplateEvent;
+use crate::notification::{TemplateCategoryUpdate, TemplateEvent};
 use tern_domain::template::{Category, TemplateStatus};
 
 /// Tern's status for a status of the network's template API (`APPROVED`, …); `None` for
@@ -59,6 +59,20 @@ impl TemplateEvent {
     }
 }
 
+impl TemplateCategoryUpdate {
+    /// Tern's category now in force: `new_category` (when the update only announces a later
+    /// change through `correct_category`, `new_category` is still the current one). `None`
+    /// when missing or a word Tern does not know.
+    pub fn category(&self) -> Option<Category> {
+        self.new_category.as_deref().and_then(template_category)
+    }
+
+    /// Tern's category the network announces for later (`correct_category`), if any.
+    pub fn announced_category(&self) -> Option<Category> {
+        self.correct_category.as_deref().and_then(template_category)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +101,32 @@ mod tests {
             Some(S::Approved)
         );
         assert_eq!(TemplateEvent::parse("FLAGGED").status(), None);
+    }
+
+    #[test]
+    fn category_update_words() {
+        let u = |new: Option<&str>, correct: Option<&str>| TemplateCategoryUpdate {
+            message_template_id: None,
+            name: None,
+            language: None,
+            previous_category: None,
+            new_category: new.map(str::to_owned),
+            correct_category: correct.map(str::to_owned),
+            raw: serde_json::Value::Null,
+        };
+        assert_eq!(
+            u(Some("MARKETING"), None).category(),
+            Some(Category::Marketing)
+        );
+        // Announced for later: the category in force is still `new_category`.
+        let announced = u(Some("UTILITY"), Some("MARKETING"));
+        assert_eq!(announced.category(), Some(Category::Utility));
+        assert_eq!(announced.announced_category(), Some(Category::Marketing));
+        assert_eq!(
+            u(Some("authentication"), None).category(),
+            Some(Category::Authentication)
+        );
+        assert_eq!(u(Some("MARKETING_LITE"), None).category(), None);
+        assert_eq!(u(None, Some("UTILITY")).category(), None);
     }
 }

@@ -13,7 +13,8 @@ use axum::{
 };
 use serde_json::{Value, json};
 use tern_cloudapi::{
-    ClientConfig, CloudApiClient, MessageContent, RetryClass, SendError, SendPayload,
+    Address, ClientConfig, CloudApiClient, MessageContent, RetryClass, SendError, SendPayload,
+    parse_send_accepted,
 };
 
 async fn messages(
@@ -28,6 +29,15 @@ async fn messages(
             Json(json!({"messaging_product": "whatsapp",
                 "contacts": [{"input": body["to"], "wa_id": "16505551234"}],
                 "messages": [{"id": "wamid.OK", "message_status": "accepted"}]}))
+            .into_response()
+        }
+        "bsuid" => {
+            // A send to a business-scoped user id: `recipient` instead of `to`, and the
+            // answer's contact carries `user_id` instead of `wa_id`.
+            assert!(body.get("to").is_none(), "{body}");
+            Json(json!({"messaging_product": "whatsapp",
+                "contacts": [{"input": body["recipient"], "user_id": body["recipient"]}],
+                "messages": [{"id": "wamid.U"}]}))
             .into_response()
         }
         "graph" => (
@@ -162,6 +172,41 @@ async fn send_ok() {
     assert_eq!(ok.wa_id.as_deref(), Some("16505551234"));
     assert_eq!(ok.input.as_deref(), Some("+1 (650) 555-1234"));
     assert_eq!(ok.message_status.as_deref(), Some("accepted"));
+}
+
+#[tokio::test]
+async fn send_to_a_bsuid() {
+    let base = serve().await;
+    let c = client(&base, 2000);
+    let p = SendPayload::to_address(
+        Address::UserId("US.13491208655302741918"),
+        MessageContent::text("hi"),
+    );
+    let ok = c.send_message("bsuid", "tok", &p).await.unwrap();
+    assert_eq!(ok.wamid, "wamid.U");
+    assert_eq!(ok.wa_id, None);
+    assert_eq!(ok.user_id.as_deref(), Some("US.13491208655302741918"));
+    assert_eq!(ok.input.as_deref(), Some("US.13491208655302741918"));
+}
+
+#[test]
+fn send_answers_with_user_id_or_wa_id() {
+    let a = parse_send_accepted(
+        br#"{"messaging_product":"whatsapp","contacts":[{"input":"US.1","user_id":"US.1","wa_id":""}],
+            "messages":[{"id":"wamid.A"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(a.user_id.as_deref(), Some("US.1"));
+    assert_eq!(a.wa_id, None, "an empty wa_id is absent");
+    let a = parse_send_accepted(
+        br#"{"contacts":[{"input":"+1555","wa_id":"1555"}],"messages":[{"id":"wamid.B"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(a.wa_id.as_deref(), Some("1555"));
+    assert_eq!(a.user_id, None);
+    let a = parse_send_accepted(br#"{"messages":[{"id":"wamid.C"}]}"#).unwrap();
+    assert_eq!((a.wa_id, a.user_id, a.input), (None, None, None));
+    assert!(parse_send_accepted(br#"{"contacts":[{"user_id":"US.1"}],"messages":[]}"#).is_none());
 }
 
 #[tokio::test]

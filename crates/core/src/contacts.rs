@@ -1,18 +1,19 @@
-//! Contact writes: create or update by phone number (within the plan's contact limit,
-//! checked atomically), update, consent, tags.
+//! Contact writes: create or update by phone number or business-scoped user id (within the
+//! plan's contact limit, checked atomically), update, consent, tags.
 
 use serde_json::{Map, Value};
 use tern_domain::contact::Consent;
 use tern_domain::plan::Entitlement;
 use tern_domain::{ErrorCode, new_id, time::now_ms};
-use tern_store::Contact;
+use tern_store::{Contact, ContactKey};
 use uuid::Uuid;
 
 use crate::{Core, Principal, Result, limits};
 
-/// A validated create-or-update of the contact with `wa_id`.
+/// A validated create-or-update of the contact with this phone (`ContactKey::WaId`) or
+/// BSUID (`ContactKey::UserId`).
 pub struct Upsert<'a> {
-    pub wa_id: &'a str,
+    pub key: ContactKey<'a>,
     pub name: Option<&'a str>,
     pub custom_fields: Option<&'a Map<String, Value>>,
     /// Normalised tags to add.
@@ -20,7 +21,7 @@ pub struct Upsert<'a> {
 }
 
 /// Creates the contact (refused at the plan's contact limit) or updates the existing one
-/// with this phone number; `true` when it was created.
+/// with this phone number or BSUID; `true` when it was created.
 pub async fn upsert(core: &Core, principal: &Principal, u: Upsert<'_>) -> Result<(Contact, bool)> {
     let now = now_ms();
     let mut tx = core.db.begin().await?;
@@ -36,13 +37,13 @@ pub async fn upsert(core: &Core, principal: &Principal, u: Upsert<'_>) -> Result
         Ok(()) => {}
         Err(p)
             if p.code == ErrorCode::PlanLimitReached
-                && tx.contact_exists(principal.org_id, u.wa_id).await? => {}
+                && tx.contact_exists(principal.org_id, u.key).await? => {}
         Err(p) => return Err(p),
     }
     let (mut contact, created) = tx
-        .upsert_contact_by_wa_id(
+        .upsert_contact(
             principal.org_id,
-            u.wa_id,
+            u.key,
             u.name,
             u.custom_fields,
             new_id(),

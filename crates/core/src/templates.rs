@@ -6,7 +6,10 @@
 use std::collections::BTreeMap;
 
 use tern_cloudapi::template_words;
-use tern_cloudapi::{CloudApiClient, RetryClass, SendError, TemplateInfo, TemplateStatusUpdate};
+use tern_cloudapi::{
+    CloudApiClient, RetryClass, SendError, TemplateCategoryUpdate, TemplateInfo,
+    TemplateStatusUpdate,
+};
 use tern_domain::Problem;
 use tern_domain::crypto::MasterKey;
 use tern_domain::plan::Entitlement;
@@ -204,6 +207,36 @@ pub async fn apply_network_update(
             u.language.as_deref(),
             status,
             reason.as_deref(),
+            now_ms(),
+        )
+        .await?;
+    Ok(changed.len())
+}
+
+/// Applies the network's `template_category_update`: the template takes the category now
+/// in force (billing prices a send by it). Returns how many templates changed.
+pub async fn apply_category_update(
+    db: &Db,
+    waba: &str,
+    u: &TemplateCategoryUpdate,
+) -> std::result::Result<usize, StoreError> {
+    let Some(category) = u.category() else {
+        tracing::info!(
+            category = ?u.new_category,
+            "template category update without a category Tern knows"
+        );
+        return Ok(0);
+    };
+    if u.message_template_id.is_none() && u.name.is_none() {
+        return Ok(0);
+    }
+    let changed = db
+        .apply_template_category(
+            waba,
+            u.message_template_id.as_deref(),
+            u.name.as_deref(),
+            u.language.as_deref(),
+            category,
             now_ms(),
         )
         .await?;

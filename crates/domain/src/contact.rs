@@ -10,6 +10,23 @@ name_enum!(
 );
 
 pub const MAX_NAME_CHARS: usize = 256;
+
+/// How a business-scoped user id (BSUID) is written, for error messages.
+pub const USER_ID_HELP: &str = "must be a business-scoped user id: a two-letter country code, a period and up to 128 letters or digits, such as \"US.13491208655302741918\" (a parent id has ENT. after the country code)";
+
+/// Whether `s` is a business-scoped user id as the network writes it: a two-letter country
+/// code, a period, an optional `ENT.` (a parent BSUID), then 1 to 128 ASCII letters or
+/// digits (`US.13491208655302741918`, `US.ENT.11815799212886844830`). Kept exactly as given.
+pub fn is_user_id(s: &str) -> bool {
+    let Some((country, rest)) = s.split_once('.') else {
+        return false;
+    };
+    let id = rest.strip_prefix("ENT.").unwrap_or(rest);
+    country.len() == 2
+        && country.bytes().all(|b| b.is_ascii_uppercase())
+        && (1..=128).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric())
+}
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_TAGS_PER_REQUEST: usize = 50;
 pub const MAX_TEXT_FIELD_CHARS: usize = 1024;
@@ -105,6 +122,31 @@ pub fn parse_consent(s: &str) -> Option<Consent> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn user_ids_are_country_period_alphanumerics() {
+        for ok in [
+            "US.13491208655302741918",
+            "BR.a1",
+            "US.ENT.11815799212886844830",
+        ] {
+            assert!(super::is_user_id(ok), "{ok}");
+        }
+        let long = format!("US.{}", "9".repeat(129));
+        for bad in [
+            "",
+            "US",
+            "US.",
+            "us.123",
+            "USA.123",
+            "US.12-3",
+            "US.ENT.",
+            "+14155550123",
+            long.as_str(),
+        ] {
+            assert!(!super::is_user_id(bad), "{bad}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

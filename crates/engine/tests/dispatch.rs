@@ -179,6 +179,11 @@ impl Env {
             failure_code: None,
             failure: None,
             updated_at: now,
+            content: None,
+            reply_to: None,
+            referral: None,
+            edited_at: None,
+            revoked_at: None,
         };
         assert!(self.db.insert_message(&m).await.unwrap());
         assert!(self.db.queue_message_dispatch(id, now).await.unwrap());

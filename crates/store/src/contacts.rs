@@ -1,4 +1,6 @@
-//! Contacts: the customers an organisation talks to, keyed by their network id (`wa_id`).
+//! Contacts: the customers an organisation talks to, keyed by their phone (`wa_id`), by
+//! their business-scoped user id (`user_id`, BSUID), or both (a username-only customer has
+//! no phone: the network withholds it). Matching and merging by identity is in `identity.rs`.
 //!
 //! Every change sets `updated_at` (strictly increasing, see `bump_updated_at!`), including
 //! consent and tag changes, so `list_contacts_updated_since` is a complete change feed.
@@ -20,8 +22,9 @@ use tern_domain::contact::Consent;
 pub struct Contact {
     pub id: Uuid,
     pub org_id: Uuid,
-    /// The network's id of the customer: international number, digits only, no `+`.
-    pub wa_id: String,
+    /// The customer's phone: international number, digits only, no `+`; `None` when the
+    /// network withholds it (a customer known by username).
+    pub wa_id: Option<String>,
     pub name: Option<String>,
     /// Values of the organisation's custom contact fields, keyed by field key (an object).
     #[sqlx(json)]
@@ -35,6 +38,12 @@ pub struct Contact {
     pub last_inbound_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Business-scoped user id (`US.13491208655302741918`), exactly as the network gives it.
+    pub user_id: Option<String>,
+    /// Parent BSUID shared across a managed business's portfolios (`US.ENT.…`).
+    pub parent_user_id: Option<String>,
+    /// The customer's WhatsApp username, when they have one.
+    pub username: Option<String>,
     /// Sorted bytewise.
     #[sqlx(skip)]
     pub tags: Vec<String>,
@@ -43,10 +52,39 @@ pub struct Contact {
 macro_rules! contact_columns {
     () => {
         "id, org_id, wa_id, name, custom_fields, consent_status, consent_source, \
-         consent_updated_at, last_inbound_at, created_at, updated_at"
+         consent_updated_at, last_inbound_at, created_at, updated_at, user_id, parent_user_id, \
+         username"
     };
 }
 pub(crate) use contact_columns;
+
+/// One of the network's identifiers of a customer, by which a contact is found or created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContactKey<'a> {
+    /// Phone digits without `+`.
+    WaId(&'a str),
+    /// Business-scoped user id.
+    UserId(&'a str),
+}
+
+impl ContactKey<'_> {
+    pub fn value(&self) -> &str {
+        match self {
+            ContactKey::WaId(v) | ContactKey::UserId(v) => v,
+        }
+    }
+}
+
+/// A statement per [`ContactKey`]: `$sql!("wa_id")` or `$sql!("user_id")` with the key's
+/// column (and, for `user_id`, the partial unique index's predicate as `$where`).
+macro_rules! by_key {
+    ($key:expr, $sql:ident) => {
+        match $key {
+            ContactKey::WaId(_) => $sql!("wa_id", ""),
+            ContactKey::UserId(_) => $sql!("user_id", " WHERE user_id IS NOT NULL"),
+        }
+    };
+}
 
 /// The query for one contact's tags, sorted; run on a pool or inside a transaction.
 macro_rules! tags_of {
@@ -127,11 +165,11 @@ fn phone_digits(q: &str) -> Option<String> {
 }
 
 impl Tx {
-    /// [`Db::upsert_contact_by_wa_id`] inside the caller's transaction.
-    pub async fn upsert_contact_by_wa_id(
+    /// [`Db::upsert_contact`] inside the caller's transaction.
+    pub async fn upsert_contact(
         &mut self,
         org_id: Uuid,
-        wa_id: &str,
+        key: ContactKey<'_>,
         name: Option<&str>,
         custom_fields_patch: Option<&Map<String, Value>>,
         new_id: Uuid,
@@ -141,22 +179,46 @@ impl Tx {
         if let Some(patch) = custom_fields_patch {
             merge_patch(&mut initial, patch);
         }
-        let lock = lock_for_write!(
-            self,
-            "SELECT ",
-            contact_columns!(),
-            " FROM contacts WHERE org_id = $1 AND wa_id = $2"
-        );
+        macro_rules! insert {
+            ($col:literal, $pred:literal) => {
+                concat!(
+                    "INSERT INTO contacts (id, org_id, ",
+                    $col,
+                    ", name, custom_fields, \
+                     consent_status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, 'unknown', $6, $6) \
+                     ON CONFLICT (org_id, ",
+                    $col,
+                    ")",
+                    $pred,
+                    " DO NOTHING RETURNING ",
+                    contact_columns!()
+                )
+            };
+        }
+        macro_rules! select {
+            ($col:literal, $pred:literal) => {
+                concat!(
+                    "SELECT ",
+                    contact_columns!(),
+                    " FROM contacts WHERE org_id = $1 AND ",
+                    $col,
+                    " = $2"
+                )
+            };
+        }
+        let insert: &'static str = by_key!(key, insert);
+        let lock: &'static str = match key {
+            ContactKey::WaId(_) => lock_for_write!(self, select!("wa_id", "")),
+            ContactKey::UserId(_) => lock_for_write!(self, select!("user_id", "")),
+        };
         with_tx!(self, tx => {
-            // Insert-if-absent first: on PostgreSQL a concurrent insert of the same wa_id
+            // Insert-if-absent first: on PostgreSQL a concurrent insert of the same key
             // waits here for the other transaction and then finds the row below.
-            let inserted = sqlx::query_as::<_, Contact>(concat!(
-                    "INSERT INTO contacts (id, org_id, wa_id, name, custom_fields, consent_status, \
-                     created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'unknown', $6, $6) \
-                     ON CONFLICT (org_id, wa_id) DO NOTHING RETURNING ", contact_columns!()))
+            let inserted = sqlx::query_as::<_, Contact>(insert)
                 .bind(new_id)
                 .bind(org_id)
-                .bind(wa_id)
+                .bind(key.value())
                 .bind(name)
                 .bind(Json(&initial))
                 .bind(at)
@@ -167,7 +229,7 @@ impl Tx {
             }
             let current = sqlx::query_as::<_, Contact>(lock)
                 .bind(org_id)
-                .bind(wa_id)
+                .bind(key.value())
                 .fetch_one(&mut **tx)
                 .await?;
             let mut contact = match edited(&current, name.map(Some), custom_fields_patch) {
@@ -181,12 +243,21 @@ impl Tx {
         })
     }
 
-    /// Whether the organisation has a contact with this wa_id.
-    pub async fn contact_exists(&mut self, org_id: Uuid, wa_id: &str) -> Result<bool> {
-        let n = with_tx!(self, tx => sqlx::query_scalar::<_, i64>(
-                "SELECT COUNT(*) FROM contacts WHERE org_id = $1 AND wa_id = $2")
+    /// Whether the organisation has a contact with this identifier.
+    pub async fn contact_exists(&mut self, org_id: Uuid, key: ContactKey<'_>) -> Result<bool> {
+        macro_rules! count {
+            ($col:literal, $pred:literal) => {
+                concat!(
+                    "SELECT COUNT(*) FROM contacts WHERE org_id = $1 AND ",
+                    $col,
+                    " = $2"
+                )
+            };
+        }
+        let sql: &'static str = by_key!(key, count);
+        let n = with_tx!(self, tx => sqlx::query_scalar::<_, i64>(sql)
             .bind(org_id)
-            .bind(wa_id)
+            .bind(key.value())
             .fetch_one(&mut **tx)
             .await)?;
         Ok(n > 0)
@@ -194,17 +265,17 @@ impl Tx {
 }
 
 impl Db {
-    /// Creates the organisation's contact for `wa_id` (with id `new_id`, `created_at = at`)
+    /// Creates the organisation's contact for `key` (with id `new_id`, `created_at = at`)
     /// or updates the existing one, and returns it with `created`.
     ///
     /// `name` (when `Some`) replaces the name; `custom_fields_patch` is merged key by key
     /// (a `null` value removes the key). An update that changes nothing leaves `updated_at`
-    /// alone. Racing calls for one `wa_id` (threads or processes) produce one row, and every
+    /// alone. Racing calls for one key (threads or processes) produce one row, and every
     /// caller's patch is applied (they serialise on the row).
-    pub async fn upsert_contact_by_wa_id(
+    pub async fn upsert_contact(
         &self,
         org_id: Uuid,
-        wa_id: &str,
+        key: ContactKey<'_>,
         name: Option<&str>,
         custom_fields_patch: Option<&Map<String, Value>>,
         new_id: Uuid,
@@ -212,7 +283,7 @@ impl Db {
     ) -> Result<(Contact, bool)> {
         let mut tx = self.begin().await?;
         let r = tx
-            .upsert_contact_by_wa_id(org_id, wa_id, name, custom_fields_patch, new_id, at)
+            .upsert_contact(org_id, key, name, custom_fields_patch, new_id, at)
             .await?;
         tx.commit().await?;
         Ok(r)
@@ -230,12 +301,48 @@ impl Db {
         self.with_tags(contact).await
     }
 
-    /// The organisation's contact with this `wa_id`, with its tags.
+    /// [`Db::upsert_contact`] by phone.
+    pub async fn upsert_contact_by_wa_id(
+        &self,
+        org_id: Uuid,
+        wa_id: &str,
+        name: Option<&str>,
+        custom_fields_patch: Option<&Map<String, Value>>,
+        new_id: Uuid,
+        at: i64,
+    ) -> Result<(Contact, bool)> {
+        let key = ContactKey::WaId(wa_id);
+        self.upsert_contact(org_id, key, name, custom_fields_patch, new_id, at)
+            .await
+    }
+
+    /// [`Db::get_contact_by_key`] by phone.
     pub async fn get_contact_by_wa_id(&self, org_id: Uuid, wa_id: &str) -> Result<Option<Contact>> {
-        let contact = with_pool!(self, pool => sqlx::query_as::<_, Contact>(concat!(
-                "SELECT ", contact_columns!(), " FROM contacts WHERE org_id = $1 AND wa_id = $2"))
+        self.get_contact_by_key(org_id, ContactKey::WaId(wa_id))
+            .await
+    }
+
+    /// The organisation's contact with this identifier, with its tags.
+    pub async fn get_contact_by_key(
+        &self,
+        org_id: Uuid,
+        key: ContactKey<'_>,
+    ) -> Result<Option<Contact>> {
+        macro_rules! select {
+            ($col:literal, $pred:literal) => {
+                concat!(
+                    "SELECT ",
+                    contact_columns!(),
+                    " FROM contacts WHERE org_id = $1 AND ",
+                    $col,
+                    " = $2"
+                )
+            };
+        }
+        let sql: &'static str = by_key!(key, select);
+        let contact = with_pool!(self, pool => sqlx::query_as::<_, Contact>(sql)
             .bind(org_id)
-            .bind(wa_id)
+            .bind(key.value())
             .fetch_optional(pool)
             .await)?;
         self.with_tags(contact).await
@@ -312,55 +419,6 @@ impl Db {
         }
     }
 
-    /// Records an inbound message from `wa_id` sent at the network's time `network_ts`:
-    /// creates the contact (id `new_contact_id`, name `profile_name`) if it is new, otherwise
-    /// sets `last_inbound_at = max(last_inbound_at, network_ts)` (a late or out-of-order
-    /// webhook never moves it back) and fills the name only if none is set. One atomic
-    /// statement; `updated_at` moves only if something changed. The returned contact's id
-    /// equals `new_contact_id` iff it was created.
-    pub async fn record_inbound(
-        &self,
-        org_id: Uuid,
-        wa_id: &str,
-        profile_name: Option<&str>,
-        network_ts: i64,
-        new_contact_id: Uuid,
-        at: i64,
-    ) -> Result<Contact> {
-        let profile_name = profile_name.filter(|n| !n.trim().is_empty());
-        let upserted = with_pool!(self, pool => sqlx::query_as::<_, Contact>(concat!(
-                "INSERT INTO contacts (id, org_id, wa_id, name, custom_fields, consent_status, \
-                 last_inbound_at, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, 'unknown', $6, $7, $7) \
-                 ON CONFLICT (org_id, wa_id) DO UPDATE SET \
-                 last_inbound_at = CASE WHEN contacts.last_inbound_at IS NULL \
-                   OR contacts.last_inbound_at < excluded.last_inbound_at \
-                   THEN excluded.last_inbound_at ELSE contacts.last_inbound_at END, \
-                 name = COALESCE(contacts.name, excluded.name), \
-                 updated_at = ", bump_updated_at!("contacts", "excluded.updated_at"),
-                " WHERE contacts.last_inbound_at IS NULL \
-                   OR contacts.last_inbound_at < excluded.last_inbound_at \
-                   OR (contacts.name IS NULL AND excluded.name IS NOT NULL) \
-                 RETURNING ", contact_columns!()))
-            .bind(new_contact_id)
-            .bind(org_id)
-            .bind(wa_id)
-            .bind(profile_name)
-            .bind(Json(Map::new()))
-            .bind(network_ts)
-            .bind(at)
-            .fetch_optional(pool)
-            .await)?;
-        match upserted {
-            Some(contact) => self.load_tags(contact).await,
-            // Nothing to change: the row exists as it is.
-            None => self
-                .get_contact_by_wa_id(org_id, wa_id)
-                .await?
-                .ok_or(StoreError::NotFound),
-        }
-    }
-
     pub async fn count_contacts(&self, org_id: Uuid) -> Result<i64> {
         let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) FROM contacts WHERE org_id = $1")
@@ -392,9 +450,10 @@ impl Db {
         self.with_tags_all(contacts).await
     }
 
-    /// Like [`Db::list_contacts`], restricted to contacts whose name contains `q`
-    /// (case-insensitive; ASCII case folding only on SQLite) or, when `q` looks like a phone
-    /// number (digits, `+`, spaces, `-`, `.`, parentheses), whose `wa_id` contains its digits.
+    /// Like [`Db::list_contacts`], restricted to contacts whose name or username contains `q`
+    /// (case-insensitive; ASCII case folding only on SQLite; a leading `@` of a username
+    /// search is ignored), whose `user_id` is `q`, or, when `q` looks like a phone number
+    /// (digits, `+`, spaces, `-`, `.`, parentheses), whose `wa_id` contains its digits.
     /// `%` and `_` in `q` are literal. A blank `q` matches every contact.
     pub async fn search_contacts(
         &self,
@@ -408,12 +467,14 @@ impl Db {
             return self.list_contacts(org_id, after, limit).await;
         }
         let name_pattern = like_contains(q);
+        let username_pattern = like_contains(q.strip_prefix('@').unwrap_or(q));
         let digits_pattern = phone_digits(q).map(|d| like_contains(&d));
         let (after_ts, after_id) = split_after(after);
         let contacts = with_pool!(self, pool => sqlx::query_as::<_, Contact>(concat!(
                 "SELECT ", contact_columns!(), " FROM contacts \
                  WHERE org_id = $1 \
-                   AND (LOWER(name) LIKE LOWER($2) ESCAPE '!' OR wa_id LIKE $3 ESCAPE '!') \
+                   AND (LOWER(name) LIKE LOWER($2) ESCAPE '!' OR wa_id LIKE $3 ESCAPE '!' \
+                     OR LOWER(username) LIKE LOWER($7) ESCAPE '!' OR user_id = $8) \
                    AND ($4 IS NULL OR (created_at, id) < ($4, $5)) \
                  ORDER BY created_at DESC, id DESC LIMIT $6"))
             .bind(org_id)
@@ -422,6 +483,8 @@ impl Db {
             .bind(after_ts)
             .bind(after_id)
             .bind(limit)
+            .bind(username_pattern)
+            .bind(q)
             .fetch_all(pool)
             .await)?;
         self.with_tags_all(contacts).await

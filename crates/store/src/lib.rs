@@ -15,6 +15,7 @@ mod conversations;
 mod db;
 mod dispatch;
 mod error;
+mod identity;
 mod limits;
 mod lookups;
 mod messages;
@@ -32,7 +33,7 @@ pub mod testkit;
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
 pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
 pub use contact_fields::ContactField;
-pub use contacts::Contact;
+pub use contacts::{Contact, ContactKey};
 pub use conversations::Conversation;
 pub use db::{Backend, Db, Tx};
 pub use dispatch::{
@@ -40,12 +41,13 @@ pub use dispatch::{
     DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
 };
 pub use error::{Result, StoreError};
+pub use identity::{Identity, Observed};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
-pub use messages::{Message, StatusChange};
+pub use messages::{Message, ReplyTo, StatusChange};
 pub use network_inbox::InboxItem;
 pub use orgs::{Member, Org};
-pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord};
+pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};
 pub use phone_numbers::PhoneNumber;
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 pub use templates::Template;

@@ -38,6 +38,24 @@ pub struct Message {
     pub failure_code: Option<String>,
     pub failure: Option<Failure>,
     pub updated_at: i64,
+    /// The type's object in the network's shape: as accepted (outbound), as received or
+    /// last edited (inbound); `None` once the customer deleted the message.
+    pub content: Option<Value>,
+    /// The message this one answers.
+    pub reply_to: Option<ReplyTo>,
+    /// The click-to-WhatsApp ad the customer came from (inbound).
+    pub referral: Option<Value>,
+    /// When the customer last edited the message (inbound).
+    pub edited_at: Option<i64>,
+    /// When the customer deleted the message (inbound).
+    pub revoked_at: Option<i64>,
+}
+
+/// The message another one answers: the network's id, and Tern's when Tern holds it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReplyTo {
+    pub message_id: Option<Uuid>,
+    pub wamid: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -67,6 +85,11 @@ struct Row {
     failure_code: Option<String>,
     failure: Option<Json<Failure>>,
     updated_at: i64,
+    content: Option<Json<Value>>,
+    reply_to: Option<Json<ReplyTo>>,
+    referral: Option<Json<Value>>,
+    edited_at: Option<i64>,
+    revoked_at: Option<i64>,
 }
 
 impl From<Row> for Message {
@@ -95,6 +118,11 @@ impl From<Row> for Message {
             failure_code: r.failure_code,
             failure: r.failure.map(|j| j.0),
             updated_at: r.updated_at,
+            content: r.content.map(|j| j.0),
+            reply_to: r.reply_to.map(|j| j.0),
+            referral: r.referral.map(|j| j.0),
+            edited_at: r.edited_at,
+            revoked_at: r.revoked_at,
         }
     }
 }
@@ -103,7 +131,8 @@ macro_rules! message_columns {
     () => {
         "id, org_id, conversation_id, contact_id, phone_number_id, direction, type, status, \
          template_name, template_language, text, media_id, wamid, request, campaign_id, created_at, \
-         sent_at, delivered_at, read_at, failed_at, failure_code, failure, updated_at"
+         sent_at, delivered_at, read_at, failed_at, failure_code, failure, updated_at, content, \
+         reply_to, referral, edited_at, revoked_at"
     };
 }
 pub(crate) use message_columns;
@@ -128,7 +157,7 @@ impl Db {
         const SQL: &str = concat!(
             "INSERT INTO messages (",
             message_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) \
              ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO NOTHING"
         );
         let n = with_pool!(self, pool => sqlx::query(SQL)
@@ -155,6 +184,11 @@ impl Db {
             .bind(&m.failure_code)
             .bind(m.failure.as_ref().map(Json))
             .bind(m.updated_at)
+            .bind(m.content.as_ref().map(Json))
+            .bind(m.reply_to.as_ref().map(Json))
+            .bind(m.referral.as_ref().map(Json))
+            .bind(m.edited_at)
+            .bind(m.revoked_at)
             .execute(pool)
             .await
             .map(|r| r.rows_affected()))?;
@@ -197,6 +231,91 @@ impl Db {
         let Some(id) = tern_id else { return Ok(None) };
         let row: Option<Row> =
             with_pool!(self, pool => sqlx::query_as(BY_ID).bind(id).fetch_optional(pool).await)?;
+        Ok(row.map(Message::from))
+    }
+
+    /// Tern's id of the organisation's message with this wamid, if Tern holds it.
+    pub async fn message_id_by_wamid(&self, org_id: Uuid, wamid: &str) -> Result<Option<Uuid>> {
+        let id = with_pool!(self, pool => sqlx::query_scalar::<_, Uuid>(
+                "SELECT id FROM messages WHERE wamid = $1 AND org_id = $2")
+            .bind(wamid)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(id)
+    }
+
+    /// The customer edited their message `wamid` at `at` (the network's time): its `text`
+    /// and `content` become the new ones and `edited_at` is set. An edit older than the
+    /// last one applied, or of a deleted message, changes nothing. Returns the message as
+    /// it is now (`None`: Tern does not hold it).
+    pub async fn edit_inbound_message(
+        &self,
+        org_id: Uuid,
+        wamid: &str,
+        text: Option<&str>,
+        content: &Value,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Message>> {
+        const SQL: &str = concat!(
+            "UPDATE messages SET text = $3, content = $4, edited_at = $5, \
+             updated_at = CASE WHEN $6 > updated_at THEN $6 ELSE updated_at + 1 END \
+             WHERE wamid = $1 AND org_id = $2 AND direction = 'inbound' AND revoked_at IS NULL \
+               AND (edited_at IS NULL OR edited_at < $5) RETURNING ",
+            message_columns!()
+        );
+        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
+            .bind(wamid)
+            .bind(org_id)
+            .bind(text)
+            .bind(Json(content))
+            .bind(at)
+            .bind(now)
+            .fetch_optional(pool)
+            .await)?;
+        match row {
+            Some(r) => Ok(Some(r.into())),
+            None => self.message_by_wamid(org_id, wamid).await,
+        }
+    }
+
+    /// The customer deleted their message `wamid` at `at`: `text` and `content` are
+    /// cleared and `revoked_at` is set (once). Returns the message as it is now.
+    pub async fn revoke_inbound_message(
+        &self,
+        org_id: Uuid,
+        wamid: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Message>> {
+        const SQL: &str = concat!(
+            "UPDATE messages SET text = NULL, content = NULL, revoked_at = $3, \
+             updated_at = CASE WHEN $4 > updated_at THEN $4 ELSE updated_at + 1 END \
+             WHERE wamid = $1 AND org_id = $2 AND direction = 'inbound' AND revoked_at IS NULL \
+             RETURNING ",
+            message_columns!()
+        );
+        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
+            .bind(wamid)
+            .bind(org_id)
+            .bind(at)
+            .bind(now)
+            .fetch_optional(pool)
+            .await)?;
+        match row {
+            Some(r) => Ok(Some(r.into())),
+            None => self.message_by_wamid(org_id, wamid).await,
+        }
+    }
+
+    async fn message_by_wamid(&self, org_id: Uuid, wamid: &str) -> Result<Option<Message>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE wamid = $1 AND org_id = $2"
+        );
+        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL).bind(wamid).bind(org_id).fetch_optional(pool).await)?;
         Ok(row.map(Message::from))
     }
 

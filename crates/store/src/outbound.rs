@@ -51,6 +51,31 @@ pub enum Acceptance {
     ContactLimit { used: i64 },
 }
 
+/// The identifier of a recipient that a send creates a contact for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NewContact {
+    /// Phone digits without `+`.
+    WaId(String),
+    /// Business-scoped user id.
+    UserId(String),
+}
+
+impl NewContact {
+    fn value(&self) -> &str {
+        match self {
+            NewContact::WaId(v) | NewContact::UserId(v) => v,
+        }
+    }
+
+    /// The statement for this identifier's column: `wa_id`'s or `user_id`'s.
+    fn pick(&self, wa_id: &'static str, user_id: &'static str) -> &'static str {
+        match self {
+            NewContact::WaId(_) => wa_id,
+            NewContact::UserId(_) => user_id,
+        }
+    }
+}
+
 /// One message to accept with [`Db::accept_messages`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accept {
@@ -62,8 +87,9 @@ pub struct Accept {
     pub fingerprint: Vec<u8>,
     pub key_expires_at: i64,
     pub charges: Charges,
-    /// Create the contact with this wa_id (id `message.contact_id`) if it does not exist.
-    pub new_contact: Option<String>,
+    /// Create the contact with this identifier (id `message.contact_id`) if it does not
+    /// exist.
+    pub new_contact: Option<NewContact>,
     /// The plan's contact limit, for a `new_contact`: refused with
     /// [`Acceptance::ContactLimit`] when the organisation's contacts already reach it
     /// (counted under the organisation's row lock, so concurrent sends to new recipients
@@ -286,16 +312,18 @@ impl Db {
 
                 // 1b. A new recipient counts against the plan's contact limit, under the
                 // organisation's row lock (PostgreSQL; SQLite holds the write lock).
-                if let (Some(wa_id), Some(limit)) = (&it.new_contact, it.contact_limit) {
+                if let (Some(who), Some(limit)) = (&it.new_contact, it.contact_limit) {
                     sqlx::query(lock_for_write!(self, "SELECT id FROM organisations WHERE id = $1"))
                         .bind(org_id)
                         .execute(&mut *tx)
                         .await?;
-                    let (total, exists): (i64, i64) = sqlx::query_as(
+                    let (total, exists): (i64, i64) = sqlx::query_as(who.pick(
                             "SELECT COUNT(*), COUNT(CASE WHEN wa_id = $2 THEN 1 END) \
-                             FROM contacts WHERE org_id = $1")
+                             FROM contacts WHERE org_id = $1",
+                            "SELECT COUNT(*), COUNT(CASE WHEN user_id = $2 THEN 1 END) \
+                             FROM contacts WHERE org_id = $1"))
                         .bind(org_id)
-                        .bind(wa_id)
+                        .bind(who.value())
                         .fetch_one(&mut *tx)
                         .await?;
                     // Created meanwhile by another request, the recipient is no new contact.
@@ -368,22 +396,26 @@ impl Db {
 
                 // 3. A new recipient: its contact and conversation, unless a concurrent
                 // request created them first (then theirs are used).
-                if let Some(wa_id) = it.new_contact.clone() {
-                    sqlx::query(
+                if let Some(who) = it.new_contact.clone() {
+                    sqlx::query(who.pick(
                             "INSERT INTO contacts (id, org_id, wa_id, custom_fields, consent_status, \
                              created_at, updated_at) VALUES ($1, $2, $3, $4, 'unknown', $5, $5) \
-                             ON CONFLICT (org_id, wa_id) DO NOTHING")
+                             ON CONFLICT (org_id, wa_id) DO NOTHING",
+                            "INSERT INTO contacts (id, org_id, user_id, custom_fields, consent_status, \
+                             created_at, updated_at) VALUES ($1, $2, $3, $4, 'unknown', $5, $5) \
+                             ON CONFLICT (org_id, user_id) WHERE user_id IS NOT NULL DO NOTHING"))
                         .bind(it.message.contact_id)
                         .bind(org_id)
-                        .bind(&wa_id)
+                        .bind(who.value())
                         .bind(Json(serde_json::Map::new()))
                         .bind(it.message.created_at)
                         .execute(&mut *tx)
                         .await?;
-                    let id: Uuid = sqlx::query_scalar(
-                            "SELECT id FROM contacts WHERE org_id = $1 AND wa_id = $2")
+                    let id: Uuid = sqlx::query_scalar(who.pick(
+                            "SELECT id FROM contacts WHERE org_id = $1 AND wa_id = $2",
+                            "SELECT id FROM contacts WHERE org_id = $1 AND user_id = $2"))
                         .bind(org_id)
-                        .bind(&wa_id)
+                        .bind(who.value())
                         .fetch_one(&mut *tx)
                         .await?;
                     items[i].message.contact_id = id;
@@ -463,7 +495,7 @@ impl Db {
     }
 }
 
-/// Binds the columns of `$ms` (`&[&Message]`) as arrays, `$1`…`$23` in
+/// Binds the columns of `$ms` (`&[&Message]`) as arrays, `$1`…`$28` in
 /// `message_columns!` order, for the PostgreSQL `UNNEST` statements.
 macro_rules! bind_message_arrays {
     ($q:expr, $ms:expr) => {{
@@ -511,6 +543,23 @@ macro_rules! bind_message_arrays {
                     .collect::<Vec<_>>(),
             )
             .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
+            .bind(
+                ms.iter()
+                    .map(|m| m.content.as_ref().map(Json))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ms.iter()
+                    .map(|m| m.reply_to.as_ref().map(Json))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ms.iter()
+                    .map(|m| m.referral.as_ref().map(Json))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ms.iter().map(|m| m.edited_at).collect::<Vec<_>>())
+            .bind(ms.iter().map(|m| m.revoked_at).collect::<Vec<_>>())
     }};
 }
 
@@ -603,6 +652,11 @@ impl AcceptBatch for SqliteConnection {
                 .push_bind(m.failure_code.as_deref())
                 .push_bind(m.failure.as_ref().map(Json))
                 .push_bind(m.updated_at)
+                .push_bind(m.content.as_ref().map(Json))
+                .push_bind(m.reply_to.as_ref().map(Json))
+                .push_bind(m.referral.as_ref().map(Json))
+                .push_bind(m.edited_at)
+                .push_bind(m.revoked_at)
                 .push_bind(0_i64)
                 .push_bind(m.created_at)
                 .push_bind(crate::dispatch::DISPATCH_QUEUED);
@@ -645,11 +699,13 @@ impl AcceptBatch for PgConnection {
                $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
-               $23::int8[], $24::text[], $25::bytea[], $26::int8[]) AS t(id, org_id, \
+               $23::int8[], $24::jsonb[], $25::jsonb[], $26::jsonb[], $27::int8[], $28::int8[], \
+               $29::text[], $30::bytea[], $31::int8[]) AS t(id, org_id, \
                conversation_id, contact_id, phone_number_id, direction, type, status, \
                template_name, template_language, text, media_id, wamid, request, campaign_id, \
                created_at, sent_at, delivered_at, read_at, failed_at, failure_code, failure, \
-               updated_at, key, fingerprint, key_expires_at)), \
+               updated_at, content, reply_to, referral, edited_at, revoked_at, key, fingerprint, \
+               key_expires_at)), \
              k AS (INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
                created_at, expires_at) \
                SELECT org_id, key, fingerprint, id, 'completed', created_at, key_expires_at FROM t",
@@ -726,10 +782,12 @@ impl AcceptBatch for PgConnection {
                $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
-               $23::int8[]) AS t(id, org_id, conversation_id, contact_id, phone_number_id, \
+               $23::int8[], $24::jsonb[], $25::jsonb[], $26::jsonb[], $27::int8[], $28::int8[]) \
+               AS t(id, org_id, conversation_id, contact_id, phone_number_id, \
                direction, type, status, template_name, template_language, text, media_id, wamid, \
                request, campaign_id, created_at, sent_at, delivered_at, read_at, failed_at, \
-               failure_code, failure, updated_at)"
+               failure_code, failure, updated_at, content, reply_to, referral, edited_at, \
+               revoked_at)"
         );
         bind_message_arrays!(sqlx::query(sql), messages)
             .execute(&mut *self)

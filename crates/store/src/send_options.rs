@@ -19,6 +19,8 @@ pub struct SendOption {
     /// The recipient's contact (`None`: no such contact in the organisation).
     pub contact_id: Option<Uuid>,
     pub contact_wa_id: Option<String>,
+    /// The contact's business-scoped user id (a send without a phone goes to it).
+    pub contact_user_id: Option<String>,
     /// `unknown` when there is no contact yet.
     #[sqlx(try_from = "String")]
     pub consent_status: Consent,
@@ -33,6 +35,7 @@ pub struct SendOption {
 pub enum ContactRef<'a> {
     Id(Uuid),
     WaId(&'a str),
+    UserId(&'a str),
 }
 
 /// One lookup of [`Db::send_lookups`]: the caller's key and the recipient of the send.
@@ -42,28 +45,33 @@ pub struct SendLookup {
     pub hash: Vec<u8>,
     pub contact_id: Option<Uuid>,
     pub wa_id: Option<String>,
+    pub user_id: Option<String>,
 }
 
 impl SendLookup {
     /// `contact: None` reads the key only (a body that names no recipient).
     pub fn new(hash: &[u8], contact: Option<ContactRef<'_>>) -> Self {
-        let (contact_id, wa_id) = match contact {
-            Some(ContactRef::Id(id)) => (Some(id), None),
-            Some(ContactRef::WaId(w)) => (None, Some(w.to_string())),
-            None => (None, None),
-        };
-        SendLookup {
+        let mut q = SendLookup {
             hash: hash.to_vec(),
-            contact_id,
-            wa_id,
+            contact_id: None,
+            wa_id: None,
+            user_id: None,
+        };
+        match contact {
+            Some(ContactRef::Id(id)) => q.contact_id = Some(id),
+            Some(ContactRef::WaId(w)) => q.wa_id = Some(w.to_string()),
+            Some(ContactRef::UserId(u)) => q.user_id = Some(u.to_string()),
+            None => {}
         }
+        q
     }
 
     fn contact(&self) -> Option<ContactRef<'_>> {
-        match (&self.contact_id, &self.wa_id) {
-            (Some(id), _) => Some(ContactRef::Id(*id)),
-            (None, Some(w)) => Some(ContactRef::WaId(w)),
-            (None, None) => None,
+        match (&self.contact_id, &self.wa_id, &self.user_id) {
+            (Some(id), _, _) => Some(ContactRef::Id(*id)),
+            (None, Some(w), _) => Some(ContactRef::WaId(w)),
+            (None, None, Some(u)) => Some(ContactRef::UserId(u)),
+            (None, None, None) => None,
         }
     }
 }
@@ -93,6 +101,7 @@ struct SendLookupRow {
     p_updated_at: Option<i64>,
     contact_id: Option<Uuid>,
     contact_wa_id: Option<String>,
+    contact_user_id: Option<String>,
     consent_status: Option<String>,
     conversation_id: Option<Uuid>,
     last_inbound_at: Option<i64>,
@@ -114,6 +123,7 @@ impl SendLookupRow {
             },
             contact_id: self.contact_id,
             contact_wa_id: self.contact_wa_id.take(),
+            contact_user_id: self.contact_user_id.take(),
             consent_status: self
                 .consent_status
                 .as_deref()
@@ -131,7 +141,7 @@ macro_rules! send_options_sql {
         concat!(
             "SELECT p.id, p.org_id, p.display_phone_number, p.waba_id, p.access_token_enc, \
              p.status, p.throughput_mps, p.created_at, p.updated_at, \
-             c.id AS contact_id, c.wa_id AS contact_wa_id, \
+             c.id AS contact_id, c.wa_id AS contact_wa_id, c.user_id AS contact_user_id, \
              COALESCE(c.consent_status, 'unknown') AS consent_status, \
              v.id AS conversation_id, v.last_inbound_at \
              FROM phone_numbers p \
@@ -165,6 +175,14 @@ impl Db {
                 .bind(wa_id)
                 .fetch_all(pool)
                 .await)?,
+            ContactRef::UserId(user_id) => {
+                with_pool!(self, pool => sqlx::query_as::<_, SendOption>(
+                    send_options_sql!("c.user_id = $2"))
+                .bind(org_id)
+                .bind(user_id)
+                .fetch_all(pool)
+                .await)?
+            }
         };
         Ok(rows)
     }
@@ -207,13 +225,20 @@ impl Db {
                                 .fetch_all(&mut *conn)
                                 .await?
                         }
+                        Some(ContactRef::UserId(user_id)) => {
+                            sqlx::query_as::<_, SendOption>(send_options_sql!("c.user_id = $2"))
+                                .bind(org_id)
+                                .bind(user_id)
+                                .fetch_all(&mut *conn)
+                                .await?
+                        }
                     };
                     *slot = Some(SendContext { auth, options });
                 }
             }
             Pool::Postgres(pool) => {
-                // The contact by id, else by wa_id (COALESCE runs the lookup by wa_id only
-                // when no id was given); the organisation's numbers as in send_options, or
+                // The contact by id, else by wa_id, else by user_id (COALESCE runs a
+                // lookup only when the earlier ones gave nothing); the organisation's numbers as in send_options, or
                 // one row of NULLs when it has none, so the key is answered anyway.
                 let rows = sqlx::query_as::<_, SendLookupRow>(concat!(
                     auth_select!(
@@ -221,21 +246,24 @@ impl Db {
                          p.waba_id AS p_waba_id, p.access_token_enc AS p_access_token_enc, \
                          p.status AS p_status, p.throughput_mps AS p_throughput_mps, \
                          p.created_at AS p_created_at, p.updated_at AS p_updated_at, \
-                         c.id AS contact_id, c.wa_id AS contact_wa_id, c.consent_status, \
+                         c.id AS contact_id, c.wa_id AS contact_wa_id, \
+                         c.user_id AS contact_user_id, c.consent_status, \
                          v.id AS conversation_id, v.last_inbound_at, "
                     ),
-                    " JOIN UNNEST($1::bytea[], $2::uuid[], $3::text[]) WITH ORDINALITY \
-                       AS h(hash, contact_id, wa_id, i) ON k.key_hash = h.hash \
+                    " JOIN UNNEST($1::bytea[], $2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY \
+                       AS h(hash, contact_id, wa_id, user_id, i) ON k.key_hash = h.hash \
                      LEFT JOIN LATERAL (SELECT * FROM phone_numbers n WHERE n.org_id = k.org_id \
                        ORDER BY n.id LIMIT 100) p ON true \
                      LEFT JOIN contacts c ON c.org_id = k.org_id AND c.id = COALESCE(h.contact_id, \
-                       (SELECT x.id FROM contacts x WHERE x.org_id = k.org_id AND x.wa_id = h.wa_id)) \
+                       (SELECT x.id FROM contacts x WHERE x.org_id = k.org_id AND x.wa_id = h.wa_id), \
+                       (SELECT x.id FROM contacts x WHERE x.org_id = k.org_id AND x.user_id = h.user_id)) \
                      LEFT JOIN conversations v ON v.contact_id = c.id AND v.phone_number_id = p.id \
                      ORDER BY h.i, p.id"
                 ))
                 .bind(qs.iter().map(|q| q.hash.as_slice()).collect::<Vec<_>>())
                 .bind(qs.iter().map(|q| q.contact_id).collect::<Vec<_>>())
                 .bind(qs.iter().map(|q| q.wa_id.as_deref()).collect::<Vec<_>>())
+                .bind(qs.iter().map(|q| q.user_id.as_deref()).collect::<Vec<_>>())
                 .fetch_all(pool)
                 .await?;
                 for mut row in rows {

@@ -204,6 +204,38 @@ impl Db {
         Ok(templates)
     }
 
+    /// The network changed a template's category (`template_category_update`): the WABA's
+    /// templates with `network_id`, or (no id recorded yet) of that `name` and `language`,
+    /// take `category`. Rows already in it are left alone. Returns the changed rows.
+    pub async fn apply_template_category(
+        &self,
+        waba_id: &str,
+        network_id: Option<&str>,
+        name: Option<&str>,
+        language: Option<&str>,
+        category: Category,
+        at: i64,
+    ) -> Result<Vec<Template>> {
+        let templates = with_pool!(self, pool => sqlx::query_as::<_, Template>(concat!(
+                "UPDATE templates SET category = $5, \
+                 updated_at = CASE WHEN $6 > updated_at THEN $6 ELSE updated_at + 1 END \
+                 WHERE waba_id = $1 \
+                   AND (network_id = $2 \
+                        OR ((network_id IS NULL OR $2 IS NULL) AND name = $3 \
+                            AND ($4 IS NULL OR language = $4))) \
+                   AND category <> $5 \
+                 RETURNING ", template_columns!()))
+            .bind(waba_id)
+            .bind(network_id)
+            .bind(name)
+            .bind(language)
+            .bind(category.as_str())
+            .bind(at)
+            .fetch_all(pool)
+            .await)?;
+        Ok(templates)
+    }
+
     /// Creates or refreshes a template found on the network (e.g. created in the network's
     /// own tools), keyed by (organisation, WABA, name, language); returns it with `created`.
     /// An existing row gets the network's category, status, components, id and rejection

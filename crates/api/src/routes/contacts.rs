@@ -14,6 +14,7 @@ use tern_domain::contact::{self as rules, FieldDef};
 use tern_domain::time::{format_ms, now_ms, parse_rfc3339_ms};
 use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem, phone};
+use tern_store::ContactKey;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -34,12 +35,21 @@ pub struct Consent {
 pub struct Contact {
     #[schema(format = Uuid)]
     pub id: String,
-    /// The network's id: the phone number's digits without `+`.
+    /// The phone number's digits without `+`; null for a customer known only by
+    /// `user_id` (the network withholds the phone of some username users).
     #[schema(example = "447700900123")]
-    pub wa_id: String,
-    /// E.164.
+    pub wa_id: Option<String>,
+    /// E.164; null like `wa_id`.
     #[schema(example = "+447700900123")]
-    pub phone: String,
+    pub phone: Option<String>,
+    /// The business-scoped user id the network gives the customer (stable for this
+    /// business; replaced when the customer changes number).
+    #[schema(example = "US.13491208655302741918")]
+    pub user_id: Option<String>,
+    /// The parent business-scoped user id, shared across a managed business's portfolios.
+    pub parent_user_id: Option<String>,
+    /// The customer's WhatsApp username, when they have one.
+    pub username: Option<String>,
     pub name: Option<String>,
     /// Values of the organisation's custom contact fields, by key.
     #[schema(value_type = Object)]
@@ -59,8 +69,11 @@ impl From<tern_store::Contact> for Contact {
     fn from(c: tern_store::Contact) -> Self {
         Contact {
             id: c.id.to_string(),
-            phone: format!("+{}", c.wa_id),
+            phone: c.wa_id.as_ref().map(|w| format!("+{w}")),
             wa_id: c.wa_id,
+            user_id: c.user_id,
+            parent_user_id: c.parent_user_id,
+            username: c.username,
             name: c.name,
             custom_fields: c.custom_fields,
             tags: c.tags,
@@ -76,14 +89,21 @@ impl From<tern_store::Contact> for Contact {
     }
 }
 
-/// Create a contact, or update the one with this phone number.
+/// Create a contact, or update the one with this phone number or user id. Exactly one of
+/// `phone` and `user_id`.
 // The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpsertContactRequest {
     /// International format with `+` and the country code; spaces and dashes allowed.
     #[schema(example = "+1 415-555-0123")]
-    pub phone: String,
+    pub phone: Option<String>,
+    /// A business-scoped user id, for a customer known by username.
+    #[schema(
+        example = "US.13491208655302741918",
+        pattern = "^[A-Z]{2}\\.(ENT\\.)?[A-Za-z0-9]{1,128}$"
+    )]
+    pub user_id: Option<String>,
     #[schema(
         min_length = 1,
         max_length = 256,
@@ -317,7 +337,8 @@ pub async fn list_contacts(
     )))
 }
 
-/// Create a contact by phone number, or update the existing one (201 created, 200 updated).
+/// Create a contact by phone number or by business-scoped user id (a customer known by
+/// username), or update the existing one (201 created, 200 updated).
 #[utoipa::path(
     post,
     path = "/contacts",
@@ -326,7 +347,7 @@ pub async fn list_contacts(
     request_body = UpsertContactRequest,
     responses(
         (status = 201, description = "Created.", body = Contact),
-        (status = 200, description = "An existing contact with this phone number was updated.", body = Contact),
+        (status = 200, description = "An existing contact with this phone number or user id was updated.", body = Contact),
     ),
     security(("bearer" = []))
 )]
@@ -336,7 +357,8 @@ pub async fn upsert_contact(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<Contact>), ApiError> {
     let mut f = Fields::new(&body)?;
-    let phone: Option<String> = f.required("phone");
+    let phone: Option<String> = f.optional("phone");
+    let user_id: Option<String> = f.optional("user_id");
     let name: Option<String> = f.optional("name");
     let custom_fields: Option<Map<String, Value>> = f.optional("custom_fields");
     let tags: Option<Vec<String>> = f.optional("tags");
@@ -355,6 +377,25 @@ pub async fn upsert_contact(
     if let Some(cf) = &custom_fields {
         check_fields(&field_defs(&state, auth.org_id).await?, cf, f.errors());
     }
+    match (&phone, &user_id) {
+        (None, None) if !f.failed("phone") && !f.failed("user_id") => {
+            f.errors().push(FieldError::new(
+                "phone",
+                "is required (or give user_id for a customer known by username)",
+            ))
+        }
+        (Some(_), Some(_)) => f.errors().push(FieldError::new(
+            "user_id",
+            "give phone or user_id, not both",
+        )),
+        _ => {}
+    }
+    if let Some(u) = &user_id
+        && !rules::is_user_id(u)
+    {
+        f.errors()
+            .push(FieldError::new("user_id", rules::USER_ID_HELP));
+    }
     let tags = tags
         .as_deref()
         .map(|t| normalise_tags(t, f.errors()))
@@ -365,15 +406,17 @@ pub async fn upsert_contact(
         }
         return Err(ApiError(p));
     }
-    let Some(phone) = phone else {
-        return Err(ApiError(Problem::field("phone", "is required")));
+    let wa_id = phone.as_ref().map(|p| p.wa_id().to_string());
+    let key = match (&wa_id, &user_id) {
+        (Some(w), _) => ContactKey::WaId(w),
+        (None, Some(u)) => ContactKey::UserId(u),
+        (None, None) => return Err(ApiError(Problem::field("phone", "is required"))),
     };
-    let wa_id = phone.wa_id().to_string();
     let (contact, created) = tern_core::contacts::upsert(
         &state.core,
         &auth,
         tern_core::contacts::Upsert {
-            wa_id: &wa_id,
+            key,
             name: name.as_deref().map(str::trim),
             custom_fields: custom_fields.as_ref(),
             tags: &tags,

@@ -85,6 +85,34 @@ pub struct Message {
     pub failed_at: Option<String>,
     pub failure_code: Option<String>,
     pub failure: Option<Failure>,
+    /// The type's object in the network's shape: as accepted (outbound), as received or
+    /// last edited (inbound), e.g. location `{latitude, longitude, name, address}`,
+    /// interactive `{type, button_reply|list_reply|nfm_reply}`, reaction `{message_id,
+    /// wamid, emoji}`; null once the customer deleted the message.
+    #[schema(value_type = Option<Object>)]
+    pub content: Option<Value>,
+    /// The message this one answers; `message_id` is null when Tern does not hold it.
+    pub reply_to: Option<ReplyTo>,
+    /// The click-to-WhatsApp ad the customer came from (inbound only), as the network
+    /// sends it (`source_url`, `source_id`, `source_type`, `headline`, `body`, `ctwa_clid`, …).
+    #[schema(value_type = Option<Object>)]
+    pub referral: Option<Value>,
+    /// When the customer last edited the message.
+    #[schema(format = DateTime)]
+    pub edited_at: Option<String>,
+    /// When the customer deleted the message (`text` and `content` are then null).
+    #[schema(format = DateTime)]
+    pub revoked_at: Option<String>,
+}
+
+/// The message another one answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplyTo {
+    /// Tern's id of that message; null when Tern does not hold it.
+    #[schema(format = Uuid)]
+    pub message_id: Option<String>,
+    /// The network's id of that message.
+    pub wamid: String,
 }
 
 impl From<failure::Failure> for Failure {
@@ -121,6 +149,14 @@ impl From<tern_store::Message> for Message {
             failed_at: m.failed_at.map(format_ms),
             failure_code: m.failure_code,
             failure: m.failure.map(Failure::from),
+            content: m.content,
+            reply_to: m.reply_to.map(|r| ReplyTo {
+                message_id: r.message_id.map(|id| id.to_string()),
+                wamid: r.wamid,
+            }),
+            referral: m.referral,
+            edited_at: m.edited_at.map(format_ms),
+            revoked_at: m.revoked_at.map(format_ms),
         }
     }
 }
@@ -152,11 +188,12 @@ fn send_schema() -> Value {
         "description": "A message in the network's own shape: `type` selects the kind and the object named like the type is required.",
         "properties": {
             "type": {"type": "string", "enum": ["text", "image", "video", "audio", "document", "sticker", "location", "contacts", "interactive", "reaction", "template"]},
-            "to": {"description": "A phone number in international format (`+` and the country code; spaces and dashes allowed), or an object with exactly one of `contact_id` / `wa_id`. Addressing by phone number also needs `contacts.create`.",
+            "to": {"description": "A phone number in international format (`+` and the country code; spaces and dashes allowed), or an object with exactly one of `contact_id` / `wa_id` / `user_id` (a business-scoped user id, for a customer known by username). Addressing by phone number or user_id also needs `contacts.create`.",
                    "oneOf": [
                        {"type": "string", "pattern": "^\\+[0-9 ().-]{7,40}$", "example": "+14155550123"},
                        {"type": "object", "properties": {"contact_id": {"type": "string", "format": "uuid"}}, "required": ["contact_id"], "additionalProperties": false},
-                       {"type": "object", "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false}
+                       {"type": "object", "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false},
+                       {"type": "object", "properties": {"user_id": {"type": "string", "pattern": "^[A-Z]{2}\\.(ENT\\.)?[A-Za-z0-9]{1,128}$", "example": "US.13491208655302741918"}}, "required": ["user_id"], "additionalProperties": false}
                    ]},
             "phone_number_id": {"type": "string", "minLength": 1, "description": "The sending number (`id` from GET /phone-numbers). Required when the organisation has several numbers (or use `from`)."},
             "from": {"type": "string", "minLength": 1, "description": "Alternative selector of the sending number: a phone_number_id or the number in E.164."},
@@ -227,6 +264,7 @@ pub async fn send_message(
         Some(Ok(ref req)) => Some(match &req.recipient {
             Recipient::ContactId(id) => ContactRef::Id(*id),
             Recipient::WaId(p) | Recipient::Phone(p) => ContactRef::WaId(p.wa_id()),
+            Recipient::UserId(u) => ContactRef::UserId(u),
         }),
         _ => None,
     };

@@ -19,7 +19,8 @@ use tern_domain::send::{self, MediaRef, Recipient, SendRequest, Sender, WindowSt
 use tern_domain::time::format_ms;
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
 use tern_store::{
-    Accept, Acceptance, Charges, IdempotencyRecord, Message, PhoneNumber, SendOption,
+    Accept, Acceptance, Charges, IdempotencyRecord, Message, NewContact, PhoneNumber, ReplyTo,
+    SendOption,
 };
 
 use crate::{Core, Principal, Result, numbers};
@@ -84,6 +85,14 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
     let option = sending_number(s.options, req.sender.as_ref())?;
     let number = &option.number;
     let new_contact = recipient(core, principal, &req.recipient, option).await?;
+    // A contact's phone wins over its BSUID, as on the network.
+    let address = match (&option.contact_wa_id, &option.contact_user_id, &new_contact) {
+        (Some(w), _, _) | (None, None, Some(NewContact::WaId(w))) => network::Address::Phone(w),
+        (None, Some(u), _) | (None, None, Some(NewContact::UserId(u))) => {
+            network::Address::UserId(u)
+        }
+        (None, None, None) => return Err(Problem::not_found()),
+    };
     let window = WindowState::at(option.last_inbound_at, s.now);
     let opted_out = option.consent_status == Consent::OptedOut;
     send::check_window_and_consent(req.kind, window, opted_out)?;
@@ -101,6 +110,11 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
                 t.coupon_code.as_deref(),
             )
             .map_err(|r| r.into_problem())?;
+            if matches!(address, network::Address::UserId(_))
+                && template::needs_phone_number(tpl.category, &tpl.components)
+            {
+                return Err(phone_number_required(&t.name));
+            }
             let components = match (&t.components, &t.variables) {
                 (Some(c), _) => c.clone(),
                 (None, vars) => Value::Array(template::network_components(
@@ -119,12 +133,19 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
     let charges = billing(principal, req, category, s.now)?;
     check_media(req)?;
 
-    let wa_id = match (&option.contact_wa_id, &new_contact) {
-        (Some(w), _) | (None, Some(w)) => w.clone(),
-        (None, None) => return Err(Problem::not_found()),
+    let reply_to = match req.context.as_deref() {
+        Some(wamid) => Some(ReplyTo {
+            message_id: core.db.message_id_by_wamid(principal.org_id, wamid).await?,
+            wamid: wamid.to_string(),
+        }),
+        None => None,
     };
-    let request =
-        network::message_request(&wa_id, req.kind.as_str(), content, req.context.as_deref());
+    let request = network::message_request(
+        address,
+        req.kind.as_str(),
+        content.clone(),
+        req.context.as_deref(),
+    );
     let message = Message {
         id: new_id(),
         org_id: principal.org_id,
@@ -150,6 +171,11 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         failure_code: None,
         failure: None,
         updated_at: s.now,
+        content: Some(content),
+        reply_to,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
     };
     let contact_limit = new_contact.as_ref().and_then(|_| {
         principal
@@ -291,16 +317,16 @@ fn sending_number<'a>(
     Ok(chosen)
 }
 
-/// Checks the recipient: an existing contact, or (for a phone number not yet known) the
-/// wa_id of the contact the acceptance creates. A new contact's plan limit is checked here,
-/// in the order of the checks, and again atomically by the acceptance.
+/// Checks the recipient: an existing contact, or (for a phone number or BSUID not yet
+/// known) the identifier of the contact the acceptance creates. A new contact's plan limit
+/// is checked here, in the order of the checks, and again atomically by the acceptance.
 async fn recipient(
     core: &Core,
     principal: &Principal,
     r: &Recipient,
     option: &SendOption,
-) -> Result<Option<String>> {
-    let wa_id = match r {
+) -> Result<Option<NewContact>> {
+    let new = match r {
         Recipient::ContactId(_) => {
             return match option.contact_id {
                 Some(_) => Ok(None),
@@ -308,11 +334,12 @@ async fn recipient(
                     .with_message("No contact with this contact_id in the organisation.")),
             };
         }
-        Recipient::WaId(p) | Recipient::Phone(p) => p.wa_id().to_string(),
+        Recipient::WaId(p) | Recipient::Phone(p) => NewContact::WaId(p.wa_id().to_string()),
+        Recipient::UserId(u) => NewContact::UserId(u.clone()),
     };
     if !principal.has(Permission::ContactsCreate) {
         return Err(Problem::permission_denied(Permission::ContactsCreate.as_str()).with_message(
-            "Addressing a message by phone number also needs the contacts.create permission; use to.contact_id instead.",
+            "Addressing a message by phone number or user_id also needs the contacts.create permission; use to.contact_id instead.",
         ));
     }
     if option.contact_id.is_some() {
@@ -323,7 +350,16 @@ async fn recipient(
         let used = core.db.count_contacts(principal.org_id).await?;
         effective.check_count(Entitlement::Contacts, used)?;
     }
-    Ok(Some(wa_id))
+    Ok(Some(new))
+}
+
+/// A template the network sends only to a phone number, for a customer known by BSUID.
+fn phone_number_required(name: &str) -> Problem {
+    Problem::conflict("phone_number_required")
+        .with_message(format!(
+            "Template {name:?} has a one-tap, zero-tap or copy-code button, which needs the customer's phone number; this customer is known only by their user_id."
+        ))
+        .with_detail("template_name", name)
 }
 
 fn template_not_approved(name: &str, language: &str) -> Problem {

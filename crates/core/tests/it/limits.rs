@@ -34,7 +34,7 @@ async fn contacts_at_the_limit_admit_one_creator() {
         let p = fixtures::principal(&org);
         for wa in ["4915550001", "4915550002"] {
             let u = contacts::Upsert {
-                wa_id: wa,
+                key: tern_store::ContactKey::WaId(wa),
                 name: None,
                 custom_fields: None,
                 tags: &[],
@@ -46,7 +46,7 @@ async fn contacts_at_the_limit_admit_one_creator() {
             let (core, p) = (core.clone(), p.clone());
             async move {
                 let u = contacts::Upsert {
-                    wa_id: wa,
+                    key: tern_store::ContactKey::WaId(wa),
                     name: None,
                     custom_fields: None,
                     tags: &[],
@@ -59,7 +59,7 @@ async fn contacts_at_the_limit_admit_one_creator() {
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 3);
         // At the limit an existing contact is still updated.
         let u = contacts::Upsert {
-            wa_id: "4915550001",
+            key: tern_store::ContactKey::WaId("4915550001"),
             name: Some("Ada"),
             custom_fields: None,
             tags: &[],

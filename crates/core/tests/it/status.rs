@@ -44,6 +44,11 @@ async fn sent_message(db: &Db, org: &Org, wamid: &str, t0: i64) -> Message {
         failure_code: None,
         failure: None,
         updated_at: t0,
+        content: None,
+        reply_to: None,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
     };
     assert!(db.insert_message(&m).await.unwrap());
     m

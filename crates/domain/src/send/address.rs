@@ -39,25 +39,35 @@ pub(super) fn parse_to(
             }
         },
         Some(Value::Object(o)) => {
-            unknown_keys(o, "to", &["contact_id", "wa_id"], errors);
+            unknown_keys(o, "to", &["contact_id", "wa_id", "user_id"], errors);
+            let given: Vec<&str> = ["contact_id", "wa_id", "user_id"]
+                .into_iter()
+                .filter(|k| get(o, k).is_some())
+                .collect();
+            if given.len() != 1 {
+                errors.push(FieldError::new(
+                    "to",
+                    if given.is_empty() {
+                        "must hold exactly one of contact_id (an existing contact's id), wa_id (digits with the country code, no +) or user_id (a business-scoped user id)"
+                    } else {
+                        "give exactly one of contact_id, wa_id or user_id"
+                    },
+                ));
+                return None;
+            }
+            if let Some(u) = get(o, "user_id") {
+                return match u.as_str().filter(|s| crate::contact::is_user_id(s)) {
+                    Some(s) => Some(Recipient::UserId(s.to_string())),
+                    None => {
+                        errors.push(FieldError::new("to.user_id", crate::contact::USER_ID_HELP));
+                        None
+                    }
+                };
+            }
             let contact = get(o, "contact_id");
             let wa = get(o, "wa_id");
             match (contact, wa) {
-                (Some(_), Some(_)) => {
-                    errors.push(FieldError::new(
-                        "to",
-                        "give exactly one of contact_id or wa_id, not both",
-                    ));
-                    None
-                }
-                (None, None) => {
-                    errors.push(FieldError::new(
-                        "to",
-                        "must hold exactly one of contact_id (an existing contact's id) or wa_id (digits with the country code, no +)",
-                    ));
-                    None
-                }
-                (Some(c), None) => {
+                (Some(c), _) => {
                     let id = c
                         .as_str()
                         .and_then(|s| uuid::Uuid::parse_str(s).ok().filter(|_| s.len() == 36));
@@ -69,7 +79,9 @@ pub(super) fn parse_to(
                     }
                     id.map(Recipient::ContactId)
                 }
-                (None, Some(w)) => {
+                // Exactly one key was checked above.
+                (None, None) => None,
+                (_, Some(w)) => {
                     let Some(s) = w.as_str() else {
                         errors.push(FieldError::new(
                             "to.wa_id",

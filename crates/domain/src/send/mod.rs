@@ -164,6 +164,9 @@ pub enum Recipient {
     WaId(Phone),
     /// `to: "+1 415 555 0123"`: created as a contact when unknown.
     Phone(Phone),
+    /// `to: {"user_id": …}`: a business-scoped user id (a customer known by username);
+    /// created as a contact when unknown.
+    UserId(String),
 }
 
 /// The sending-number selector. `PhoneNumberId` when `phone_number_id` was given (alone or
@@ -212,7 +215,7 @@ pub struct SendRequest {
     pub content: Value,
 }
 
-const TO_HELP: &str = "a phone number in international format such as \"+14155550123\", or an object with contact_id or wa_id";
+const TO_HELP: &str = "a phone number in international format such as \"+14155550123\", or an object with contact_id, wa_id or user_id";
 
 /// What a type object contributes to the request.
 struct Parsed {

@@ -127,6 +127,20 @@ pub(super) fn copy_code_index(components: &Value) -> Option<usize> {
         .map(|(i, _, _)| i)
 }
 
+/// Whether a send of this template needs the customer's phone number: an authentication
+/// template with a one-tap, zero-tap or copy-code button (the network refuses those for a
+/// business-scoped user id, error 131062).
+pub fn needs_phone_number(category: super::Category, components: &Value) -> bool {
+    category == super::Category::Authentication
+        && buttons(components).into_iter().any(|(_, kind, b)| {
+            kind == "COPY_CODE"
+                || (kind == "OTP"
+                    && upper(b.get("otp_type")).is_some_and(|t| {
+                        matches!(t.as_str(), "ONE_TAP" | "ZERO_TAP" | "COPY_CODE")
+                    }))
+        })
+}
+
 /// Indexes of URL buttons whose URL ends with a variable.
 pub fn dynamic_url_buttons(components: &Value) -> Vec<usize> {
     buttons(components)

@@ -552,7 +552,10 @@ async fn bodies_name_every_problem(app: &TestApp) {
     let (s, h, b) = app.post_json(C, &key, json!({})).await;
     assert_error(s, &h, &b, 400, "validation_failed");
     assert_eq!(paths(&b), ["phone"], "{b}");
-    assert_eq!(b["details"]["fields"][0]["message"], "is required");
+    assert_eq!(
+        b["details"]["fields"][0]["message"],
+        "is required (or give user_id for a customer known by username)"
+    );
     let bad = json!({"phone": 5, "name": "", "tags": ["ok", ""], "x": 1});
     let (s, h, b) = app.post_json(C, &key, bad).await;
     assert_error(s, &h, &b, 400, "validation_failed");

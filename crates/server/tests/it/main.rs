@@ -9,6 +9,7 @@ mod common;
 mod cli;
 mod contacts;
 mod crash_safety;
+mod customers;
 mod http;
 mod messages;
 mod multi_instance;

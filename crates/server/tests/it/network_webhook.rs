@@ -191,7 +191,12 @@ async fn inbound_is_idempotent_and_builds_contacts(app: &TestApp) {
     assert_eq!(by_wamid("wamid.IN1").text.as_deref(), Some("first"));
     assert_eq!(by_wamid("wamid.IN2").text.as_deref(), Some("a cat"));
     assert_eq!(by_wamid("wamid.IN2").r#type, "image");
-    assert_eq!(by_wamid("wamid.IN3").text.as_deref(), Some("Yes"));
+    // `text` is the body or a caption only; a button reply is in `content`.
+    assert_eq!(by_wamid("wamid.IN3").text, None);
+    assert_eq!(
+        by_wamid("wamid.IN3").content.unwrap()["button_reply"]["title"],
+        "Yes"
+    );
     assert_eq!(by_wamid("wamid.IN4").r#type, "mystery_type");
     assert!(
         msgs.iter()
@@ -206,14 +211,15 @@ async fn outbound(app: &TestApp, wamid: Option<&str>) -> Message {
         .db
         .record_inbound(
             app.org_uuid(),
-            "447700900001",
+            &tern_store::Identity::phone("447700900001"),
             None,
             now,
             uuid::Uuid::now_v7(),
             now,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .contact;
     let conv = app
         .db
         .get_or_create_conversation(app.org_uuid(), contact.id, PNID, uuid::Uuid::now_v7(), now)
@@ -244,6 +250,11 @@ async fn outbound(app: &TestApp, wamid: Option<&str>) -> Message {
         failure_code: None,
         failure: None,
         updated_at: now,
+        content: None,
+        reply_to: None,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
     };
     assert!(app.db.insert_message(&m).await.unwrap());
     m

@@ -1,7 +1,7 @@
 use crate::fixtures::{self, T0, obj};
 use serde_json::json;
 use tern_domain::contact::Consent;
-use tern_store::{Contact, Db, StoreError};
+use tern_store::{Contact, Db, Identity, StoreError};
 use uuid::Uuid;
 
 fn ids(contacts: &[Contact]) -> Vec<Uuid> {
@@ -59,7 +59,10 @@ store_tests! {
         assert_eq!(created, Contact {
             id,
             org_id: org.id,
-            wa_id: "33612345678".into(),
+            wa_id: Some("33612345678".into()),
+            user_id: None,
+            parent_user_id: None,
+            username: None,
             name: Some("Ann".into()),
             custom_fields: json!({"city": "Lyon", "vip": true}),
             consent_status: Consent::Unknown,
@@ -216,11 +219,14 @@ store_tests! {
     record_inbound_creates_and_is_monotonic => |db| async move {
         let org = fixtures::insert_org(&db).await;
         let new_id = Uuid::now_v7();
-        let c = db.record_inbound(org.id, "1555000", Some("Kim"), T0 - 500, new_id, T0).await.unwrap();
+        let c = db.record_inbound(org.id, &Identity::phone("1555000"), Some("Kim"), T0 - 500, new_id, T0).await.unwrap().contact;
         assert_eq!(c, Contact {
             id: new_id,
             org_id: org.id,
-            wa_id: "1555000".into(),
+            wa_id: Some("1555000".into()),
+            user_id: None,
+            parent_user_id: None,
+            username: None,
             name: Some("Kim".into()),
             custom_fields: json!({}),
             consent_status: Consent::Unknown,
@@ -233,23 +239,23 @@ store_tests! {
         });
 
         // A late, older webhook changes nothing (not even updated_at); the name is kept.
-        let late = db.record_inbound(org.id, "1555000", Some("Other"), T0 - 900, Uuid::now_v7(), T0 + 1).await.unwrap();
+        let late = db.record_inbound(org.id, &Identity::phone("1555000"), Some("Other"), T0 - 900, Uuid::now_v7(), T0 + 1).await.unwrap().contact;
         assert_eq!(late, c);
 
         // A newer message moves last_inbound_at forward.
-        let newer = db.record_inbound(org.id, "1555000", None, T0 + 100, Uuid::now_v7(), T0 + 200).await.unwrap();
+        let newer = db.record_inbound(org.id, &Identity::phone("1555000"), None, T0 + 100, Uuid::now_v7(), T0 + 200).await.unwrap().contact;
         assert_eq!((newer.last_inbound_at, newer.updated_at, newer.name.as_deref()), (Some(T0 + 100), T0 + 200, Some("Kim")));
 
         // A contact without a name gets the profile name, once.
         let plain = fixtures::insert_contact(&db, org.id, "1555999", T0).await;
-        let named = db.record_inbound(org.id, "1555999", Some("Lee"), T0 - 10, Uuid::now_v7(), T0 + 5).await.unwrap();
+        let named = db.record_inbound(org.id, &Identity::phone("1555999"), Some("Lee"), T0 - 10, Uuid::now_v7(), T0 + 5).await.unwrap().contact;
         assert_eq!(named, Contact {
             name: Some("Lee".into()),
             last_inbound_at: Some(T0 - 10),
             updated_at: T0 + 5,
             ..plain
         });
-        let blank = db.record_inbound(org.id, "1555777", Some("  "), T0, Uuid::now_v7(), T0).await.unwrap();
+        let blank = db.record_inbound(org.id, &Identity::phone("1555777"), Some("  "), T0, Uuid::now_v7(), T0).await.unwrap().contact;
         assert_eq!(blank.name, None);
 
         // Out-of-order racing webhooks: one contact, the newest timestamp wins.
@@ -258,7 +264,7 @@ store_tests! {
             .map(|ts| {
                 let db = db.clone();
                 tokio::spawn(async move {
-                    db.record_inbound(org.id, "4400", Some("Racer"), ts, Uuid::now_v7(), T0 + 10_000).await.unwrap()
+                    db.record_inbound(org.id, &Identity::phone("4400"), Some("Racer"), ts, Uuid::now_v7(), T0 + 10_000).await.unwrap().contact
                 })
             })
             .collect();
@@ -387,7 +393,7 @@ store_tests! {
         // Every kind of change moves a contact to the end of the feed.
         let a = db.set_contact_consent(org.id, contacts[0].id, Consent::OptedIn, None, T0 + 20).await.unwrap();
         let b = db.add_contact_tags(org.id, contacts[1].id, &["x".to_owned()], T0 + 21).await.unwrap();
-        let c = db.record_inbound(org.id, &contacts[2].wa_id, None, T0, Uuid::now_v7(), T0 + 22).await.unwrap();
+        let c = db.record_inbound(org.id, &Identity::phone(contacts[2].wa_id.as_deref().unwrap()), None, T0, Uuid::now_v7(), T0 + 22).await.unwrap().contact;
         let d = db.update_contact(org.id, contacts[3].id, Some(Some("D")), None, T0 + 23).await.unwrap();
         let e = db.remove_contact_tag(org.id, contacts[1].id, "x", T0 + 24).await.unwrap();
         assert_eq!(

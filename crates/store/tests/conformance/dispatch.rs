@@ -75,6 +75,11 @@ async fn queued(db: &Db, w: &World, pnid: &str, due: i64) -> Uuid {
         failure_code: None,
         failure: None,
         updated_at: T0,
+        content: None,
+        reply_to: None,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
     };
     assert!(db.insert_message(&m).await.unwrap());
     assert!(db.queue_message_dispatch(id, due).await.unwrap());

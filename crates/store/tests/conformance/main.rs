@@ -51,6 +51,7 @@ mod contacts;
 mod conversations;
 mod dispatch;
 mod fixtures;
+mod identity;
 mod messages;
 mod network_inbox;
 mod orgs;

@@ -3,8 +3,8 @@ use serde_json::json;
 use std::sync::Arc;
 use tern_domain::message::{Direction, Status};
 use tern_store::{
-    Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Lookups, Message, SendContext,
-    SendLookup, StatusChange,
+    Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Lookups, Message, NewContact,
+    SendContext, SendLookup, StatusChange,
 };
 use uuid::Uuid;
 
@@ -59,6 +59,11 @@ fn outbound(s: &Setup, at: i64) -> Message {
         failure_code: None,
         failure: None,
         updated_at: at,
+        content: None,
+        reply_to: None,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
     }
 }
 
@@ -371,7 +376,7 @@ store_tests! {
                 fingerprint: vec![1; 32],
                 key_expires_at: T0 + DAY,
                 charges: Charges::default(),
-                new_contact: Some("4915550001".into()),
+                new_contact: Some(NewContact::WaId("4915550001".into())),
                 contact_limit: None,
                 new_conversation: true,
             }

@@ -160,6 +160,25 @@ store_tests! {
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
+    category_updates_follow_the_network => |db| async move {
+        let org = fixtures::insert_org(&db).await;
+        let en = template(org.id, "promo", "en_US", "approved", T0);
+        let fr = template(org.id, "promo", "fr", "approved", T0);
+        db.insert_template(&en).await.unwrap();
+        db.insert_template(&fr).await.unwrap();
+        db.set_template_submitted(org.id, en.id, "net-en", TemplateStatus::Approved, T0 + 1).await.unwrap();
+        let changed = db.apply_template_category("waba-1", Some("net-en"), Some("promo"), Some("en_US"), Category::Marketing, T0 + 2).await.unwrap();
+        assert_eq!(ids(&changed), [en.id]);
+        assert_eq!((changed[0].category, changed[0].updated_at), (Category::Marketing, T0 + 2));
+        // Again: nothing to change.
+        assert!(db.apply_template_category("waba-1", Some("net-en"), None, None, Category::Marketing, T0 + 3).await.unwrap().is_empty());
+        // By name and language where no id is recorded; another WABA never matches.
+        assert!(db.apply_template_category("waba-9", None, Some("promo"), Some("fr"), Category::Marketing, T0 + 3).await.unwrap().is_empty());
+        let changed = db.apply_template_category("waba-1", None, Some("promo"), Some("fr"), Category::Authentication, T0 + 4).await.unwrap();
+        assert_eq!(ids(&changed), [fr.id]);
+        assert_eq!(db.find_approved_template(org.id, "waba-1", "promo", "fr").await.unwrap().unwrap().category, Category::Authentication);
+    },
+
     status_webhook_can_beat_the_submit_answer => |db| async move {
         let org = fixtures::insert_org(&db).await;
         let en = template(org.id, "promo", "en_US", "draft", T0);

@@ -196,8 +196,18 @@ fn recipients() {
         r.recipient,
         Recipient::ContactId(uuid::Uuid::parse_str(id).unwrap())
     );
+    let r = ok(
+        json!({"type": "text", "to": {"user_id": "US.13491208655302741918"}, "text": {"body": "x"}}),
+    );
+    assert_eq!(
+        r.recipient,
+        Recipient::UserId("US.13491208655302741918".into())
+    );
     let text = json!({"body": "x"});
     let cases = [
+        (json!({"user_id": "13491208655302741918"}), "to.user_id"),
+        (json!({"user_id": 5}), "to.user_id"),
+        (json!({"user_id": "US.1", "wa_id": "14155550123"}), "to"),
         (json!(null), "to"),
         (json!(14155550123u64), "to"),
         (json!("+999123"), "to"),

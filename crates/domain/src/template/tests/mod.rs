@@ -437,3 +437,21 @@ fn every_problem_is_reported_at_once() {
 }
 
 mod send;
+
+#[test]
+fn otp_authentication_templates_need_a_phone_number() {
+    use super::{Category, needs_phone_number};
+    let otp = |t: &str| {
+        json!([{"type": "BODY", "text": "{{1}} is your code."},
+        {"type": "BUTTONS", "buttons": [{"type": "OTP", "otp_type": t}]}])
+    };
+    for t in ["COPY_CODE", "ONE_TAP", "zero_tap"] {
+        assert!(needs_phone_number(Category::Authentication, &otp(t)), "{t}");
+    }
+    assert!(!needs_phone_number(Category::Authentication, &otp("OTHER")));
+    assert!(!needs_phone_number(Category::Marketing, &otp("COPY_CODE")));
+    let plain = json!([{"type": "BODY", "text": "{{1}} is your code."}]);
+    assert!(!needs_phone_number(Category::Authentication, &plain));
+    let coupon = json!([{"type": "BUTTONS", "buttons": [{"type": "COPY_CODE", "example": "X"}]}]);
+    assert!(needs_phone_number(Category::Authentication, &coupon));
+}

@@ -3,13 +3,18 @@
 //! Every effect is idempotent by construction, so a batch applied twice (the network's
 //! retry, or a crash between applying and marking the batch done) changes nothing the
 //! second time: inbound messages are unique by wamid, contact and conversation times only
-//! move forward, and statuses go through the single status writer
-//! ([`crate::messages::status`]) with the domain's monotonic rule.
+//! move forward, edits apply only when newer than the last one, a deletion happens once,
+//! and statuses go through the single status writer ([`crate::messages::status`]) with the
+//! domain's monotonic rule. Customers are matched by BSUID first, then phone
+//! (`tern_store::Identity`); what a notification reveals about them is learned, and two
+//! contacts it shows to be one customer are merged.
 
-use tern_cloudapi::{InboundContent, InboundMessage, MessagesValue, StatusUpdate};
-use tern_domain::message::{Direction, Precision, Status};
+mod inbound;
+
+use tern_cloudapi::{MessagesValue, Sender, StatusUpdate, UserIdUpdates};
+use tern_domain::message::{Precision, Status};
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Message, StoreError};
+use tern_store::{Db, Identity, StoreError};
 use uuid::Uuid;
 
 use crate::messages::failure;
@@ -23,6 +28,10 @@ pub struct Report {
     pub statuses_applied: usize,
     pub statuses_ignored: usize,
     pub templates_updated: usize,
+    /// Messages the customer edited or deleted.
+    pub messages_updated: usize,
+    /// Contacts whose identifiers changed (learned, merged or replaced BSUIDs).
+    pub contacts_updated: usize,
     pub unknown_numbers: usize,
     pub unparseable: usize,
 }
@@ -34,6 +43,8 @@ impl Report {
         self.statuses_applied += o.statuses_applied;
         self.statuses_ignored += o.statuses_ignored;
         self.templates_updated += o.templates_updated;
+        self.messages_updated += o.messages_updated;
+        self.contacts_updated += o.contacts_updated;
         self.unknown_numbers += o.unknown_numbers;
         self.unparseable += o.unparseable;
     }
@@ -67,7 +78,81 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         report.templates_updated +=
             crate::templates::apply_network_update(db, waba, update).await?;
     }
+    for (waba, update) in notification.template_category_updates() {
+        report.templates_updated +=
+            crate::templates::apply_category_update(db, waba, update).await?;
+    }
+    for (_waba, updates) in notification.user_id_updates() {
+        apply_user_id_updates(db, updates, &mut report).await?;
+    }
     Ok(report)
+}
+
+/// The identifiers of a customer as the store matches them.
+pub(crate) fn identity(s: &Sender) -> Identity<'_> {
+    Identity {
+        wa_id: s.wa_id.as_deref(),
+        user_id: s.user_id.as_deref(),
+        parent_user_id: s.parent_user_id.as_deref(),
+        username: s.username.as_deref(),
+    }
+}
+
+/// The organisation of the number a notification is about (`None`: not Tern's; logged).
+async fn number_org(
+    db: &Db,
+    pnid: Option<&str>,
+    report: &mut Report,
+) -> Result<Option<Uuid>, StoreError> {
+    let number = match pnid {
+        Some(pnid) => db.get_phone_number(pnid).await?,
+        None => None,
+    };
+    if number.is_none() {
+        tracing::warn!(phone_number_id = ?pnid, "event for an unknown number dropped");
+        metrics::counter!("tern_network_events_total", "kind" => "unknown_number").increment(1);
+        report.unknown_numbers += 1;
+    }
+    Ok(number.map(|n| n.org_id))
+}
+
+/// The network issued customers new BSUIDs (`user_id_update`).
+async fn apply_user_id_updates(
+    db: &Db,
+    v: &UserIdUpdates,
+    report: &mut Report,
+) -> Result<(), StoreError> {
+    let Some(org_id) = number_org(db, v.metadata.phone_number_id.as_deref(), report).await? else {
+        return Ok(());
+    };
+    let now = now_ms();
+    for c in &v.changes {
+        let changed = match c.previous_user_id.as_deref() {
+            Some(previous) => db
+                .replace_user_id(
+                    org_id,
+                    previous,
+                    &c.user_id,
+                    c.wa_id.as_deref(),
+                    c.parent_user_id.as_deref(),
+                    now,
+                )
+                .await?
+                .is_some(),
+            // Without the old id, the phone names the customer.
+            None => {
+                let who = Identity {
+                    wa_id: c.wa_id.as_deref(),
+                    user_id: Some(&c.user_id),
+                    parent_user_id: c.parent_user_id.as_deref(),
+                    username: None,
+                };
+                c.wa_id.is_some() && db.observe_identity(org_id, &who, now).await?.is_some()
+            }
+        };
+        report.contacts_updated += usize::from(changed);
+    }
+    Ok(())
 }
 
 async fn apply_messages_value(
@@ -78,105 +163,28 @@ async fn apply_messages_value(
     for err in &value.errors {
         tracing::warn!(code = ?err.code, title = ?err.title, "network reported an error");
     }
-    let Some(pnid) = value.metadata.phone_number_id.as_deref() else {
-        report.unknown_numbers += 1;
+    let Some(org_id) = number_org(db, value.metadata.phone_number_id.as_deref(), report).await?
+    else {
         return Ok(());
     };
-    let Some(number) = db.get_phone_number(pnid).await? else {
-        tracing::warn!(
-            phone_number_id = pnid,
-            "event for an unknown number dropped"
-        );
-        metrics::counter!("tern_network_events_total", "kind" => "unknown_number").increment(1);
-        report.unknown_numbers += 1;
-        return Ok(());
-    };
+    let pnid = value
+        .metadata
+        .phone_number_id
+        .as_deref()
+        .unwrap_or_default();
     for m in &value.messages {
-        let profile = m.from.as_deref().and_then(|w| value.profile_name(w));
-        store_inbound(db, number.org_id, pnid, m, profile, report).await?;
+        inbound::store(db, org_id, pnid, value, m, report).await?;
     }
     for s in &value.statuses {
-        apply_status(db, number.org_id, s, report).await?;
-    }
-    Ok(())
-}
-
-/// The text a person would read for an inbound message, if any.
-fn inbound_text(c: &InboundContent) -> Option<String> {
-    use tern_cloudapi::InteractiveReply as R;
-    match c {
-        InboundContent::Text { body } => Some(body.clone()),
-        InboundContent::Image(m)
-        | InboundContent::Video(m)
-        | InboundContent::Audio(m)
-        | InboundContent::Document(m)
-        | InboundContent::Sticker(m) => m.caption.clone(),
-        InboundContent::Button { text, .. } => text.clone(),
-        InboundContent::Reaction { emoji, .. } => emoji.clone(),
-        InboundContent::Interactive(R::ButtonReply { title, .. } | R::ListReply { title, .. }) => {
-            title.clone()
+        apply_status(db, org_id, s, report).await?;
+        // Since 2026 statuses name the customer too (BSUID; username on delivered/read).
+        let who = value.recipient(s);
+        if who.user_id.is_some() || who.username.is_some() {
+            let observed = db
+                .observe_identity(org_id, &identity(&who), now_ms())
+                .await?;
+            report.contacts_updated += usize::from(observed.is_some());
         }
-        InboundContent::Interactive(R::NfmReply { body, .. }) => body.clone(),
-        InboundContent::Order { text, .. } => text.clone(),
-        InboundContent::System { body, .. } => body.clone(),
-        InboundContent::Location(l) => l.name.clone().or_else(|| l.address.clone()),
-        _ => None,
-    }
-}
-
-async fn store_inbound(
-    db: &Db,
-    org_id: Uuid,
-    pnid: &str,
-    m: &InboundMessage,
-    profile: Option<&str>,
-    report: &mut Report,
-) -> Result<(), StoreError> {
-    let Some(wa_id) = m.from.as_deref().filter(|w| !w.is_empty()) else {
-        tracing::warn!(wamid = %m.id, "inbound message without sender dropped");
-        return Ok(());
-    };
-    let now = now_ms();
-    // The window is computed from the network's timestamp, not from arrival time.
-    let sent_at = m.timestamp.map(|s| s.saturating_mul(1000)).unwrap_or(now);
-    let contact = db
-        .record_inbound(org_id, wa_id, profile, sent_at, new_id(), now)
-        .await?;
-    let conversation = db
-        .get_or_create_conversation(org_id, contact.id, pnid, new_id(), now)
-        .await?;
-    db.touch_conversation_inbound(conversation.id, sent_at, now)
-        .await?;
-    let row = Message {
-        id: new_id(),
-        org_id,
-        conversation_id: conversation.id,
-        contact_id: contact.id,
-        phone_number_id: pnid.to_string(),
-        direction: Direction::Inbound,
-        r#type: m.type_name.clone(),
-        status: Status::Received,
-        template_name: None,
-        template_language: None,
-        text: inbound_text(&m.content),
-        media_id: None,
-        wamid: Some(m.id.clone()),
-        request: m.raw.clone(),
-        campaign_id: None,
-        created_at: sent_at,
-        sent_at: None,
-        delivered_at: None,
-        read_at: None,
-        failed_at: None,
-        failure_code: None,
-        failure: None,
-        updated_at: now,
-    };
-    if db.insert_message(&row).await? {
-        metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
-        report.inbound_stored += 1;
-    } else {
-        report.inbound_duplicates += 1;
     }
     Ok(())
 }

@@ -1,0 +1,189 @@
+//! What customers write: each inbound message becomes a Message with its `content` (the
+//! type's object in the network's shape), `reply_to` and `referral`; an edit or a deletion
+//! changes the original message instead of adding one; a customer who changed BSUID
+//! (`user_changed_user_id`) keeps their contact.
+
+use serde_json::Value;
+use tern_cloudapi::{InboundContent, InboundMessage, MessagesValue};
+use tern_domain::message::{Direction, Status};
+use tern_domain::{new_id, time::now_ms};
+use tern_store::{Db, Message, ReplyTo, StoreError};
+use uuid::Uuid;
+
+use super::{Report, identity};
+
+/// Stores one inbound message (or applies an edit or deletion).
+pub(super) async fn store(
+    db: &Db,
+    org_id: Uuid,
+    pnid: &str,
+    value: &MessagesValue,
+    m: &InboundMessage,
+    report: &mut Report,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    // The window is computed from the network's timestamp, not from arrival time.
+    let sent_at = m.timestamp.map(|s| s.saturating_mul(1000)).unwrap_or(now);
+    match &m.content {
+        InboundContent::Edit {
+            original_id: Some(original),
+            content,
+            ..
+        } => {
+            let new_content = m.content_object().unwrap_or(Value::Null);
+            let text = text_of(content);
+            let edited = db
+                .edit_inbound_message(
+                    org_id,
+                    original,
+                    text.as_deref(),
+                    &new_content,
+                    sent_at,
+                    now,
+                )
+                .await?;
+            if edited.is_some() {
+                report.messages_updated += 1;
+                return Ok(());
+            }
+            // An edit of a message Tern never received is kept as a message of its own.
+            tracing::info!(wamid = %m.id, original = %original, "edit of an unknown message stored as a message");
+        }
+        InboundContent::Revoke {
+            original_id: Some(original),
+        } => {
+            match db
+                .revoke_inbound_message(org_id, original, sent_at, now)
+                .await?
+            {
+                Some(_) => report.messages_updated += 1,
+                None => {
+                    tracing::info!(wamid = %m.id, original = %original, "deletion of an unknown message ignored")
+                }
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+
+    let mut sender = value.sender(m);
+    if let InboundContent::System {
+        system_type: Some(kind),
+        user_id: Some(new_id_of_user),
+        ..
+    } = &m.content
+        && kind == "user_changed_user_id"
+    {
+        if let Some(previous) = sender.user_id.as_deref().filter(|p| p != new_id_of_user) {
+            let replaced = db
+                .replace_user_id(
+                    org_id,
+                    previous,
+                    new_id_of_user,
+                    sender.wa_id.as_deref(),
+                    None,
+                    now,
+                )
+                .await?;
+            report.contacts_updated += usize::from(replaced.is_some());
+        }
+        sender.user_id = Some(new_id_of_user.clone());
+    }
+    let who = identity(&sender);
+    if !who.is_known() {
+        tracing::warn!(wamid = %m.id, "inbound message without sender dropped");
+        return Ok(());
+    }
+    let observed = db
+        .record_inbound(
+            org_id,
+            &who,
+            sender.profile_name.as_deref(),
+            sent_at,
+            new_id(),
+            now,
+        )
+        .await?;
+    report.contacts_updated += usize::from(observed.merged.is_some());
+    let contact = observed.contact;
+    let conversation = db
+        .get_or_create_conversation(org_id, contact.id, pnid, new_id(), now)
+        .await?;
+    db.touch_conversation_inbound(conversation.id, sent_at, now)
+        .await?;
+
+    let (kind, text, edited_at) = match &m.content {
+        // An unmatched edit: the message as it reads now.
+        InboundContent::Edit {
+            type_name, content, ..
+        } => (type_name.clone(), text_of(content), Some(sent_at)),
+        other => (m.type_name.clone(), text_of(other), None),
+    };
+    let mut content = m.content_object();
+    if let (InboundContent::Reaction { .. }, Some(Value::Object(o))) = (&m.content, &mut content) {
+        let target = match o.get("wamid").and_then(Value::as_str) {
+            Some(w) => db.message_id_by_wamid(org_id, w).await?,
+            None => None,
+        };
+        o.insert(
+            "message_id".into(),
+            target.map_or(Value::Null, |id| Value::String(id.to_string())),
+        );
+    }
+    let reply_to = match m.reply_to_wamid() {
+        Some(wamid) => Some(ReplyTo {
+            message_id: db.message_id_by_wamid(org_id, wamid).await?,
+            wamid: wamid.to_string(),
+        }),
+        None => None,
+    };
+    let row = Message {
+        id: new_id(),
+        org_id,
+        conversation_id: conversation.id,
+        contact_id: contact.id,
+        phone_number_id: pnid.to_string(),
+        direction: Direction::Inbound,
+        r#type: kind,
+        status: Status::Received,
+        template_name: None,
+        template_language: None,
+        text,
+        media_id: None,
+        wamid: Some(m.id.clone()),
+        request: m.raw.clone(),
+        campaign_id: None,
+        created_at: sent_at,
+        sent_at: None,
+        delivered_at: None,
+        read_at: None,
+        failed_at: None,
+        failure_code: None,
+        failure: None,
+        updated_at: now,
+        content,
+        reply_to,
+        referral: m.referral.clone(),
+        edited_at,
+        revoked_at: None,
+    };
+    if db.insert_message(&row).await? {
+        metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
+        report.inbound_stored += 1;
+    } else {
+        report.inbound_duplicates += 1;
+    }
+    Ok(())
+}
+
+/// The Message's `text`: the body for text, the caption for media, otherwise `None`
+/// (DESIGN.md); everything else a customer sent is in `content`.
+fn text_of(c: &InboundContent) -> Option<String> {
+    match c {
+        InboundContent::Text { body } => Some(body.clone()),
+        InboundContent::Image(m) | InboundContent::Video(m) | InboundContent::Document(m) => {
+            m.caption.clone()
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,481 @@
+//! Who a customer is. The network names a customer by phone (`wa_id`), by business-scoped
+//! user id (`user_id`, BSUID), or both; since 2026 it may withhold the phone of a customer
+//! who uses a username. A contact is found by `user_id` first, then by `wa_id`; identifiers
+//! the network reveals later are learned; when one notification shows that two contacts are
+//! the same customer (its BSUID is on one, its phone on the other) they are merged into the
+//! older one, whose id survives; the network's BSUID replacement (`user_id_update`) moves a
+//! contact to its new BSUID.
+//!
+//! Every change runs in one write transaction with the contacts involved locked, so two
+//! notifications about one customer cannot create two contacts or merge twice.
+
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use crate::contacts::{Contact, contact_columns, tags_of};
+use crate::db::{Backend, Db, Tx, with_tx};
+use crate::error::Result;
+use crate::sql::bump_updated_at;
+
+/// The identifiers of a customer that one notification shows (any may be missing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Identity<'a> {
+    pub wa_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+    pub parent_user_id: Option<&'a str>,
+    pub username: Option<&'a str>,
+}
+
+impl<'a> Identity<'a> {
+    /// A customer known by phone only.
+    pub fn phone(wa_id: &'a str) -> Self {
+        Identity {
+            wa_id: Some(wa_id),
+            ..Identity::default()
+        }
+    }
+
+    /// Names the customer at all (a phone or a BSUID).
+    pub fn is_known(&self) -> bool {
+        self.wa_id.is_some() || self.user_id.is_some()
+    }
+}
+
+/// What [`Db::record_inbound`] / [`Db::observe_identity`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub contact: Contact,
+    pub created: bool,
+    /// The id of a contact merged into `contact` (it no longer exists).
+    pub merged: Option<Uuid>,
+}
+
+/// An inbound message's effect on its sender's contact.
+#[derive(Debug, Clone, Copy)]
+struct Inbound<'a> {
+    profile_name: Option<&'a str>,
+    network_ts: i64,
+    new_contact_id: Uuid,
+}
+
+impl Db {
+    /// Records an inbound message from the customer `who`, sent at the network's time
+    /// `network_ts`: finds the contact (BSUID first, then phone), merging two contacts the
+    /// notification shows to be one customer, or creates it (id `new_contact_id`, name
+    /// `profile_name`); learns the identifiers shown; sets `last_inbound_at =
+    /// max(last_inbound_at, network_ts)` (a late webhook never moves it back) and fills the
+    /// name only if none is set. `updated_at` moves only if something changed.
+    pub async fn record_inbound(
+        &self,
+        org_id: Uuid,
+        who: &Identity<'_>,
+        profile_name: Option<&str>,
+        network_ts: i64,
+        new_contact_id: Uuid,
+        at: i64,
+    ) -> Result<Observed> {
+        let inbound = Inbound {
+            profile_name: profile_name.filter(|n| !n.trim().is_empty()),
+            network_ts,
+            new_contact_id,
+        };
+        let mut tx = self.begin().await?;
+        let observed = tx.resolve(org_id, who, Some(inbound), at).await?;
+        tx.commit().await?;
+        observed.ok_or(crate::StoreError::NotFound)
+    }
+
+    /// Learns the identifiers a status notification shows about an existing contact (a
+    /// BSUID, a username), merging two contacts it shows to be one customer. Never creates
+    /// a contact; `None` when none matches. Writes only when something changes (one read
+    /// otherwise).
+    pub async fn observe_identity(
+        &self,
+        org_id: Uuid,
+        who: &Identity<'_>,
+        at: i64,
+    ) -> Result<Option<Observed>> {
+        if !who.is_known() {
+            return Ok(None);
+        }
+        let current = self.contacts_matching(org_id, who).await?;
+        if !needs_write(&current, who) {
+            return Ok(None);
+        }
+        let mut tx = self.begin().await?;
+        let observed = tx.resolve(org_id, who, None, at).await?;
+        tx.commit().await?;
+        Ok(observed)
+    }
+
+    /// The network replaced a customer's BSUID (`previous` → `user_id`): the contact holding
+    /// `previous` (or, if none does, the phone `wa_id`) takes `user_id`; a contact already
+    /// holding `user_id` is merged with it. `None` when no contact matches.
+    pub async fn replace_user_id(
+        &self,
+        org_id: Uuid,
+        previous: &str,
+        user_id: &str,
+        wa_id: Option<&str>,
+        parent_user_id: Option<&str>,
+        at: i64,
+    ) -> Result<Option<Observed>> {
+        let mut tx = self.begin().await?;
+        let old = Identity {
+            user_id: Some(previous),
+            wa_id,
+            ..Identity::default()
+        };
+        let Some(found) = tx.resolve(org_id, &old, None, at).await? else {
+            return Ok(None);
+        };
+        let mut contact = found.contact;
+        let mut merged = found.merged;
+        let holder = Identity {
+            user_id: Some(user_id),
+            ..Identity::default()
+        };
+        let holders = tx.lock_matching(org_id, &holder).await?;
+        if let Some(other) = holders.into_iter().find(|c| c.id != contact.id) {
+            let (survivor, loser) = older_first(contact, other);
+            merged = Some(loser.id);
+            contact = tx.merge(survivor, loser, at).await?;
+        }
+        let mut next = contact.clone();
+        next.user_id = Some(user_id.to_string());
+        if let Some(p) = parent_user_id {
+            next.parent_user_id = Some(p.to_string());
+        }
+        let mut contact = if next == contact {
+            contact
+        } else {
+            tx.store_identity(&next, at).await?
+        };
+        contact.tags = with_tx!(tx, c => tags_of!(contact.id).fetch_all(&mut **c).await)?;
+        tx.commit().await?;
+        Ok(Some(Observed {
+            contact,
+            created: false,
+            merged,
+        }))
+    }
+
+    /// The organisation's contacts holding `who`'s BSUID or phone (at most two), oldest first.
+    async fn contacts_matching(&self, org_id: Uuid, who: &Identity<'_>) -> Result<Vec<Contact>> {
+        let rows = crate::db::with_pool!(self, pool => sqlx::query_as::<_, Contact>(MATCHING)
+            .bind(org_id)
+            .bind(who.user_id)
+            .bind(who.wa_id)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
+    }
+}
+
+macro_rules! matching {
+    () => {
+        concat!(
+            "SELECT ",
+            contact_columns!(),
+            " FROM contacts WHERE org_id = $1 AND (user_id = $2 OR wa_id = $3) \
+             ORDER BY created_at, id"
+        )
+    };
+}
+const MATCHING: &str = matching!();
+
+/// Whether `who` tells anything new about the contacts that match it.
+fn needs_write(current: &[Contact], who: &Identity<'_>) -> bool {
+    match current {
+        [] => false,
+        [c] => learned(c, who, None) != *c,
+        _ => true,
+    }
+}
+
+/// `c` with what `who` (and an inbound message) shows: identifiers shown replace stored
+/// ones; the name is filled only when missing; `last_inbound_at` only moves forward.
+fn learned(c: &Contact, who: &Identity<'_>, inbound: Option<&Inbound<'_>>) -> Contact {
+    let mut next = c.clone();
+    let set = |slot: &mut Option<String>, v: Option<&str>| {
+        if let Some(v) = v {
+            *slot = Some(v.to_string());
+        }
+    };
+    set(&mut next.wa_id, who.wa_id);
+    set(&mut next.user_id, who.user_id);
+    set(&mut next.parent_user_id, who.parent_user_id);
+    set(&mut next.username, who.username);
+    if let Some(i) = inbound {
+        if next.name.is_none() {
+            next.name = i.profile_name.map(str::to_string);
+        }
+        next.last_inbound_at = Some(
+            next.last_inbound_at
+                .map_or(i.network_ts, |t| t.max(i.network_ts)),
+        );
+    }
+    next
+}
+
+fn older_first(a: Contact, b: Contact) -> (Contact, Contact) {
+    if (a.created_at, a.id) <= (b.created_at, b.id) {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+impl Tx {
+    /// Finds, merges, creates (when `inbound` is given) and updates the contact `who` names.
+    async fn resolve(
+        &mut self,
+        org_id: Uuid,
+        who: &Identity<'_>,
+        inbound: Option<Inbound<'_>>,
+        at: i64,
+    ) -> Result<Option<Observed>> {
+        if !who.is_known() {
+            return Ok(None);
+        }
+        let mut matches = self.lock_matching(org_id, who).await?;
+        let mut created = false;
+        if matches.is_empty() {
+            let Some(i) = inbound else { return Ok(None) };
+            match self.insert_contact(org_id, who, &i, at).await? {
+                Some(c) => {
+                    created = true;
+                    matches.push(c);
+                }
+                // A concurrent notification created it first: use theirs.
+                None => matches = self.lock_matching(org_id, who).await?,
+            }
+        }
+        let mut iter = matches.into_iter();
+        let Some(first) = iter.next() else {
+            return Ok(None);
+        };
+        let mut merged = None;
+        let mut contact = first;
+        if let Some(second) = iter.next() {
+            let (survivor, loser) = older_first(contact, second);
+            merged = Some(loser.id);
+            contact = self.merge(survivor, loser, at).await?;
+        }
+        let next = learned(&contact, who, inbound.as_ref());
+        let mut contact = if next == contact {
+            contact
+        } else {
+            self.store_identity(&next, at).await?
+        };
+        contact.tags = with_tx!(self, c => tags_of!(contact.id).fetch_all(&mut **c).await)?;
+        Ok(Some(Observed {
+            contact,
+            created,
+            merged,
+        }))
+    }
+
+    /// The contacts holding `who`'s BSUID or phone, locked for this transaction, oldest first.
+    async fn lock_matching(&mut self, org_id: Uuid, who: &Identity<'_>) -> Result<Vec<Contact>> {
+        // FOR UPDATE (not NO KEY UPDATE): a merge deletes one of them.
+        let sql = match self.backend() {
+            Backend::Sqlite => MATCHING,
+            Backend::Postgres => concat!(matching!(), " FOR UPDATE"),
+        };
+        let rows = with_tx!(self, c => sqlx::query_as::<_, Contact>(sql)
+            .bind(org_id)
+            .bind(who.user_id)
+            .bind(who.wa_id)
+            .fetch_all(&mut **c)
+            .await)?;
+        Ok(rows)
+    }
+
+    /// Creates the contact of a first inbound message; `None` when a concurrent one won.
+    async fn insert_contact(
+        &mut self,
+        org_id: Uuid,
+        who: &Identity<'_>,
+        i: &Inbound<'_>,
+        at: i64,
+    ) -> Result<Option<Contact>> {
+        let row = with_tx!(self, c => sqlx::query_as::<_, Contact>(concat!(
+                "INSERT INTO contacts (id, org_id, wa_id, user_id, parent_user_id, username, name, \
+                 custom_fields, consent_status, last_inbound_at, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'unknown', $9, $10, $10) \
+                 ON CONFLICT DO NOTHING RETURNING ", contact_columns!()))
+            .bind(i.new_contact_id)
+            .bind(org_id)
+            .bind(who.wa_id)
+            .bind(who.user_id)
+            .bind(who.parent_user_id)
+            .bind(who.username)
+            .bind(i.profile_name)
+            .bind(Json(Map::new()))
+            .bind(i.network_ts)
+            .bind(at)
+            .fetch_optional(&mut **c)
+            .await)?;
+        Ok(row)
+    }
+
+    /// Writes a contact's identifiers, name and `last_inbound_at` (`updated_at` bumped).
+    async fn store_identity(&mut self, next: &Contact, at: i64) -> Result<Contact> {
+        let row = with_tx!(self, c => sqlx::query_as::<_, Contact>(concat!(
+                "UPDATE contacts SET wa_id = $2, user_id = $3, parent_user_id = $4, username = $5, \
+                 name = $6, last_inbound_at = $7, updated_at = ",
+                bump_updated_at!("contacts", "$8"),
+                " WHERE id = $1 RETURNING ", contact_columns!()))
+            .bind(next.id)
+            .bind(&next.wa_id)
+            .bind(&next.user_id)
+            .bind(&next.parent_user_id)
+            .bind(&next.username)
+            .bind(&next.name)
+            .bind(next.last_inbound_at)
+            .bind(at)
+            .fetch_one(&mut **c)
+            .await)?;
+        Ok(row)
+    }
+
+    /// Merges `loser` into `survivor` (the older one): tags, conversations (two on one
+    /// number become one, keeping the survivor's id), messages and campaign recipients move;
+    /// the survivor keeps its own name, fields and identifiers and takes the loser's where
+    /// it has none; the later consent decision wins; `loser` is deleted.
+    async fn merge(&mut self, survivor: Contact, loser: Contact, at: i64) -> Result<Contact> {
+        let (s, l) = (survivor.id, loser.id);
+        with_tx!(self, c => {
+            sqlx::query(
+                    "INSERT INTO contact_tags (org_id, contact_id, tag, created_at) \
+                     SELECT org_id, $1, tag, created_at FROM contact_tags WHERE contact_id = $2 \
+                     ON CONFLICT (contact_id, tag) DO NOTHING")
+                .bind(s)
+                .bind(l)
+                .execute(&mut **c)
+                .await?;
+            sqlx::query("DELETE FROM contact_tags WHERE contact_id = $1")
+                .bind(l)
+                .execute(&mut **c)
+                .await?;
+            let convs: Vec<(Uuid, Uuid, String, Option<i64>, Option<i64>)> = sqlx::query_as(
+                    "SELECT id, contact_id, phone_number_id, last_inbound_at, last_message_at \
+                     FROM conversations WHERE contact_id = $1 OR contact_id = $2")
+                .bind(s)
+                .bind(l)
+                .fetch_all(&mut **c)
+                .await?;
+            for (lid, _, number, l_in, l_msg) in convs.iter().filter(|v| v.1 == l) {
+                let keep = convs.iter().find(|v| v.1 == s && &v.2 == number);
+                let target = keep.map_or(*lid, |k| k.0);
+                // Messages are reached through their conversation (indexed), not contact_id.
+                sqlx::query("UPDATE messages SET contact_id = $1, conversation_id = $2 \
+                             WHERE conversation_id = $3")
+                    .bind(s)
+                    .bind(target)
+                    .bind(lid)
+                    .execute(&mut **c)
+                    .await?;
+                match keep {
+                    Some((kid, _, _, k_in, k_msg)) => {
+                        sqlx::query("DELETE FROM conversations WHERE id = $1")
+                            .bind(lid)
+                            .execute(&mut **c)
+                            .await?;
+                        sqlx::query("UPDATE conversations SET last_inbound_at = $2, \
+                                     last_message_at = $3 WHERE id = $1")
+                            .bind(kid)
+                            .bind(later(*k_in, *l_in))
+                            .bind(later(*k_msg, *l_msg))
+                            .execute(&mut **c)
+                            .await?;
+                    }
+                    None => {
+                        sqlx::query("UPDATE conversations SET contact_id = $1 WHERE id = $2")
+                            .bind(s)
+                            .bind(lid)
+                            .execute(&mut **c)
+                            .await?;
+                    }
+                }
+            }
+            sqlx::query(
+                    "DELETE FROM campaign_recipients WHERE contact_id = $2 AND campaign_id IN \
+                     (SELECT campaign_id FROM campaign_recipients WHERE contact_id = $1)")
+                .bind(s)
+                .bind(l)
+                .execute(&mut **c)
+                .await?;
+            sqlx::query("UPDATE campaign_recipients SET contact_id = $1 WHERE contact_id = $2")
+                .bind(s)
+                .bind(l)
+                .execute(&mut **c)
+                .await?;
+            sqlx::query("DELETE FROM contacts WHERE id = $1")
+                .bind(l)
+                .execute(&mut **c)
+                .await?;
+            Ok::<(), crate::StoreError>(())
+        })?;
+        let merged = merged_contact(survivor, loser);
+        let row = with_tx!(self, c => sqlx::query_as::<_, Contact>(concat!(
+                "UPDATE contacts SET wa_id = $2, user_id = $3, parent_user_id = $4, username = $5, \
+                 name = $6, custom_fields = $7, consent_status = $8, consent_source = $9, \
+                 consent_updated_at = $10, last_inbound_at = $11, updated_at = ",
+                bump_updated_at!("contacts", "$12"),
+                " WHERE id = $1 RETURNING ", contact_columns!()))
+            .bind(merged.id)
+            .bind(&merged.wa_id)
+            .bind(&merged.user_id)
+            .bind(&merged.parent_user_id)
+            .bind(&merged.username)
+            .bind(&merged.name)
+            .bind(Json(&merged.custom_fields))
+            .bind(merged.consent_status.as_str())
+            .bind(&merged.consent_source)
+            .bind(merged.consent_updated_at)
+            .bind(merged.last_inbound_at)
+            .bind(at)
+            .fetch_one(&mut **c)
+            .await)?;
+        Ok(row)
+    }
+}
+
+fn later(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    a.max(b)
+}
+
+/// The survivor's values, completed by the loser's (see [`Tx::merge`]).
+fn merged_contact(s: Contact, l: Contact) -> Contact {
+    let mut fields: Map<String, Value> = l.custom_fields.as_object().cloned().unwrap_or_default();
+    if let Some(own) = s.custom_fields.as_object() {
+        for (k, v) in own {
+            fields.insert(k.clone(), v.clone());
+        }
+    }
+    let loser_consent_later = l.consent_updated_at > s.consent_updated_at;
+    Contact {
+        wa_id: s.wa_id.or(l.wa_id),
+        user_id: s.user_id.or(l.user_id),
+        parent_user_id: s.parent_user_id.or(l.parent_user_id),
+        username: s.username.or(l.username),
+        name: s.name.or(l.name),
+        custom_fields: Value::Object(fields),
+        consent_status: if loser_consent_later {
+            l.consent_status
+        } else {
+            s.consent_status
+        },
+        consent_source: if loser_consent_later {
+            l.consent_source
+        } else {
+            s.consent_source
+        },
+        consent_updated_at: s.consent_updated_at.max(l.consent_updated_at),
+        last_inbound_at: later(s.last_inbound_at, l.last_inbound_at),
+        ..s
+    }
+}
