@@ -15,13 +15,13 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::graph::GraphErr;
-use crate::model::{ForcedAction, Number, RequestRecord, TemplateSeed};
+use crate::model::{ForcedAction, Number, RequestRecord};
 use crate::state::{Sim, unix_now_ms};
+use crate::templates;
 use crate::validate::validate_send;
 
 /// Largest accepted request body (documents may be 100 MB).
@@ -48,9 +48,9 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/{version}/{id}/media", post(upload_media))
         .route(
             "/{version}/{id}/message_templates",
-            get(list_templates)
-                .post(create_template)
-                .delete(delete_template),
+            get(templates::list_templates)
+                .post(templates::create_template)
+                .delete(templates::delete_template),
         )
         .route("/{version}/{id}", get(get_object).delete(delete_object))
         .route("/_media/{id}", get(download_media))
@@ -134,7 +134,7 @@ fn annotate(sim: &Sim, seq: u64, note: &Note) {
     }
 }
 
-fn graph(sim: &Sim, e: GraphErr) -> Response {
+pub(crate) fn graph(sim: &Sim, e: GraphErr) -> Response {
     let trace = sim.lock().fbtrace_id();
     e.into_response_with(&trace)
 }
@@ -145,7 +145,7 @@ fn with_note(mut resp: Response, note: Note) -> Response {
 }
 
 /// Any `vNN.N` (or `vNN`).
-fn check_version(v: &str) -> Result<(), GraphErr> {
+pub(crate) fn check_version(v: &str) -> Result<(), GraphErr> {
     let ok = v.strip_prefix('v').is_some_and(|rest| {
         let mut parts = rest.split('.');
         let major = parts.next().unwrap_or("");
@@ -188,7 +188,7 @@ fn authorize_number(
 }
 
 /// Token must belong to a number of this WABA.
-fn authorize_waba(
+pub(crate) fn authorize_waba(
     sim: &Sim,
     headers: &HeaderMap,
     waba: &str,
@@ -326,7 +326,7 @@ fn process_send(
     let payload: Value = serde_json::from_slice(body).map_err(|_| {
         GraphErr::invalid_param("Invalid parameter").details("The request body is not valid JSON.")
     })?;
-    let valid = {
+    let (valid, target) = {
         let mut st = sim.lock();
         if !st.take_throughput(number) {
             return Err(GraphErr::new(130429).details(format!(
@@ -349,22 +349,29 @@ fn process_send(
             return Ok((String::new(), None, json!({"success": true})));
         }
         let valid = validate_send(&payload, number, &st.templates)?;
-        if !st.take_pair(number, &valid.wa_id) {
+        let target = st.resolve_target(sim.args.seed, &valid);
+        if !st.take_pair(number, &target.key) {
             return Err(GraphErr::new(131056).details(
                 "Message failed to send because there were too many messages sent from this phone \
                  number to the same phone number in a short period of time.",
             ));
         }
-        valid
+        (valid, target)
     };
-    let wamid = sim.accept_message(number, &valid, payload, fail_async);
+    let wamid = sim.accept_message(number, &valid, &target, payload, fail_async);
     let mut msg = json!({"id": wamid});
     if valid.is_template() {
         msg["message_status"] = json!("accepted");
     }
+    // `wa_id` for phone sends, `user_id` for BSUID sends (never both).
+    let contact = if valid.recipient.is_some() {
+        json!({"input": valid.to, "user_id": target.user_id})
+    } else {
+        json!({"input": valid.to, "wa_id": valid.wa_id})
+    };
     let answer = json!({
         "messaging_product": "whatsapp",
-        "contacts": [{"input": valid.to, "wa_id": valid.wa_id}],
+        "contacts": [contact],
         "messages": [msg],
     });
     Ok((wamid, valid.biz_opaque_callback_data, answer))
@@ -590,207 +597,6 @@ fn graph_locked(mut st: std::sync::MutexGuard<'_, crate::state::Inner>, e: Graph
     e.into_response_with(&trace)
 }
 
-// ---- templates -----------------------------------------------------------------------------
-
-async fn create_template(
-    State(sim): State<Arc<Sim>>,
-    Path((version, waba)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let r = (|| {
-        check_version(&version)?;
-        authorize_waba(&sim, &headers, &waba, "post")?;
-        let v: Value = serde_json::from_slice(&body).map_err(|_| {
-            GraphErr::invalid_param("Invalid parameter").details("Body is not valid JSON.")
-        })?;
-        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
-        if name.is_empty()
-            || name.len() > 512
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            return Err(GraphErr::invalid_param("Invalid parameter").details(
-                "Template name must be 1-512 characters: lowercase letters, digits and underscores.",
-            ));
-        }
-        let language = v
-            .get("language")
-            .and_then(Value::as_str)
-            .filter(|l| !l.is_empty())
-            .ok_or_else(|| GraphErr::invalid_param("The parameter language is required."))?;
-        let category = v
-            .get("category")
-            .and_then(Value::as_str)
-            .map(str::to_uppercase)
-            .filter(|c| matches!(c.as_str(), "MARKETING" | "UTILITY" | "AUTHENTICATION"))
-            .ok_or_else(|| {
-                GraphErr::invalid_param(
-                    "Param category must be one of {MARKETING, UTILITY, AUTHENTICATION}.",
-                )
-            })?;
-        let components = v
-            .get("components")
-            .and_then(Value::as_array)
-            .cloned()
-            .ok_or_else(|| GraphErr::invalid_param("The parameter components is required."))?;
-        let has_body = components.iter().any(|c| {
-            c.get("type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| t.eq_ignore_ascii_case("body"))
-        });
-        if !has_body {
-            return Err(GraphErr::invalid_param("Invalid parameter")
-                .details("A BODY component is required."));
-        }
-        let format = match v.get("parameter_format").and_then(Value::as_str) {
-            None => None,
-            Some(f) if f.eq_ignore_ascii_case("positional") || f.eq_ignore_ascii_case("named") => {
-                Some(f.to_lowercase())
-            }
-            Some(_) => {
-                return Err(GraphErr::invalid_param(
-                    "Param parameter_format must be one of {POSITIONAL, NAMED}.",
-                ));
-            }
-        };
-        let duplicate = sim
-            .lock()
-            .templates
-            .iter()
-            .any(|t| t.waba_id == waba && t.name == name && t.language == language);
-        if duplicate {
-            let mut e = GraphErr::invalid_param("Invalid parameter").details(format!(
-                "Content in this language already exists for {name} ({language})."
-            ));
-            e.subcode = Some(2_388_024);
-            return Err(e);
-        }
-        let rec = sim.insert_template(TemplateSeed {
-            waba_id: waba.clone(),
-            name: name.to_owned(),
-            language: language.to_owned(),
-            category,
-            status: "PENDING".into(),
-            parameter_format: format,
-            components,
-        });
-        Ok(rec)
-    })();
-    match r {
-        Ok(rec) => {
-            sim.schedule_review(rec.id.clone());
-            Json(json!({"id": rec.id, "status": rec.status, "category": rec.category}))
-                .into_response()
-        }
-        Err(e) => graph(&sim, e),
-    }
-}
-
-async fn list_templates(
-    State(sim): State<Arc<Sim>>,
-    Path((version, waba)): Path<(String, String)>,
-    Query(q): Query<Vec<(String, String)>>,
-    headers: HeaderMap,
-) -> Response {
-    let r = (|| {
-        check_version(&version)?;
-        authorize_waba(&sim, &headers, &waba, "get")?;
-        let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let limit = match param("limit") {
-            None => 25,
-            Some(l) => l
-                .parse::<usize>()
-                .ok()
-                .filter(|l| (1..=1000).contains(l))
-                .ok_or_else(|| {
-                    GraphErr::invalid_param("Param limit must be a positive integer.")
-                })?,
-        };
-        let start = match param("after") {
-            None => 0,
-            Some(c) => {
-                decode_cursor(c).ok_or_else(|| GraphErr::invalid_param("Invalid cursor."))?
-            }
-        };
-        let st = sim.lock();
-        let all: Vec<&crate::model::TemplateRec> = st
-            .templates
-            .iter()
-            .filter(|t| t.waba_id == waba)
-            .filter(|t| param("name").is_none_or(|n| t.name == n))
-            .filter(|t| param("status").is_none_or(|s| t.status.eq_ignore_ascii_case(s)))
-            .collect();
-        let page: Vec<Value> = all
-            .iter()
-            .skip(start)
-            .take(limit)
-            .map(|t| {
-                json!({
-                    "id": t.id,
-                    "name": t.name,
-                    "language": t.language,
-                    "status": t.status,
-                    "category": t.category,
-                    "parameter_format": t.parameter_format.to_uppercase(),
-                    "components": t.components,
-                    "rejected_reason": t.rejected_reason.clone().unwrap_or_else(|| "NONE".into()),
-                })
-            })
-            .collect();
-        let end = start + page.len();
-        let mut paging =
-            json!({"cursors": {"before": encode_cursor(start), "after": encode_cursor(end)}});
-        if end < all.len() {
-            paging["next"] = json!(format!(
-                "{}/{version}/{waba}/message_templates?limit={limit}&after={}",
-                sim.public_url,
-                encode_cursor(end)
-            ));
-        }
-        Ok(Json(json!({"data": page, "paging": paging})).into_response())
-    })();
-    r.unwrap_or_else(|e| graph(&sim, e))
-}
-
-async fn delete_template(
-    State(sim): State<Arc<Sim>>,
-    Path((version, waba)): Path<(String, String)>,
-    Query(q): Query<Vec<(String, String)>>,
-    headers: HeaderMap,
-) -> Response {
-    let r = (|| {
-        check_version(&version)?;
-        authorize_waba(&sim, &headers, &waba, "delete")?;
-        let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let name = param("name")
-            .ok_or_else(|| GraphErr::invalid_param("The parameter name is required."))?;
-        let hsm = param("hsm_id");
-        let mut st = sim.lock();
-        let before = st.templates.len();
-        st.templates
-            .retain(|t| !(t.waba_id == waba && t.name == name && hsm.is_none_or(|h| t.id == h)));
-        if st.templates.len() == before {
-            return Err(GraphErr::invalid_param("Invalid parameter")
-                .details(format!("Template {name} not found.")));
-        }
-        Ok(Json(json!({"success": true})).into_response())
-    })();
-    r.unwrap_or_else(|e| graph(&sim, e))
-}
-
-fn encode_cursor(i: usize) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(i.to_string())
-}
-
-fn decode_cursor(c: &str) -> Option<usize> {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(c)
-        .ok()?;
-    std::str::from_utf8(&raw).ok()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -803,11 +609,5 @@ mod tests {
         for bad in ["25.0", "v", "v25.", "vx.0", "_sim", "v1.2.3"] {
             assert!(check_version(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn cursors_round_trip() {
-        assert_eq!(decode_cursor(&encode_cursor(42)), Some(42));
-        assert_eq!(decode_cursor("!!"), None);
     }
 }

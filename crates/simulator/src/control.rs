@@ -13,8 +13,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::NumberSpec;
+use crate::customers::{CustomerSpec, UserIdUpdateRequest};
 use crate::model::{
-    ForceRequest, NumberPatch, RecipientSpec, TemplateSeed, TemplateStatusChange, digits,
+    ForceRequest, NumberPatch, RecipientSpec, TemplateCategoryChange, TemplateSeed,
+    TemplateStatusChange, digits,
 };
 use crate::state::{CtlError, Sim};
 use crate::webhooks::verify_callback;
@@ -51,13 +53,16 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/_sim/numbers", get(list_numbers).post(add_number))
         .route("/_sim/numbers/{id}", axum::routing::patch(patch_number))
         .route("/_sim/numbers/{id}/force", post(force).delete(clear_force))
-        .route("/_sim/recipients", get(list_recipients).post(add_recipient))
+        .route("/_sim/recipients", get(list_customers).post(add_recipient))
+        .route("/_sim/customers", get(list_customers).post(add_customer))
+        .route("/_sim/user_id_update", post(user_id_update))
         .route("/_sim/inbound", post(inbound))
         .route("/_sim/windows", post(set_window))
         .route("/_sim/clock", get(clock))
         .route("/_sim/clock/advance", post(advance_clock))
         .route("/_sim/templates", get(list_templates).post(seed_template))
         .route("/_sim/templates/{id}/status", post(template_status))
+        .route("/_sim/templates/{id}/category", post(template_category))
         .route("/_sim/requests", get(requests).delete(clear_requests))
         .route("/_sim/messages", get(messages))
         .route("/_sim/webhooks", get(deliveries).delete(clear_deliveries))
@@ -106,11 +111,23 @@ async fn clear_force(State(sim): State<Arc<Sim>>, Path(id): Path<String>) -> Ctl
     ok(json!({"queued": 0}))
 }
 
-async fn list_recipients(State(sim): State<Arc<Sim>>) -> CtlResult {
-    let st = sim.lock();
-    let mut v: Vec<_> = st.recipients.values().cloned().collect();
-    v.sort_by(|a, b| a.wa_id.cmp(&b.wa_id));
-    ok(json!({"data": to_value(&v)}))
+async fn list_customers(State(sim): State<Arc<Sim>>) -> CtlResult {
+    ok(json!({"data": to_value(&sim.customers())}))
+}
+
+async fn add_customer(
+    State(sim): State<Arc<Sim>>,
+    b: Result<Json<CustomerSpec>, JsonRejection>,
+) -> CtlResult {
+    let c = sim.register_customer(body(b)?)?;
+    created(to_value(&c))
+}
+
+async fn user_id_update(
+    State(sim): State<Arc<Sim>>,
+    b: Result<Json<UserIdUpdateRequest>, JsonRejection>,
+) -> CtlResult {
+    ok(sim.update_user_id(body(b)?)?)
 }
 
 async fn add_recipient(
@@ -129,7 +146,9 @@ async fn inbound(State(sim): State<Arc<Sim>>, b: Result<Json<Value>, JsonRejecti
 #[derive(Deserialize)]
 struct WindowReq {
     phone_number_id: String,
-    wa_id: String,
+    /// The customer: `wa_id` (phone), or `user_id` (BSUID) for customers without one.
+    wa_id: Option<String>,
+    user_id: Option<String>,
     /// Unix seconds in simulator time; `null` closes the window.
     last_inbound_at: Option<i64>,
 }
@@ -139,10 +158,18 @@ async fn set_window(
     b: Result<Json<WindowReq>, JsonRejection>,
 ) -> CtlResult {
     let w = body(b)?;
-    sim.set_window(&w.phone_number_id, &w.wa_id, w.last_inbound_at);
-    ok(
-        json!({"phone_number_id": w.phone_number_id, "wa_id": digits(&w.wa_id), "last_inbound_at": w.last_inbound_at}),
-    )
+    let pnid = &w.phone_number_id;
+    match (&w.wa_id, &w.user_id) {
+        (Some(wa), _) => sim.set_window(pnid, wa, w.last_inbound_at),
+        (None, Some(id)) => sim.set_window_for_user_id(pnid, id, w.last_inbound_at),
+        (None, None) => return Err(CtlError::bad_request("wa_id or user_id is required")),
+    }
+    ok(json!({
+        "phone_number_id": w.phone_number_id,
+        "wa_id": w.wa_id.as_deref().map(digits),
+        "user_id": w.user_id,
+        "last_inbound_at": w.last_inbound_at,
+    }))
 }
 
 async fn clock(State(sim): State<Arc<Sim>>) -> CtlResult {
@@ -182,6 +209,16 @@ async fn template_status(
 ) -> CtlResult {
     let c = body(b)?;
     let t = sim.set_template_status(&id, &c.event, c.reason)?;
+    ok(to_value(&t))
+}
+
+async fn template_category(
+    State(sim): State<Arc<Sim>>,
+    Path(id): Path<String>,
+    b: Result<Json<TemplateCategoryChange>, JsonRejection>,
+) -> CtlResult {
+    let c = body(b)?;
+    let t = sim.set_template_category(&id, &c.new_category)?;
     ok(to_value(&t))
 }
 

@@ -4,7 +4,8 @@
 //! number info) with the network's validation and error shapes, emits signed status /
 //! inbound / template webhooks to a callback URL, and offers a `/_sim/…` control API for
 //! tests (register numbers and recipients, inject inbound messages, force errors, read back
-//! every request). See `docs/simulator.md`.
+//! every request). Customers have business-scoped user ids (BSUIDs) and may have a username
+//! and no visible phone number, as on the 2026 network. See `docs/simulator.md`.
 //!
 //! Embedding:
 //! ```no_run
@@ -19,9 +20,13 @@
 mod cloud;
 mod config;
 mod control;
+mod customers;
 mod graph;
+mod inbound;
 mod model;
+mod outbound;
 mod state;
+mod templates;
 mod validate;
 mod webhooks;
 
@@ -35,6 +40,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use config::{NumberSpec, ReviewMode, SimArgs};
+pub use customers::{
+    Customer, CustomerSpec, UserIdUpdateRequest, derive_bsuid, is_bsuid, is_parent_bsuid,
+};
 pub use graph::{ERROR_HREF, GraphErr, webhook_error};
 pub use model::{
     Behaviour, DeliveryRecord, ForcedAction, MessageRecord, Number, NumberPatch, RecipientSpec,
@@ -152,6 +160,21 @@ impl SimHandle {
         Ok(self.sim.register_recipient(spec)?)
     }
 
+    /// Register (or update) a customer: phone and/or username, BSUIDs, behaviour.
+    pub fn register_customer(&self, spec: CustomerSpec) -> Result<Customer, SimError> {
+        Ok(self.sim.register_customer(spec)?)
+    }
+
+    /// Every customer the simulator knows (registered, written to or from).
+    pub fn customers(&self) -> Vec<Customer> {
+        self.sim.customers()
+    }
+
+    /// Give a customer a new BSUID and send `user_id_update`; returns the update item.
+    pub fn update_user_id(&self, req: UserIdUpdateRequest) -> Result<Value, SimError> {
+        Ok(self.sim.update_user_id(req)?)
+    }
+
     /// Queue a forced reaction for the next `times` sends on `pnid`.
     pub fn force(&self, pnid: &str, action: ForcedAction, times: u32) -> Result<(), SimError> {
         self.sim.force(pnid, action, times)?;
@@ -166,6 +189,12 @@ impl SimHandle {
     /// Set or close (`None`) a customer service window.
     pub fn set_window(&self, pnid: &str, wa_id: &str, last_inbound_at: Option<i64>) {
         self.sim.set_window(pnid, wa_id, last_inbound_at);
+    }
+
+    /// Same for a customer named by BSUID (e.g. one whose phone the network withholds).
+    pub fn set_window_for_user_id(&self, pnid: &str, user_id: &str, last_inbound_at: Option<i64>) {
+        self.sim
+            .set_window_for_user_id(pnid, user_id, last_inbound_at);
     }
 
     /// Move simulator time forward; returns the new "now" (unix seconds).
@@ -186,6 +215,11 @@ impl SimHandle {
         reason: Option<String>,
     ) -> Result<TemplateRec, SimError> {
         Ok(self.sim.set_template_status(id, event, reason)?)
+    }
+
+    /// Change a template's category and send `template_category_update`.
+    pub fn set_template_category(&self, id: &str, category: &str) -> Result<TemplateRec, SimError> {
+        Ok(self.sim.set_template_category(id, category)?)
     }
 
     pub fn templates(&self) -> Vec<TemplateRec> {

@@ -60,8 +60,8 @@ pub enum Behaviour {
     NeverReads,
 }
 
-/// `POST /_sim/recipients` body.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// `POST /_sim/recipients` body (a phone customer; see `CustomerSpec` for usernames/BSUIDs).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RecipientSpec {
     /// Digits only (a leading `+` and separators are stripped).
     pub wa_id: String,
@@ -154,6 +154,8 @@ pub struct TemplateRec {
     pub language: String,
     /// MARKETING / UTILITY / AUTHENTICATION.
     pub category: String,
+    /// The category before the last `template_category_update`.
+    pub previous_category: Option<String>,
     /// PENDING, APPROVED, REJECTED, PAUSED, DISABLED, …
     pub status: String,
     /// `positional` or `named`.
@@ -184,6 +186,14 @@ fn default_category() -> String {
 
 fn default_approved() -> String {
     "APPROVED".into()
+}
+
+/// `POST /_sim/templates/{id}/category` body.
+#[derive(Clone, Debug, Deserialize)]
+pub struct TemplateCategoryChange {
+    /// MARKETING, UTILITY or AUTHENTICATION.
+    #[serde(alias = "category")]
+    pub new_category: String,
 }
 
 /// `POST /_sim/templates/{id}/status` body.
@@ -231,9 +241,15 @@ pub struct RequestRecord {
 pub struct MessageRecord {
     pub wamid: String,
     pub phone_number_id: String,
-    /// `to` as sent.
+    /// `to` (or `recipient`) as sent.
     pub to: String,
+    /// Phone digits of the recipient; empty when sent to a BSUID of a customer without a
+    /// known phone.
     pub wa_id: String,
+    /// The BSUID given as `recipient`, for BSUID sends.
+    pub recipient: Option<String>,
+    /// The recipient's BSUID as the statuses carry it.
+    pub user_id: Option<String>,
     #[serde(rename = "type")]
     pub message_type: String,
     pub biz_opaque_callback_data: Option<String>,

@@ -4,7 +4,7 @@
 //! One `std::sync::Mutex` guards everything; it is never held across an `.await`, so the
 //! critical sections are short and deterministic (the seeded RNG is drawn in request order).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,17 +13,16 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{NumberSpec, ReviewMode, SimArgs};
-use crate::graph::webhook_error;
+use crate::config::{NumberSpec, SimArgs};
+use crate::customers::Customer;
 use crate::model::{
-    Behaviour, DeliveryRecord, ForcedAction, MediaRec, MessageRecord, Number, NumberPatch,
-    RecipientSpec, RequestRecord, TemplateRec, TemplateSeed, digits,
+    DeliveryRecord, ForcedAction, MediaRec, MessageRecord, Number, NumberPatch, RequestRecord,
+    TemplateRec, digits,
 };
-use crate::validate::ValidSend;
 
 /// A control-API level error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,9 +58,20 @@ pub struct Outgoing {
 
 #[derive(Debug, Clone)]
 pub enum OutKind {
-    Status(Value),
-    Inbound { contact: Value, message: Value },
-    Template(Value),
+    /// A `statuses[]` item and, except for `failed`, the recipient's `contacts[]` entry.
+    Status {
+        status: Value,
+        contact: Option<Value>,
+    },
+    Inbound {
+        contact: Value,
+        message: Value,
+    },
+    /// A change of its own `field` (template updates, `user_id_update`), one per event.
+    Field {
+        field: &'static str,
+        value: Value,
+    },
 }
 
 /// Token bucket used for throughput and pair rate limits.
@@ -90,14 +100,15 @@ pub struct Inner {
     clock_offset_secs: i64,
     pub callback_url: Option<String>,
     pub numbers: HashMap<String, Number>,
-    pub recipients: HashMap<String, RecipientSpec>,
-    /// (pnid, wa_id) → sim time (unix secs) of the customer's last inbound message.
-    windows: HashMap<(String, String), i64>,
+    /// Customers by key (phone digits, or `user:<first BSUID>` when no phone is shown).
+    pub customers: BTreeMap<String, Customer>,
+    /// (pnid, customer key) → sim time (unix secs) of the customer's last inbound message.
+    pub(crate) windows: HashMap<(String, String), i64>,
     pub templates: Vec<TemplateRec>,
     pub media: HashMap<String, MediaRec>,
     pub messages: Vec<MessageRecord>,
     /// Inbound wamids (valid reaction targets).
-    inbound_wamids: Vec<String>,
+    pub(crate) inbound_wamids: Vec<String>,
     pub requests: Vec<RequestRecord>,
     pub deliveries: Vec<DeliveryRecord>,
     forced: HashMap<String, VecDeque<ForcedAction>>,
@@ -117,7 +128,7 @@ impl Inner {
             clock_offset_secs: 0,
             callback_url,
             numbers: HashMap::new(),
-            recipients: HashMap::new(),
+            customers: BTreeMap::new(),
             windows: HashMap::new(),
             templates: Vec::new(),
             media: HashMap::new(),
@@ -149,7 +160,7 @@ impl Inner {
         items.shuffle(&mut self.rng);
     }
 
-    fn random_digits(&mut self, n: usize) -> String {
+    pub(crate) fn random_digits(&mut self, n: usize) -> String {
         let mut s = String::with_capacity(n);
         s.push(char::from(b'1' + self.rng.random_range(0..9u8)));
         while s.len() < n {
@@ -158,7 +169,7 @@ impl Inner {
         s
     }
 
-    fn random_hex_upper(&mut self, bytes: usize) -> String {
+    pub(crate) fn random_hex_upper(&mut self, bytes: usize) -> String {
         let buf: Vec<u8> = (0..bytes).map(|_| self.rng.random()).collect();
         hex::encode_upper(buf)
     }
@@ -214,13 +225,14 @@ impl Inner {
             .take(mps, mps, now)
     }
 
-    /// Pair rate check: `pair_burst` messages, refilled one per `pair_period_ms`.
-    pub fn take_pair(&mut self, number: &Number, wa_id: &str) -> bool {
+    /// Pair rate check: `pair_burst` messages, refilled one per `pair_period_ms`. `key` is
+    /// the customer's key, so a phone and its BSUID share one bucket.
+    pub fn take_pair(&mut self, number: &Number, key: &str) -> bool {
         let cap = f64::from(number.pair_burst.max(1));
         let per_sec = 1000.0 / number.pair_period_ms.max(1) as f64;
         let now = Instant::now();
         self.pair
-            .entry((number.id.clone(), wa_id.to_owned()))
+            .entry((number.id.clone(), key.to_owned()))
             .or_insert(Bucket {
                 tokens: cap,
                 last: now,
@@ -228,9 +240,10 @@ impl Inner {
             .take(cap, per_sec, now)
     }
 
-    pub fn window_open(&self, pnid: &str, wa_id: &str) -> bool {
+    /// Whether the customer (by key) wrote to `pnid` in the last 24 h.
+    pub fn window_open(&self, pnid: &str, key: &str) -> bool {
         self.windows
-            .get(&(pnid.to_owned(), wa_id.to_owned()))
+            .get(&(pnid.to_owned(), key.to_owned()))
             .is_some_and(|t| self.now_secs() - t < 24 * 3600)
     }
 
@@ -239,7 +252,7 @@ impl Inner {
             || self.messages.iter().any(|m| m.wamid == wamid)
     }
 
-    fn store_media(&mut self, pnid: Option<&str>, mime: &str, bytes: Bytes) -> String {
+    pub(crate) fn store_media(&mut self, pnid: Option<&str>, mime: &str, bytes: Bytes) -> String {
         let id = self.random_digits(16);
         let sha256_hex = hex::encode(Sha256::digest(&bytes));
         self.media.insert(
@@ -392,20 +405,19 @@ impl Sim {
         self.lock().forced.remove(pnid);
     }
 
-    pub fn register_recipient(&self, mut spec: RecipientSpec) -> Result<RecipientSpec, CtlError> {
-        spec.wa_id = digits(&spec.wa_id);
-        if spec.wa_id.is_empty() {
-            return Err(CtlError::bad_request("wa_id is required"));
-        }
-        self.lock()
-            .recipients
-            .insert(spec.wa_id.clone(), spec.clone());
-        Ok(spec)
-    }
-
     /// Set (or with `None` close) a customer service window.
     pub fn set_window(&self, pnid: &str, wa_id: &str, last_inbound_at: Option<i64>) {
-        let key = (pnid.to_owned(), digits(wa_id));
+        self.set_window_key(pnid, &digits(wa_id), last_inbound_at);
+    }
+
+    /// Same, for a customer named by BSUID (phone-less customers).
+    pub fn set_window_for_user_id(&self, pnid: &str, user_id: &str, last_inbound_at: Option<i64>) {
+        let key = self.lock().key_for_user_id(user_id);
+        self.set_window_key(pnid, &key, last_inbound_at);
+    }
+
+    fn set_window_key(&self, pnid: &str, key: &str, last_inbound_at: Option<i64>) {
+        let key = (pnid.to_owned(), key.to_owned());
         let mut st = self.lock();
         match last_inbound_at {
             Some(t) => st.windows.insert(key, t),
@@ -444,168 +456,7 @@ impl Sim {
         }
     }
 
-    // ---- sends -----------------------------------------------------------------------------
-
-    /// Record an accepted message and schedule its status webhooks. Returns the wamid.
-    pub fn accept_message(
-        self: &Arc<Self>,
-        number: &Number,
-        send: &ValidSend,
-        payload: Value,
-        forced_failure: Option<(i64, Option<String>)>,
-    ) -> String {
-        let mut st = self.lock();
-        let wamid = st.wamid(&send.wa_id, true);
-        let now = st.now_secs();
-        let recipient = st.recipients.get(&send.wa_id).cloned();
-        let behaviour = recipient.as_ref().map(|r| r.behaviour).unwrap_or_default();
-        let window_open = st.window_open(&number.id, &send.wa_id);
-
-        // Decide the async outcome, most specific first.
-        let failure: Option<(i64, Option<String>)> = if let Some(f) = forced_failure {
-            Some(f)
-        } else if behaviour == Behaviour::NotOnWhatsapp {
-            Some((131026, Some("Message Undeliverable.".into())))
-        } else if behaviour == Behaviour::Fail {
-            Some((recipient.and_then(|r| r.fail_code).unwrap_or(131000), None))
-        } else if !send.is_template() && !window_open && !self.args.no_window {
-            Some((
-                131047,
-                Some(
-                    "Message failed to send because more than 24 hours have passed since the \
-                     customer last replied to this number."
-                        .into(),
-                ),
-            ))
-        } else if send
-            .reaction_target
-            .as_deref()
-            .is_some_and(|t| !st.wamid_known(t))
-        {
-            Some((
-                131009,
-                Some("The message you are reacting to does not exist.".into()),
-            ))
-        } else if send
-            .media_id
-            .as_deref()
-            .is_some_and(|m| !st.media.contains_key(m))
-        {
-            Some((131053, Some("Media id not found.".into())))
-        } else {
-            None
-        };
-
-        let mut plan: Vec<&'static str> = match (&failure, behaviour) {
-            (Some(_), _) => vec!["failed"],
-            _ if send.message_type == "reaction" => vec!["sent"],
-            (None, Behaviour::NeverDelivers) => vec!["sent"],
-            (None, Behaviour::NeverReads) => vec!["sent", "delivered"],
-            _ if send.voice => vec!["sent", "delivered", "read", "played"],
-            _ => vec!["sent", "delivered", "read"],
-        };
-        let outcome = match &failure {
-            Some((code, _)) => format!("failed:{code}"),
-            None => plan.last().copied().unwrap_or("sent").to_owned(),
-        };
-        if plan.len() > 1 && st.random_bool(self.args.out_of_order) {
-            st.shuffle(&mut plan);
-        }
-        let conversation_id = st.random_hex_upper(16).to_lowercase();
-        st.messages.push(MessageRecord {
-            wamid: wamid.clone(),
-            phone_number_id: number.id.clone(),
-            to: send.to.clone(),
-            wa_id: send.wa_id.clone(),
-            message_type: send.message_type.clone(),
-            biz_opaque_callback_data: send.biz_opaque_callback_data.clone(),
-            accepted_at: now,
-            outcome,
-            statuses: Vec::new(),
-            payload,
-        });
-        drop(st);
-
-        let ctx = StatusCtx {
-            wamid: wamid.clone(),
-            wa_id: send.wa_id.clone(),
-            biz: send.biz_opaque_callback_data.clone(),
-            category: send.category.clone(),
-            free: send.category == "service" && window_open,
-            conversation_id,
-            failure,
-            number: number.clone(),
-        };
-        let delays = [
-            self.args.sent_delay_ms,
-            self.args.delivered_delay_ms,
-            self.args.read_delay_ms,
-            self.args.read_delay_ms,
-        ];
-        let sim = Arc::clone(self);
-        self.spawn(async move {
-            let mut priced = false;
-            for (i, status) in plan.into_iter().enumerate() {
-                let d = delays.get(i).copied().unwrap_or(0);
-                if d > 0 {
-                    tokio::time::sleep(Duration::from_millis(d)).await;
-                }
-                // pricing on `sent` (or `failed`) and on the first of delivered/read
-                let with_pricing = match status {
-                    "sent" | "failed" => true,
-                    "delivered" | "read" if !priced => {
-                        priced = true;
-                        true
-                    }
-                    _ => false,
-                };
-                sim.emit_status(&ctx, status, with_pricing);
-            }
-        });
-        wamid
-    }
-
-    fn emit_status(&self, ctx: &StatusCtx, status: &str, with_pricing: bool) {
-        let mut st = self.lock();
-        let now = st.now_secs();
-        let mut v = json!({
-            "id": ctx.wamid,
-            "status": status,
-            "timestamp": now.to_string(),
-            "recipient_id": ctx.wa_id,
-        });
-        if let Some(b) = &ctx.biz {
-            v["biz_opaque_callback_data"] = json!(b);
-        }
-        if status == "failed" {
-            let (code, details) = ctx.failure.clone().unwrap_or((131000, None));
-            v["errors"] = json!([webhook_error(code, details.as_deref())]);
-        } else {
-            let mut conv = json!({
-                "id": ctx.conversation_id,
-                "origin": {"type": ctx.category},
-            });
-            if status == "sent" {
-                conv["expiration_timestamp"] = json!((now + 24 * 3600).to_string());
-            }
-            v["conversation"] = conv;
-        }
-        if with_pricing && status != "failed" {
-            v["pricing"] = json!({
-                "billable": !ctx.free,
-                "pricing_model": "PMP",
-                "type": if ctx.free { "free_customer_service" } else { "regular" },
-                "category": ctx.category,
-            });
-        }
-        if let Some(m) = st.messages.iter_mut().rev().find(|m| m.wamid == ctx.wamid) {
-            m.statuses.push(status.to_owned());
-        }
-        drop(st);
-        self.queue(&ctx.number, OutKind::Status(v));
-    }
-
-    fn queue(&self, number: &Number, kind: OutKind) {
+    pub(crate) fn queue(&self, number: &Number, kind: OutKind) {
         // The receiver only disappears at shutdown; losing events then is fine.
         let _ = self.events.send(Outgoing {
             waba_id: number.waba_id.clone(),
@@ -630,252 +481,6 @@ impl Sim {
         let url = format!("{}/_media/{media_id}?token={token}", self.public_url);
         Some((url, m.clone()))
     }
-
-    // ---- inbound -----------------------------------------------------------------------
-
-    /// Inject a customer message (control API). `body` is a message object in the network's
-    /// shape plus `phone_number_id`, `from`, optional `profile_name`, `timestamp`,
-    /// `media_base64`. Returns `{wamid, timestamp}`.
-    pub fn inject_inbound(&self, mut body: Value) -> Result<Value, CtlError> {
-        let obj = body
-            .as_object_mut()
-            .ok_or_else(|| CtlError::bad_request("body must be a JSON object"))?;
-        let take_str = |o: &mut serde_json::Map<String, Value>, k: &str| {
-            o.remove(k).and_then(|v| v.as_str().map(str::to_owned))
-        };
-        let pnid = take_str(obj, "phone_number_id")
-            .ok_or_else(|| CtlError::bad_request("phone_number_id is required"))?;
-        let from = digits(
-            &obj.get("from")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| CtlError::bad_request("from is required"))?,
-        );
-        let profile_name = take_str(obj, "profile_name");
-        let media_b64 = take_str(obj, "media_base64");
-        let ts_override = obj.remove("timestamp").and_then(|t| match t {
-            Value::Number(n) => n.as_i64(),
-            Value::String(s) => s.parse().ok(),
-            _ => None,
-        });
-        let msg_type = obj
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| CtlError::bad_request("type is required"))?
-            .to_owned();
-        let media_bytes = match media_b64 {
-            Some(b) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .map_err(|_| CtlError::bad_request("media_base64 is not valid base64"))?,
-            ),
-            None => None,
-        };
-
-        let mut st = self.lock();
-        let number = st
-            .numbers
-            .get(&pnid)
-            .cloned()
-            .ok_or_else(|| CtlError::not_found(format!("unknown number {pnid}")))?;
-        let wamid = st.wamid(&from, false);
-        let ts = ts_override.unwrap_or_else(|| st.now_secs());
-        obj.insert("from".into(), json!(from));
-        obj.insert("id".into(), json!(wamid));
-        obj.insert("timestamp".into(), json!(ts.to_string()));
-
-        if matches!(
-            msg_type.as_str(),
-            "image" | "video" | "audio" | "document" | "sticker"
-        ) {
-            let default_mime = match msg_type.as_str() {
-                "image" => "image/jpeg",
-                "video" => "video/mp4",
-                "audio" => "audio/ogg",
-                "document" => "application/pdf",
-                _ => "image/webp",
-            };
-            let media = obj.entry(msg_type.clone()).or_insert_with(|| json!({}));
-            if !media.is_object() {
-                return Err(CtlError::bad_request(format!(
-                    "{msg_type} must be an object"
-                )));
-            }
-            let mime = media
-                .get("mime_type")
-                .and_then(Value::as_str)
-                .unwrap_or(default_mime)
-                .to_owned();
-            if media.get("id").is_none() {
-                let bytes = media_bytes.map(Bytes::from).unwrap_or_else(|| {
-                    Bytes::from(format!("simulated {msg_type} {wamid}").into_bytes())
-                });
-                let sha_b64 =
-                    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&bytes));
-                let id = st.store_media(None, &mime, bytes);
-                media["id"] = json!(id);
-                media["sha256"] = json!(sha_b64);
-                media["url"] = json!(format!("{}/_media/{id}", self.public_url));
-            }
-            media["mime_type"] = json!(mime);
-        }
-        if msg_type == "unsupported" && obj.get("errors").is_none() {
-            obj.insert(
-                "errors".into(),
-                json!([webhook_error(
-                    131051,
-                    Some("Message type is currently not supported.")
-                )]),
-            );
-        }
-        if msg_type != "system" {
-            st.windows.insert((pnid.clone(), from.clone()), ts);
-        }
-        st.inbound_wamids.push(wamid.clone());
-        let name = profile_name
-            .or_else(|| {
-                st.recipients
-                    .get(&from)
-                    .and_then(|r| r.profile_name.clone())
-            })
-            .unwrap_or_else(|| format!("Customer {}", &from[from.len().saturating_sub(4)..]));
-        st.recipients
-            .entry(from.clone())
-            .or_insert_with(|| RecipientSpec {
-                wa_id: from.clone(),
-                behaviour: Behaviour::Normal,
-                fail_code: None,
-                profile_name: Some(name.clone()),
-            });
-        drop(st);
-        let contact = json!({"profile": {"name": name}, "wa_id": from});
-        self.queue(
-            &number,
-            OutKind::Inbound {
-                contact,
-                message: body,
-            },
-        );
-        Ok(json!({"wamid": wamid, "timestamp": ts.to_string()}))
-    }
-
-    // ---- templates -----------------------------------------------------------------------
-
-    /// Store a template (from the Graph endpoint or the control API).
-    pub fn insert_template(&self, seed: TemplateSeed) -> TemplateRec {
-        let mut st = self.lock();
-        let id = st.random_digits(15);
-        let format = seed.parameter_format.unwrap_or_else(|| {
-            // named if any {{name}} placeholder is not a number
-            let named = seed.components.iter().any(|c| {
-                c.get("text")
-                    .and_then(Value::as_str)
-                    .map(crate::validate::placeholders)
-                    .is_some_and(|p| p.iter().any(|n| n.parse::<u32>().is_err()))
-            });
-            if named { "named" } else { "positional" }.to_owned()
-        });
-        let rec = TemplateRec {
-            id,
-            waba_id: seed.waba_id,
-            name: seed.name,
-            language: seed.language,
-            category: seed.category.to_uppercase(),
-            status: seed.status.to_uppercase(),
-            parameter_format: format.to_lowercase(),
-            components: seed.components,
-            rejected_reason: None,
-        };
-        st.templates.push(rec.clone());
-        rec
-    }
-
-    /// Schedule the automatic review of a freshly created template.
-    pub fn schedule_review(self: &Arc<Self>, template_id: String) {
-        let event = match self.args.template_review {
-            ReviewMode::Approve => ("APPROVED", "NONE"),
-            ReviewMode::Reject => ("REJECTED", "INVALID_FORMAT"),
-            ReviewMode::Manual => return,
-        };
-        let delay = Duration::from_millis(self.args.template_review_delay_ms);
-        let sim = Arc::clone(self);
-        self.spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _ = sim.set_template_status(&template_id, event.0, Some(event.1.to_owned()));
-        });
-    }
-
-    /// Change a template's status and send `message_template_status_update`.
-    pub fn set_template_status(
-        &self,
-        id: &str,
-        event: &str,
-        reason: Option<String>,
-    ) -> Result<TemplateRec, CtlError> {
-        let event = event.to_uppercase();
-        let new_status = match event.as_str() {
-            "REINSTATED" | "UNARCHIVED" => "APPROVED",
-            "FLAGGED" => "APPROVED", // flagged templates stay sendable until paused
-            other => other,
-        }
-        .to_owned();
-        let mut st = self.lock();
-        let t = st
-            .templates
-            .iter_mut()
-            .find(|t| t.id == id)
-            .ok_or_else(|| CtlError::not_found(format!("unknown template {id}")))?;
-        t.status = new_status;
-        t.rejected_reason = (event == "REJECTED")
-            .then(|| reason.clone().unwrap_or_else(|| "INVALID_FORMAT".into()));
-        let rec = t.clone();
-        let number = st
-            .numbers
-            .values()
-            .find(|n| n.waba_id == rec.waba_id)
-            .cloned();
-        drop(st);
-        let reason_value = match (&reason, event.as_str()) {
-            (_, "PENDING_DELETION") => Value::Null,
-            (Some(r), _) => json!(r),
-            (None, _) => json!("NONE"),
-        };
-        let value = json!({
-            "event": event,
-            "message_template_id": rec.id.parse::<u64>().map(Value::from).unwrap_or(json!(rec.id)),
-            "message_template_name": rec.name,
-            "message_template_language": rec.language,
-            "message_template_category": rec.category,
-            "reason": reason_value,
-        });
-        // Template webhooks are per WABA; without a number the metadata is just unused.
-        let number = number.unwrap_or_else(|| Number {
-            id: String::new(),
-            display_phone_number: String::new(),
-            waba_id: rec.waba_id.clone(),
-            access_token: String::new(),
-            throughput_mps: 0,
-            verified_name: String::new(),
-            quality_rating: String::new(),
-            status: String::new(),
-            pair_burst: 0,
-            pair_period_ms: 0,
-        });
-        self.queue(&number, OutKind::Template(value));
-        Ok(rec)
-    }
-}
-
-/// What a status webhook needs about its message.
-struct StatusCtx {
-    wamid: String,
-    wa_id: String,
-    biz: Option<String>,
-    category: String,
-    free: bool,
-    conversation_id: String,
-    failure: Option<(i64, Option<String>)>,
-    number: Number,
 }
 
 pub fn unix_now_ms() -> i64 {

@@ -4,10 +4,13 @@
 //! field inside a type object → 131008; a present but invalid value → 131009; template
 //! problems → 132000 (parameter count), 132001 (no such template/language or not approved),
 //! 132005 (rendered text too long), 132012 (parameter format), 132015/132016 (paused/disabled),
-//! 132018 (parameter text with new lines, tabs or more than 4 consecutive spaces).
+//! 132018 (parameter text with new lines, tabs or more than 4 consecutive spaces); an
+//! authentication template with one-tap / zero-tap / copy-code buttons sent to a BSUID →
+//! 131062 (those need a phone number).
 
 use serde_json::Value;
 
+use crate::customers::{is_bsuid, is_parent_bsuid};
 use crate::graph::GraphErr;
 use crate::model::{Number, TemplateRec, digits};
 
@@ -28,10 +31,12 @@ const TYPES: [&str; 11] = [
 /// What the simulator needs to know about an accepted send.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValidSend {
-    /// `to` as given (echoed as `contacts[0].input`).
+    /// `to` (or `recipient`) as given (echoed as `contacts[0].input`).
     pub to: String,
-    /// Normalised digits.
+    /// Normalised digits; empty for BSUID sends.
     pub wa_id: String,
+    /// The BSUID or parent BSUID given as `recipient` when there was no `to`.
+    pub recipient: Option<String>,
     pub message_type: String,
     /// Lowercase pricing category: `service` or the template's category.
     pub category: String,
@@ -78,13 +83,24 @@ pub fn validate_send(
             "Param recipient_type must be one of {INDIVIDUAL, GROUP}.",
         ));
     }
-    let to = match body.get("to") {
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(GraphErr::invalid_param("Param to must be a string.")),
-        None => return Err(GraphErr::invalid_param("The parameter to is required.")),
+    // `to` (a phone) wins over `recipient` (a BSUID) when both are given.
+    let (to, wa_id, recipient) = match (body.get("to"), body.get("recipient")) {
+        (Some(Value::String(s)), _) => (s.clone(), normalise_recipient(s)?, None),
+        (Some(_), _) => return Err(GraphErr::invalid_param("Param to must be a string.")),
+        (None, Some(Value::String(r))) if is_bsuid(r) || is_parent_bsuid(r) => {
+            (r.clone(), String::new(), Some(r.clone()))
+        }
+        (None, Some(Value::String(r))) => {
+            return Err(GraphErr::bad_value(format!(
+                "The recipient {r:?} is not a valid business-scoped user id."
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(GraphErr::invalid_param("Param recipient must be a string."));
+        }
+        (None, None) => return Err(GraphErr::invalid_param("The parameter to is required.")),
     };
-    let wa_id = normalise_recipient(&to)?;
-    if wa_id == number.display_digits() {
+    if recipient.is_none() && wa_id == number.display_digits() {
         return Err(GraphErr::new(131021).details("Recipient cannot be the sender."));
     }
     let msg_type = match body.get("type") {
@@ -118,6 +134,7 @@ pub fn validate_send(
     let mut out = ValidSend {
         to,
         wa_id,
+        recipient,
         message_type: msg_type.clone(),
         category: "service".into(),
         biz_opaque_callback_data: biz,
@@ -186,11 +203,37 @@ pub fn validate_send(
         }
         "template" => {
             let tpl = validate_template(obj, &number.waba_id, templates)?;
+            if out.recipient.is_some() && needs_phone(tpl) {
+                let mut e = GraphErr::new(131062).details(
+                    "Authentication templates with one-tap, zero-tap or copy-code buttons need a \
+                     phone number recipient.",
+                );
+                e.message = "(#131062) BSUID recipients are not supported for this message".into();
+                return Err(e);
+            }
             out.category = tpl.category.to_lowercase();
         }
         _ => {}
     }
     Ok(out)
+}
+
+/// An authentication template whose buttons include an OTP button (one-tap, zero-tap or
+/// copy-code) or a COPY_CODE button: the network delivers those only to phone numbers.
+fn needs_phone(tpl: &TemplateRec) -> bool {
+    const OTP: [&str; 3] = ["ONE_TAP", "ZERO_TAP", "COPY_CODE"];
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_uppercase);
+    tpl.category.eq_ignore_ascii_case("AUTHENTICATION")
+        && component(&tpl.components, "buttons")
+            .and_then(|c| c.get("buttons"))
+            .and_then(Value::as_array)
+            .is_some_and(|buttons| {
+                buttons.iter().any(|b| match str_of(b, "type").as_deref() {
+                    Some("COPY_CODE") => true,
+                    Some("OTP") => str_of(b, "otp_type").is_none_or(|t| OTP.contains(&t.as_str())),
+                    _ => false,
+                })
+            })
 }
 
 /// Strip `+ - ( ) . space`; require 6..=15 digits.

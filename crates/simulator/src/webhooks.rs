@@ -80,13 +80,13 @@ pub fn envelope(batch: &[Outgoing], now: i64) -> Value {
         let Some((_, changes)) = entries.get_mut(idx) else {
             continue;
         };
-        let (kind, item) = match &ev.kind {
-            OutKind::Template(v) => {
-                changes.push(json!({"field": "message_template_status_update", "value": v}));
+        let (kind, item, contact) = match &ev.kind {
+            OutKind::Field { field, value } => {
+                changes.push(json!({"field": field, "value": value}));
                 continue;
             }
-            OutKind::Status(v) => ("statuses", v),
-            OutKind::Inbound { message, .. } => ("messages", message),
+            OutKind::Status { status, contact } => ("statuses", status, contact.as_ref()),
+            OutKind::Inbound { message, contact } => ("messages", message, Some(contact)),
         };
         let slot = slots
             .iter()
@@ -111,11 +111,15 @@ pub fn envelope(batch: &[Outgoing], now: i64) -> Value {
             continue;
         };
         push_array(value, kind, item.clone());
-        if let OutKind::Inbound { contact, .. } = &ev.kind {
+        // one `contacts[]` entry per user (by BSUID) and value
+        if let Some(contact) = contact {
             let known = value
                 .get("contacts")
                 .and_then(Value::as_array)
-                .is_some_and(|cs| cs.iter().any(|c| c.get("wa_id") == contact.get("wa_id")));
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.get("user_id") == contact.get("user_id"))
+                });
             if !known {
                 push_array(value, "contacts", contact.clone());
             }
@@ -124,11 +128,10 @@ pub fn envelope(batch: &[Outgoing], now: i64) -> Value {
     let entry: Vec<Value> = entries
         .into_iter()
         .map(|(waba, changes)| {
-            let has_template = changes
-                .iter()
-                .any(|c| c["field"] == "message_template_status_update");
+            // per-WABA events (templates, user id updates) carry the entry's `time`
+            let has_field_event = changes.iter().any(|c| c["field"] != "messages");
             let mut e = json!({"id": waba, "changes": changes});
-            if has_template {
+            if has_field_event {
                 e["time"] = json!(now);
             }
             e
@@ -266,19 +269,30 @@ mod tests {
             display_digits: "1555".into(),
             kind,
         };
+        let status = |id: &str, contact: Option<Value>| OutKind::Status {
+            status: json!({"id": id}),
+            contact,
+        };
         let batch = vec![
-            ev("w1", "p1", OutKind::Status(json!({"id": "a"}))),
-            ev("w1", "p1", OutKind::Status(json!({"id": "b"}))),
-            ev("w2", "p2", OutKind::Status(json!({"id": "c"}))),
+            ev("w1", "p1", status("a", Some(json!({"user_id": "US.1"})))),
+            ev("w1", "p1", status("b", Some(json!({"user_id": "US.1"})))),
+            ev("w2", "p2", status("c", None)),
             ev(
                 "w1",
                 "p1",
                 OutKind::Inbound {
-                    contact: json!({"wa_id": "1"}),
+                    contact: json!({"wa_id": "1", "user_id": "US.1"}),
                     message: json!({"id": "m"}),
                 },
             ),
-            ev("w1", "", OutKind::Template(json!({"event": "APPROVED"}))),
+            ev(
+                "w1",
+                "",
+                OutKind::Field {
+                    field: "message_template_status_update",
+                    value: json!({"event": "APPROVED"}),
+                },
+            ),
         ];
         let v = envelope(&batch, 7);
         assert_eq!(v["entry"].as_array().unwrap().len(), 2);
@@ -290,6 +304,21 @@ mod tests {
                 .len(),
             2
         );
+        assert_eq!(
+            w1["changes"][0]["value"]["contacts"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1,
+            "one contact per user"
+        );
+        assert!(
+            v["entry"][1]["changes"][0]["value"]
+                .get("contacts")
+                .is_none(),
+            "no contacts for a failed status"
+        );
+        assert!(v["entry"][1].get("time").is_none());
         assert_eq!(w1["changes"][1]["value"]["messages"][0]["id"], "m");
         assert_eq!(w1["changes"][1]["value"]["contacts"][0]["wa_id"], "1");
         assert_eq!(w1["changes"][2]["field"], "message_template_status_update");

@@ -1,0 +1,208 @@
+//! Injected customer messages (`POST /_sim/inbound`): the network's `messages` webhook with
+//! the sender's identity (phone when shown, BSUID, parent BSUID, username).
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::graph::webhook_error;
+use crate::model::digits;
+use crate::state::{CtlError, Inner, OutKind, Sim};
+
+const MEDIA_TYPES: [&str; 5] = ["image", "video", "audio", "document", "sticker"];
+
+fn take_str(o: &mut Map<String, Value>, k: &str) -> Option<String> {
+    o.remove(k).and_then(|v| v.as_str().map(str::to_owned))
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter()
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_str)
+}
+
+/// `edit` and `revoke` must name the original message; an edit carries the new content.
+fn check_edit_revoke(obj: &Map<String, Value>, msg_type: &str) -> Result<(), CtlError> {
+    let body = Value::Object(obj.clone());
+    match msg_type {
+        "edit"
+            if str_at(&body, &["edit", "original_message_id"]).is_none()
+                || str_at(&body, &["edit", "message", "type"]).is_none() =>
+        {
+            return Err(CtlError::bad_request(
+                "edit needs edit.original_message_id and edit.message.type",
+            ));
+        }
+        "revoke" if str_at(&body, &["revoke", "original_message_id"]).is_none() => {
+            return Err(CtlError::bad_request(
+                "revoke needs revoke.original_message_id",
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+impl Sim {
+    /// Inject a customer message (control API). `body` is a message object in the network's
+    /// shape plus `phone_number_id`, the sender (`from` phone, or `from_user_id` / `username`
+    /// for customers whose phone the network withholds), optional `profile_name`,
+    /// `timestamp`, `media_base64`. Returns `{wamid, timestamp, from_user_id}`.
+    pub fn inject_inbound(&self, mut body: Value) -> Result<Value, CtlError> {
+        let obj = body
+            .as_object_mut()
+            .ok_or_else(|| CtlError::bad_request("body must be a JSON object"))?;
+        let pnid = take_str(obj, "phone_number_id")
+            .ok_or_else(|| CtlError::bad_request("phone_number_id is required"))?;
+        let from = take_str(obj, "from").map(|f| digits(&f));
+        if from.as_deref() == Some("") {
+            return Err(CtlError::bad_request("from must contain digits"));
+        }
+        let from_user_id = take_str(obj, "from_user_id");
+        let username = take_str(obj, "username");
+        let profile_name = take_str(obj, "profile_name");
+        let media_b64 = take_str(obj, "media_base64");
+        let ts_override = obj.remove("timestamp").and_then(|t| match t {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        });
+        let msg_type = obj
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| CtlError::bad_request("type is required"))?
+            .to_owned();
+        check_edit_revoke(obj, &msg_type)?;
+        let media_bytes = match media_b64 {
+            Some(b) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|_| CtlError::bad_request("media_base64 is not valid base64"))?,
+            ),
+            None => None,
+        };
+
+        let mut st = self.lock();
+        let number = st
+            .numbers
+            .get(&pnid)
+            .cloned()
+            .ok_or_else(|| CtlError::not_found(format!("unknown number {pnid}")))?;
+        let mut customer = st.inbound_customer(
+            self.args.seed,
+            from.as_deref(),
+            from_user_id.as_deref(),
+            username.as_deref(),
+        )?;
+        let sender = customer.wa_id.clone().unwrap_or(customer.user_id.clone());
+        let wamid = st.wamid(&sender, false);
+        let ts = ts_override.unwrap_or_else(|| st.now_secs());
+        // `from` only when the network shows the phone number
+        if let Some(p) = &customer.wa_id {
+            obj.insert("from".into(), json!(p));
+        }
+        obj.insert("from_user_id".into(), json!(customer.user_id));
+        if let Some(p) = &customer.parent_user_id {
+            obj.insert("from_parent_user_id".into(), json!(p));
+        }
+        obj.insert("id".into(), json!(wamid));
+        obj.insert("timestamp".into(), json!(ts.to_string()));
+
+        if MEDIA_TYPES.contains(&msg_type.as_str()) {
+            self.fill_media(&mut st, obj, &msg_type, media_bytes, &wamid)?;
+        } else if msg_type == "edit"
+            && let Some(Value::Object(inner)) =
+                obj.get_mut("edit").and_then(|e| e.get_mut("message"))
+        {
+            let inner_type = inner
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            if MEDIA_TYPES.contains(&inner_type.as_str()) {
+                self.fill_media(&mut st, inner, &inner_type, media_bytes, &wamid)?;
+            }
+        }
+        if msg_type == "unsupported" && obj.get("errors").is_none() {
+            obj.insert(
+                "errors".into(),
+                json!([webhook_error(
+                    131051,
+                    Some("Message type is currently not supported.")
+                )]),
+            );
+        }
+        if msg_type != "system" {
+            st.windows.insert((pnid.clone(), customer.key.clone()), ts);
+        }
+        st.inbound_wamids.push(wamid.clone());
+        let name = profile_name
+            .or_else(|| customer.profile_name.clone())
+            .or_else(|| customer.username.clone())
+            .unwrap_or_else(|| {
+                let s = customer.wa_id.as_deref().unwrap_or(&customer.user_id);
+                format!("Customer {}", &s[s.len().saturating_sub(4)..])
+            });
+        if customer.profile_name.is_none() {
+            customer.profile_name = Some(name.clone());
+            if let Some(c) = st.customers.get_mut(&customer.key) {
+                c.profile_name = Some(name.clone());
+            }
+        }
+        drop(st);
+        let contact = customer.inbound_contact(&name);
+        self.queue(
+            &number,
+            OutKind::Inbound {
+                contact,
+                message: body,
+            },
+        );
+        Ok(json!({
+            "wamid": wamid,
+            "timestamp": ts.to_string(),
+            "from_user_id": customer.user_id,
+        }))
+    }
+
+    /// Give an inbound media object an id usable with `GET /{media-id}` (unless it has one),
+    /// its `sha256` (base64), `url` and `mime_type`.
+    fn fill_media(
+        &self,
+        st: &mut Inner,
+        obj: &mut Map<String, Value>,
+        kind: &str,
+        bytes: Option<Vec<u8>>,
+        wamid: &str,
+    ) -> Result<(), CtlError> {
+        let default_mime = match kind {
+            "image" => "image/jpeg",
+            "video" => "video/mp4",
+            "audio" => "audio/ogg",
+            "document" => "application/pdf",
+            _ => "image/webp",
+        };
+        let media = obj.entry(kind.to_owned()).or_insert_with(|| json!({}));
+        if !media.is_object() {
+            return Err(CtlError::bad_request(format!("{kind} must be an object")));
+        }
+        let mime = media
+            .get("mime_type")
+            .and_then(Value::as_str)
+            .unwrap_or(default_mime)
+            .to_owned();
+        if media.get("id").is_none() {
+            let bytes = bytes
+                .map(Bytes::from)
+                .unwrap_or_else(|| Bytes::from(format!("simulated {kind} {wamid}").into_bytes()));
+            let sha_b64 = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&bytes));
+            let id = st.store_media(None, &mime, bytes);
+            media["id"] = json!(id);
+            media["sha256"] = json!(sha_b64);
+            media["url"] = json!(format!("{}/_media/{id}", self.public_url));
+        }
+        media["mime_type"] = json!(mime);
+        Ok(())
+    }
+}
