@@ -15,8 +15,9 @@ pub fn base() -> OpenApi {
     doc.info.description = Some(
         "Send WhatsApp messages of every type (media by https link or id are refused with \
          `media_unavailable` until media support lands), follow each message from `accepted` \
-         to `read` or `failed`, read conversations and what customers write, and manage \
-         contacts and templates of one organisation. The organisation is derived from the API \
+         to `read` or `failed`, read conversations and what customers write (every message type's \
+         `content`, edits and deletions included), and manage contacts — known by phone number, \
+         business-scoped user id and username — and templates of one organisation. The organisation is derived from the API \
          key. Errors share one body: see /docs/errors. Not yet available: media upload, \
          campaigns and event webhooks."
             .into(),

@@ -4,6 +4,7 @@
 //! PostgreSQL.
 
 mod content;
+mod e2e;
 
 use crate::common::{TestApp, assert_error, send};
 use serde_json::{Value, json};

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Inbound-path benchmark: signed network webhooks (`POST /webhooks/whatsapp`) into a release
+# build of `tern serve`, on SQLite and on PostgreSQL, until the inbox worker has applied every
+# one: customers matched by BSUID and phone (merges included), content stored, edits applied.
+#
+# Usage: bench/inbound.sh [posts, default 2000]
+#   BENCH_BACKENDS="sqlite postgres"  backends to run (default both)
+#   BENCH_BATCH=10          messages per webhook POST (the network batches up to ~1000)
+#   BENCH_CONCURRENCY=16    concurrent POSTs
+#   BENCH_CUSTOMERS=500     customers in the pool (a third each: phone, username only, both)
+#
+# Prints per backend: intake (POSTs answered 200 per second, latency p50/p99 of the answer),
+# applied messages per second from the first POST until the inbox is empty, and the peak RSS
+# of tern (VmHWM). Loopback only; bounded (300 s wait for the inbox at most).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+posts=${1:-2000}
+backends=${BENCH_BACKENDS:-sqlite postgres}
+batch=${BENCH_BATCH:-10}
+conc=${BENCH_CONCURRENCY:-16}
+customers=${BENCH_CUSTOMERS:-500}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
+tern="$CARGO_TARGET_DIR/release/tern"
+PNID=109000000000002
+APP_SECRET="bench-inbound-secret-$$"
+
+command -v sqlite3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null; }
+for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }; done
+
+tmp=$(mktemp -d /tmp/tern-bench-inbound.XXXXXX)
+pids=()
+pg_db=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && wait "$p" 2>/dev/null || true; done
+  [[ -n "$pg_db" ]] && psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
+
+echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
+cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
+"$root/scripts/services.sh" >/dev/null
+
+for name in $backends; do
+  dir="$tmp/$name"
+  mkdir -p "$dir"
+  case $name in
+    sqlite)
+      url="sqlite://$dir/tern.db"
+      export BENCH_SQL_UNPROCESSED="sqlite3 -batch -noheader '$dir/tern.db' 'SELECT count(*) FROM network_inbox WHERE processed_at IS NULL'"
+      sql() { sqlite3 -batch -noheader "$dir/tern.db" "$1"; }
+      ;;
+    postgres)
+      pg_db="tern_bench_inbound_$$"
+      psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
+      url="postgres://postgres@127.0.0.1:5432/$pg_db"
+      export BENCH_SQL_UNPROCESSED="psql -h 127.0.0.1 -U postgres -d $pg_db -Atqc 'SELECT count(*) FROM network_inbox WHERE processed_at IS NULL'"
+      sql() { psql -h 127.0.0.1 -U postgres -d "$pg_db" -Atq -c "$1"; }
+      ;;
+    *) echo "unknown backend $name" >&2; exit 2 ;;
+  esac
+  port=$(free_port)
+  base="http://127.0.0.1:$port"
+  unset TERN_REDIS_URL TERN_CONFIG
+  export TERN_DATABASE_URL="$url" TERN_LISTEN="127.0.0.1:$port" TERN_PUBLIC_URL="$base" \
+    TERN_GRAPH_URL="http://127.0.0.1:9" TERN_APP_SECRET="$APP_SECRET" TERN_VERIFY_TOKEN=bench \
+    TERN_SECRET_KEY="bench-secret-key-0123456789abcdef0123456789" \
+    TERN_MEDIA_STORE="file://$dir/media" TERN_LOG=warn
+  org=$("$tern" admin org create --name bench --plan enterprise | json id)
+  "$tern" admin number add --org "$org" --phone-number-id "$PNID" --display-phone-number +14155550100 \
+    --waba-id waba --access-token token >/dev/null
+  "$tern" serve >"$dir/tern.log" 2>&1 &
+  tern_pid=$!
+  pids+=("$tern_pid")
+  for _ in $(seq 1 200); do curl -sf -o /dev/null "$base/readyz" && break; sleep 0.05; done
+
+  echo
+  echo "=== $name: $posts POSTs × $batch messages, $conc concurrent, $customers customers ==="
+  result=$(python3 "$root/bench/inbound.py" "$base" "$APP_SECRET" "$PNID" "$posts" "$batch" "$conc" "$customers")
+  echo "$result"
+  contacts=$(sql "SELECT count(*) FROM contacts")
+  stored=$(sql "SELECT count(*) FROM messages WHERE direction = 'inbound'")
+  edited=$(sql "SELECT count(*) FROM messages WHERE edited_at IS NOT NULL")
+  failed=$(sql "SELECT count(*) FROM network_inbox WHERE error IS NOT NULL")
+  echo "contacts=$contacts (of $customers customers) inbound_stored=$stored edited=$edited inbox_errors=$failed peak_rss_mib=$(awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$tern_pid/status")"
+  kill -TERM "$tern_pid"
+  wait "$tern_pid" 2>/dev/null || true
+done
