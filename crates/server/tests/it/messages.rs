@@ -67,7 +67,8 @@ fn text(to: Value, body: &str) -> Value {
     json!({"to": to, "type": "text", "text": {"body": body}})
 }
 
-async fn insert_template(app: &TestApp, name: &str, components: Value, category: &str) {
+/// An approved template of the organisation (network id `1234`), stored directly.
+pub(crate) async fn insert_template(app: &TestApp, name: &str, components: Value, category: &str) {
     let now = now_ms();
     app.db
         .insert_template(&tern_store::Template {

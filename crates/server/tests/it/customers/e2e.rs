@@ -65,8 +65,15 @@ async fn username_customer_end_to_end(backend: Backend) {
         page["data"].get(0).cloned()
     })
     .await;
-    assert_eq!((contact["user_id"].as_str(), &contact["phone"], contact["name"].as_str()),
-        (Some(zoe.user_id.as_str()), &Value::Null, Some("Zoe")), "{contact}");
+    assert_eq!(
+        (
+            contact["user_id"].as_str(),
+            &contact["phone"],
+            contact["name"].as_str()
+        ),
+        (Some(zoe.user_id.as_str()), &Value::Null, Some("Zoe")),
+        "{contact}"
+    );
 
     // Tern answers her; the dispatcher sends to her BSUID and the statuses come back.
     let (s, _, m) = send(
@@ -84,14 +91,21 @@ async fn username_customer_end_to_end(backend: Backend) {
         (got["status"] == "read").then_some(got)
     })
     .await;
-    assert!(read["sent_at"].is_string() && read["delivered_at"].is_string(), "{read}");
+    assert!(
+        read["sent_at"].is_string() && read["delivered_at"].is_string(),
+        "{read}"
+    );
     let on_network = sim
         .messages()
         .into_iter()
         .find(|r| r.biz_opaque_callback_data.as_deref() == Some(id.as_str()))
         .unwrap();
     assert_eq!(on_network.recipient.as_deref(), Some(zoe.user_id.as_str()));
-    assert!(on_network.payload.get("to").is_none(), "{}", on_network.payload);
+    assert!(
+        on_network.payload.get("to").is_none(),
+        "{}",
+        on_network.payload
+    );
 
     // Her edit changes her message.
     let original = sent["wamid"].as_str().unwrap();
@@ -100,13 +114,23 @@ async fn username_customer_end_to_end(backend: Backend) {
         .unwrap();
     let conv = m["conversation_id"].as_str().unwrap().to_string();
     let edited = eventually("the edit", || async {
-        let page = get(&app, &key, &format!("/conversations/{conv}/messages?direction=inbound")).await;
-        page["data"]
-            .as_array()
-            .and_then(|a| a.iter().find(|m| m["wamid"] == original && m["edited_at"].is_string()).cloned())
+        let page = get(
+            &app,
+            &key,
+            &format!("/conversations/{conv}/messages?direction=inbound"),
+        )
+        .await;
+        page["data"].as_array().and_then(|a| {
+            a.iter()
+                .find(|m| m["wamid"] == original && m["edited_at"].is_string())
+                .cloned()
+        })
     })
     .await;
-    assert_eq!((edited["text"].as_str(), edited["content"].clone()), (Some("Hi again!"), json!({"body": "Hi again!"})));
+    assert_eq!(
+        (edited["text"].as_str(), edited["content"].clone()),
+        (Some("Hi again!"), json!({"body": "Hi again!"}))
+    );
 
     // The network gives her a new BSUID: the same contact holds it.
     let update = sim
@@ -135,7 +159,9 @@ async fn username_customer_end_to_end(backend: Backend) {
         parameter_format: None,
         components: vec![json!({"type": "BODY", "text": "Your order shipped."})],
     });
-    app.admin(&["template", "sync", "--org", &app.org_id]).await.unwrap();
+    app.admin(&["template", "sync", "--org", &app.org_id])
+        .await
+        .unwrap();
     sim.set_template_category(&tpl.id, "MARKETING").unwrap();
     eventually("the new category", || async {
         let list = get(&app, &key, "/templates").await;
@@ -144,7 +170,9 @@ async fn username_customer_end_to_end(backend: Backend) {
     .await;
 
     assert!(
-        sim.deliveries().iter().all(|d| d.response_status == Some(200)),
+        sim.deliveries()
+            .iter()
+            .all(|d| d.response_status == Some(200)),
         "{:?}",
         sim.deliveries()
     );

@@ -7,6 +7,7 @@ mod content;
 mod e2e;
 
 use crate::common::{TestApp, assert_error, send};
+use crate::messages::insert_template;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -157,8 +158,8 @@ async fn username_only_customers_are_contacts_that_can_be_answered(app: &TestApp
     insert_template(
         app,
         "order_update",
-        "utility",
         json!([{"type": "BODY", "text": "Your order shipped."}]),
+        "utility",
     )
     .await;
     let tpl = json!({"to": {"user_id": BSUID2}, "type": "template", "template": {"name": "order_update", "language": "en_US"}});
@@ -202,32 +203,12 @@ async fn username_only_customers_are_contacts_that_can_be_answered(app: &TestApp
     assert_error(s, &h, &b, 403, "permission_denied");
 }
 
-async fn insert_template(app: &TestApp, name: &str, category: &str, components: Value) {
-    let now = tern_domain::time::now_ms();
-    app.db
-        .insert_template(&tern_store::Template {
-            id: Uuid::now_v7(),
-            org_id: app.org_uuid(),
-            waba_id: "waba1".into(),
-            name: name.into(),
-            language: "en_US".into(),
-            category: category.parse().unwrap(),
-            status: "approved".parse().unwrap(),
-            components,
-            rejection_reason: None,
-            network_id: Some(format!("net-{name}")),
-            created_at: now,
-            updated_at: now,
-        })
-        .await
-        .unwrap();
-}
-
 async fn otp_templates_need_a_phone_number(app: &TestApp) {
     let key = setup(app).await;
-    insert_template(app, "login_code", "authentication", json!([
+    let otp = json!([
         {"type": "BODY", "text": "{{1}} is your verification code."},
-        {"type": "BUTTONS", "buttons": [{"type": "OTP", "otp_type": "COPY_CODE", "text": "Copy code"}]}])).await;
+        {"type": "BUTTONS", "buttons": [{"type": "OTP", "otp_type": "COPY_CODE", "text": "Copy code"}]}]);
+    insert_template(app, "login_code", otp, "authentication").await;
     let body = |to: Value| {
         json!({"to": to, "type": "template",
         "template": {"name": "login_code", "language": "en_US", "variables": ["123456"]}})
@@ -418,12 +399,12 @@ async fn template_categories_follow_the_network(app: &TestApp) {
     insert_template(
         app,
         "promo",
-        "utility",
         json!([{"type": "BODY", "text": "Sale!"}]),
+        "utility",
     )
     .await;
     let update = json!({"object": "whatsapp_business_account", "entry": [{"id": "waba1", "time": 1700000000, "changes": [{
-        "field": "template_category_update", "value": {"message_template_id": "net-promo", "message_template_name": "promo",
+        "field": "template_category_update", "value": {"message_template_id": "1234", "message_template_name": "promo",
             "message_template_language": "en_US", "previous_category": "UTILITY", "new_category": "MARKETING"}}]}]});
     assert_eq!(deliver(app, &update).await.templates_updated, 1);
     let list = get(app, &key, "/templates").await;
