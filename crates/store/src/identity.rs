@@ -360,42 +360,44 @@ impl Tx {
                 .bind(l)
                 .execute(&mut **c)
                 .await?;
-            let convs: Vec<(Uuid, Uuid, String, Option<i64>, Option<i64>)> = sqlx::query_as(
+            let convs: Vec<ConvRow> = sqlx::query_as(
                     "SELECT id, contact_id, phone_number_id, last_inbound_at, last_message_at \
                      FROM conversations WHERE contact_id = $1 OR contact_id = $2")
                 .bind(s)
                 .bind(l)
                 .fetch_all(&mut **c)
                 .await?;
-            for (lid, _, number, l_in, l_msg) in convs.iter().filter(|v| v.1 == l) {
-                let keep = convs.iter().find(|v| v.1 == s && &v.2 == number);
-                let target = keep.map_or(*lid, |k| k.0);
+            for lc in convs.iter().filter(|v| v.contact_id == l) {
+                let keep = convs
+                    .iter()
+                    .find(|v| v.contact_id == s && v.phone_number_id == lc.phone_number_id);
+                let target = keep.map_or(lc.id, |k| k.id);
                 // Messages are reached through their conversation (indexed), not contact_id.
                 sqlx::query("UPDATE messages SET contact_id = $1, conversation_id = $2 \
                              WHERE conversation_id = $3")
                     .bind(s)
                     .bind(target)
-                    .bind(lid)
+                    .bind(lc.id)
                     .execute(&mut **c)
                     .await?;
                 match keep {
-                    Some((kid, _, _, k_in, k_msg)) => {
+                    Some(k) => {
                         sqlx::query("DELETE FROM conversations WHERE id = $1")
-                            .bind(lid)
+                            .bind(lc.id)
                             .execute(&mut **c)
                             .await?;
                         sqlx::query("UPDATE conversations SET last_inbound_at = $2, \
                                      last_message_at = $3 WHERE id = $1")
-                            .bind(kid)
-                            .bind(later(*k_in, *l_in))
-                            .bind(later(*k_msg, *l_msg))
+                            .bind(k.id)
+                            .bind(later(k.last_inbound_at, lc.last_inbound_at))
+                            .bind(later(k.last_message_at, lc.last_message_at))
                             .execute(&mut **c)
                             .await?;
                     }
                     None => {
                         sqlx::query("UPDATE conversations SET contact_id = $1 WHERE id = $2")
                             .bind(s)
-                            .bind(lid)
+                            .bind(lc.id)
                             .execute(&mut **c)
                             .await?;
                     }
@@ -442,6 +444,16 @@ impl Tx {
             .await)?;
         Ok(row)
     }
+}
+
+/// A conversation of one of the two contacts being merged.
+#[derive(sqlx::FromRow)]
+struct ConvRow {
+    id: Uuid,
+    contact_id: Uuid,
+    phone_number_id: String,
+    last_inbound_at: Option<i64>,
+    last_message_at: Option<i64>,
 }
 
 fn later(a: Option<i64>, b: Option<i64>) -> Option<i64> {
