@@ -359,6 +359,11 @@ pub fn message_request(
     request
 }
 
+/// The type's object of a stored request (what [`message_request`] put under `kind`).
+pub fn request_content<'a>(request: &'a Value, kind: &str) -> Option<&'a Value> {
+    request.get(kind)
+}
+
 /// The network payload of a stored request: the envelope (`messaging_product`,
 /// `recipient_type`), the request's fields, and `biz_opaque_callback_data` = `callback`
 /// (Tern's message id, so a status can be matched when the send's answer was lost). A `to`

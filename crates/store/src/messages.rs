@@ -38,8 +38,9 @@ pub struct Message {
     pub failure_code: Option<String>,
     pub failure: Option<Failure>,
     pub updated_at: i64,
-    /// The type's object in the network's shape: as accepted (outbound), as received or
-    /// last edited (inbound); `None` once the customer deleted the message.
+    /// Inbound: the type's object in the network's shape, as received or last edited;
+    /// `None` once the customer deleted the message. Outbound messages leave it `None`: their
+    /// content is the request's object (`tern_core::messages::content` reads either).
     pub content: Option<Value>,
     /// The message this one answers.
     pub reply_to: Option<ReplyTo>,
@@ -135,7 +136,18 @@ macro_rules! message_columns {
          reply_to, referral, edited_at, revoked_at"
     };
 }
-pub(crate) use message_columns;
+
+/// The columns an accepted (outbound) message is inserted with, `message_columns!` less the
+/// inbound-only ones (content, referral, edited_at, revoked_at: NULL): fewer binds on the
+/// send path's batch inserts.
+macro_rules! outbound_columns {
+    () => {
+        "id, org_id, conversation_id, contact_id, phone_number_id, direction, type, status, \
+         template_name, template_language, text, media_id, wamid, request, campaign_id, created_at, \
+         sent_at, delivered_at, read_at, failed_at, failure_code, failure, updated_at, reply_to"
+    };
+}
+pub(crate) use outbound_columns;
 
 /// The status fields written by [`Db::update_message_status`].
 #[derive(Debug, Clone, PartialEq)]

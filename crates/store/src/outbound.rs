@@ -495,8 +495,8 @@ impl Db {
     }
 }
 
-/// Binds the columns of `$ms` (`&[&Message]`) as arrays, `$1`…`$28` in
-/// `message_columns!` order, for the PostgreSQL `UNNEST` statements.
+/// Binds the columns of `$ms` (`&[&Message]`) as arrays, `$1`…`$24` in
+/// `outbound_columns!` order, for the PostgreSQL `UNNEST` statements.
 macro_rules! bind_message_arrays {
     ($q:expr, $ms:expr) => {{
         let ms: &[&Message] = $ms;
@@ -545,21 +545,9 @@ macro_rules! bind_message_arrays {
             .bind(ms.iter().map(|m| m.updated_at).collect::<Vec<_>>())
             .bind(
                 ms.iter()
-                    .map(|m| m.content.as_ref().map(Json))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                ms.iter()
                     .map(|m| m.reply_to.as_ref().map(Json))
                     .collect::<Vec<_>>(),
             )
-            .bind(
-                ms.iter()
-                    .map(|m| m.referral.as_ref().map(Json))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(ms.iter().map(|m| m.edited_at).collect::<Vec<_>>())
-            .bind(ms.iter().map(|m| m.revoked_at).collect::<Vec<_>>())
     }};
 }
 
@@ -625,7 +613,7 @@ impl AcceptBatch for SqliteConnection {
     async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
         let mut q = sqlx::QueryBuilder::new(concat!(
             "INSERT INTO messages (",
-            crate::messages::message_columns!(),
+            crate::messages::outbound_columns!(),
             ", attempts, next_attempt_at, dispatch_state) "
         ));
         q.push_values(messages, |mut b, m| {
@@ -652,11 +640,7 @@ impl AcceptBatch for SqliteConnection {
                 .push_bind(m.failure_code.as_deref())
                 .push_bind(m.failure.as_ref().map(Json))
                 .push_bind(m.updated_at)
-                .push_bind(m.content.as_ref().map(Json))
                 .push_bind(m.reply_to.as_ref().map(Json))
-                .push_bind(m.referral.as_ref().map(Json))
-                .push_bind(m.edited_at)
-                .push_bind(m.revoked_at)
                 .push_bind(0_i64)
                 .push_bind(m.created_at)
                 .push_bind(crate::dispatch::DISPATCH_QUEUED);
@@ -699,22 +683,20 @@ impl AcceptBatch for PgConnection {
                $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
-               $23::int8[], $24::jsonb[], $25::jsonb[], $26::jsonb[], $27::int8[], $28::int8[], \
-               $29::text[], $30::bytea[], $31::int8[]) AS t(id, org_id, \
+               $23::int8[], $24::jsonb[], $25::text[], $26::bytea[], $27::int8[]) AS t(id, org_id, \
                conversation_id, contact_id, phone_number_id, direction, type, status, \
                template_name, template_language, text, media_id, wamid, request, campaign_id, \
                created_at, sent_at, delivered_at, read_at, failed_at, failure_code, failure, \
-               updated_at, content, reply_to, referral, edited_at, revoked_at, key, fingerprint, \
-               key_expires_at)), \
+               updated_at, reply_to, key, fingerprint, key_expires_at)), \
              k AS (INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
                created_at, expires_at) \
                SELECT org_id, key, fingerprint, id, 'completed', created_at, key_expires_at FROM t",
             key_conflict!(),
             ", message_id), \
              m AS (INSERT INTO messages (",
-            crate::messages::message_columns!(),
+            crate::messages::outbound_columns!(),
             ", attempts, next_attempt_at, dispatch_state) SELECT ",
-            crate::messages::message_columns!(),
+            crate::messages::outbound_columns!(),
             ", 0, created_at, 'queued' FROM t WHERE id IN (SELECT message_id FROM k) \
                RETURNING conversation_id, org_id, contact_id, phone_number_id, created_at), \
              c AS (INSERT INTO conversations (id, org_id, contact_id, phone_number_id, created_at, \
@@ -776,18 +758,17 @@ impl AcceptBatch for PgConnection {
     async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
         let sql = concat!(
             "INSERT INTO messages (",
-            crate::messages::message_columns!(),
+            crate::messages::outbound_columns!(),
             ", attempts, next_attempt_at, dispatch_state) \
              SELECT *, 0, t.created_at, 'queued' FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], \
                $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
-               $23::int8[], $24::jsonb[], $25::jsonb[], $26::jsonb[], $27::int8[], $28::int8[]) \
+               $23::int8[], $24::jsonb[]) \
                AS t(id, org_id, conversation_id, contact_id, phone_number_id, \
                direction, type, status, template_name, template_language, text, media_id, wamid, \
                request, campaign_id, created_at, sent_at, delivered_at, read_at, failed_at, \
-               failure_code, failure, updated_at, content, reply_to, referral, edited_at, \
-               revoked_at)"
+               failure_code, failure, updated_at, reply_to)"
         );
         bind_message_arrays!(sqlx::query(sql), messages)
             .execute(&mut *self)

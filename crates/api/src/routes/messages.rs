@@ -129,6 +129,7 @@ impl From<failure::Failure> for Failure {
 
 impl From<tern_store::Message> for Message {
     fn from(m: tern_store::Message) -> Self {
+        let content = tern_core::messages::content(&m);
         Message {
             id: m.id.to_string(),
             conversation_id: m.conversation_id.to_string(),
@@ -149,7 +150,7 @@ impl From<tern_store::Message> for Message {
             failed_at: m.failed_at.map(format_ms),
             failure_code: m.failure_code,
             failure: m.failure.map(Failure::from),
-            content: m.content,
+            content,
             reply_to: m.reply_to.map(|r| ReplyTo {
                 message_id: r.message_id.map(|id| id.to_string()),
                 wamid: r.wamid,

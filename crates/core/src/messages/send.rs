@@ -140,12 +140,8 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         }),
         None => None,
     };
-    let request = network::message_request(
-        address,
-        req.kind.as_str(),
-        content.clone(),
-        req.context.as_deref(),
-    );
+    let request =
+        network::message_request(address, req.kind.as_str(), content, req.context.as_deref());
     let message = Message {
         id: new_id(),
         org_id: principal.org_id,
@@ -171,7 +167,8 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         failure_code: None,
         failure: None,
         updated_at: s.now,
-        content: Some(content),
+        // Read from `request` (`messages::content`): not stored twice.
+        content: None,
         reply_to,
         referral: None,
         edited_at: None,

@@ -240,6 +240,7 @@ store_tests! {
         m.status = Status::Accepted;
         m.wamid = None;
         m.request = json!({"recipient": BSUID2, "type": "text", "text": {"body": "hi"}});
+        m.reply_to = Some(ReplyTo { message_id: Some(Uuid::now_v7()), wamid: "wamid.Q".into() });
         let mut items = [Accept {
             message: m,
             key: "k-bsuid-1".into(),
@@ -254,7 +255,8 @@ store_tests! {
         let created = db.get_contact_by_key(org, ContactKey::UserId(BSUID2)).await.unwrap().unwrap();
         assert_eq!((created.id, created.wa_id), (items[0].message.contact_id, None));
         let stored = db.get_message(org, items[0].message.id).await.unwrap().unwrap();
-        assert_eq!(stored.content, Some(json!({"body": "hello"})));
+        // An accepted message stores its reply target; its content is its request's.
+        assert_eq!((stored.reply_to, stored.content), (items[0].message.reply_to.clone(), None));
     },
 
     inbound_messages_are_edited_and_revoked_once => |db| async move {
