@@ -164,13 +164,23 @@ pub struct StatusChange {
 
 impl Db {
     /// Inserts a message. Returns `false` (and writes nothing) when a message with the
-    /// same `wamid` exists: the network delivered the same inbound message twice.
+    /// same `wamid` exists: the network delivered the same inbound message twice. One
+    /// exception: an inbound row that a customer's edit or deletion created before its
+    /// original arrived (it carries `edited_at` / `revoked_at` and the later event's time as
+    /// `created_at`) takes the original's time, type, reply target and referral, keeping
+    /// the newer text and content (`true`).
     pub async fn insert_message(&self, m: &Message) -> Result<bool> {
         const SQL: &str = concat!(
             "INSERT INTO messages (",
             message_columns!(),
             ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) \
-             ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO NOTHING"
+             ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO UPDATE SET \
+               created_at = excluded.created_at, type = excluded.type, request = excluded.request, \
+               reply_to = excluded.reply_to, referral = excluded.referral \
+             WHERE messages.direction = 'inbound' AND excluded.direction = 'inbound' \
+               AND messages.org_id = excluded.org_id \
+               AND (messages.edited_at IS NOT NULL OR messages.revoked_at IS NOT NULL) \
+               AND excluded.created_at < messages.created_at"
         );
         let n = with_pool!(self, pool => sqlx::query(SQL)
             .bind(m.id)

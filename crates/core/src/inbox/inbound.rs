@@ -1,6 +1,7 @@
 //! What customers write: each inbound message becomes a Message with its `content` (the
 //! type's object in the network's shape), `reply_to` and `referral`; an edit or a deletion
-//! changes the original message instead of adding one; a customer who changed BSUID
+//! changes the original message instead of adding one (and, arriving before it, creates
+//! the message under the original's wamid); a customer who changed BSUID
 //! (`user_changed_user_id`) keeps their contact.
 
 use serde_json::Value;
@@ -46,22 +47,21 @@ pub(super) async fn store(
                 report.messages_updated += 1;
                 return Ok(());
             }
-            // An edit of a message Tern never received is kept as a message of its own.
-            tracing::info!(wamid = %m.id, original = %original, "edit of an unknown message stored as a message");
+            // The original has not arrived (webhooks come out of order): the message is
+            // created as it reads now, under the original's wamid; the original, when it
+            // comes, only fills in its own time and type (`Db::insert_message`).
         }
         InboundContent::Revoke {
             original_id: Some(original),
         } => {
-            match db
+            let revoked = db
                 .revoke_inbound_message(org_id, original, sent_at, now)
-                .await?
-            {
-                Some(_) => report.messages_updated += 1,
-                None => {
-                    tracing::info!(wamid = %m.id, original = %original, "deletion of an unknown message ignored")
-                }
+                .await?;
+            if revoked.is_some() {
+                report.messages_updated += 1;
+                return Ok(());
             }
-            return Ok(());
+            // As for an edit: a deleted message, which its original will not bring back.
         }
         _ => {}
     }
@@ -112,14 +112,40 @@ pub(super) async fn store(
     db.touch_conversation_inbound(conversation.id, sent_at, now)
         .await?;
 
-    let (kind, text, edited_at) = match &m.content {
-        // An unmatched edit: the message as it reads now.
+    // An edit or deletion that reaches here names a message Tern does not hold yet.
+    let (wamid, kind, text, mut content, edited_at, revoked_at) = match &m.content {
         InboundContent::Edit {
-            type_name, content, ..
-        } => (type_name.clone(), text_of(content), Some(sent_at)),
-        other => (m.type_name.clone(), text_of(other), None),
+            original_id: Some(original),
+            type_name,
+            content,
+            ..
+        } => (
+            original.clone(),
+            type_name.clone(),
+            text_of(content),
+            m.content_object(),
+            Some(sent_at),
+            None,
+        ),
+        InboundContent::Revoke {
+            original_id: Some(original),
+        } => (
+            original.clone(),
+            "unknown".to_string(),
+            None,
+            None,
+            None,
+            Some(sent_at),
+        ),
+        other => (
+            m.id.clone(),
+            m.type_name.clone(),
+            text_of(other),
+            m.content_object(),
+            None,
+            None,
+        ),
     };
-    let mut content = m.content_object();
     if let (InboundContent::Reaction { .. }, Some(Value::Object(o))) = (&m.content, &mut content) {
         let target = match o.get("wamid").and_then(Value::as_str) {
             Some(w) => db.message_id_by_wamid(org_id, w).await?,
@@ -150,7 +176,7 @@ pub(super) async fn store(
         template_language: None,
         text,
         media_id: None,
-        wamid: Some(m.id.clone()),
+        wamid: Some(wamid),
         request: m.raw.clone(),
         campaign_id: None,
         created_at: sent_at,
@@ -165,7 +191,7 @@ pub(super) async fn store(
         reply_to,
         referral: m.referral.clone(),
         edited_at,
-        revoked_at: None,
+        revoked_at,
     };
     if db.insert_message(&row).await? {
         metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);

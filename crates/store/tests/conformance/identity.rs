@@ -281,6 +281,26 @@ store_tests! {
         // Deleted: a later edit or deletion changes nothing.
         assert_eq!(db.edit_inbound_message(org, "wamid.E", Some("x"), &json!({"body": "x"}), T0 + 30, T0 + 31).await.unwrap().unwrap().revoked_at, Some(T0 + 20));
         assert_eq!(db.revoke_inbound_message(org, "wamid.E", T0 + 40, T0 + 41).await.unwrap().unwrap().revoked_at, Some(T0 + 20));
+        // An edit that came before its original created the row under the original's wamid;
+        // the original fills in its own time, type and reply target only, once.
+        let mut early = inbound(org, c.id, conv.id, "100", "wamid.P", T0 + 100);
+        early.text = Some("edited".into());
+        early.edited_at = Some(T0 + 100);
+        assert!(db.insert_message(&early).await.unwrap());
+        let mut original = inbound(org, c.id, conv.id, "100", "wamid.P", T0 + 50);
+        original.r#type = "image".into();
+        original.reply_to = Some(ReplyTo { message_id: None, wamid: "wamid.Z".into() });
+        assert!(db.insert_message(&original).await.unwrap());
+        let got = db.get_message(org, early.id).await.unwrap().unwrap();
+        assert_eq!((got.created_at, got.r#type.as_str(), got.text.as_deref(), got.edited_at), (T0 + 50, "image", Some("edited"), Some(T0 + 100)));
+        assert_eq!(got.reply_to, original.reply_to);
+        assert!(!db.insert_message(&original).await.unwrap(), "a retry of the original is a duplicate");
+        // The network's retry of an original (its own timestamp) never changes a row, deleted
+        // or not.
+        let mut again = inbound(org, c.id, conv.id, "100", "wamid.E", T0);
+        again.text = Some("other".into());
+        assert!(!db.insert_message(&again).await.unwrap());
+        assert_eq!(db.get_message(org, m.id).await.unwrap().unwrap().created_at, T0);
         // Unknown or another organisation's message.
         assert_eq!(db.revoke_inbound_message(org, "wamid.NONE", T0, T0).await.unwrap(), None);
         let elsewhere = fixtures::insert_org(&db).await;

@@ -330,15 +330,84 @@ async fn edits_and_deletions_change_the_original(app: &TestApp) {
         "{m}"
     );
     assert_eq!(m["revoked_at"], "2023-11-14T22:23:20.000Z");
-    // An edit of a message Tern never received is kept as a message of its own.
-    let orphan = json!({"from": FROM, "id": "wamid.ORPHAN", "timestamp": "1700000700", "type": "edit",
-        "edit": {"original_message_id": "wamid.NEVER", "message": {"type": "text", "text": {"body": "late"}}}});
+    // Out of order: an edit before its original creates the message as it reads now; the
+    // original, arriving later, only brings its own time (no second message).
+    let orphan = json!({"from": FROM, "id": "wamid.EDIT2", "timestamp": "1700000700", "type": "edit",
+        "edit": {"original_message_id": "wamid.LATE", "message": {"type": "text", "text": {"body": "late, edited"}}}});
     deliver(app, &notification(json!([]), json!([orphan]), json!([]))).await;
-    let o = inbound(app, &key).await["wamid.ORPHAN"].clone();
+    let o = inbound(app, &key).await["wamid.LATE"].clone();
     assert_eq!(
         (o["type"].as_str(), o["text"].as_str(), o["content"].clone()),
-        (Some("text"), Some("late"), json!({"body": "late"}))
+        (
+            Some("text"),
+            Some("late, edited"),
+            json!({"body": "late, edited"})
+        ),
+        "{o}"
     );
+    let late = msg("wamid.LATE", "text", json!({"body": "late"}));
+    let r = deliver(app, &notification(json!([]), json!([late]), json!([]))).await;
+    assert_eq!(r.inbound_stored, 1, "{r:?}");
+    let all = inbound(app, &key).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let o = &all["wamid.LATE"];
+    assert_eq!(
+        (
+            o["text"].as_str(),
+            o["created_at"].as_str(),
+            o["edited_at"].as_str()
+        ),
+        (
+            Some("late, edited"),
+            Some("2023-11-14T22:13:20.000Z"),
+            Some("2023-11-14T22:25:00.000Z")
+        ),
+        "{o}"
+    );
+    // A deletion before its original: the original never shows.
+    let gone = json!({"from": FROM, "id": wamid(), "timestamp": "1700000800", "type": "revoke", "revoke": {"original_message_id": "wamid.GONE"}});
+    deliver(app, &notification(json!([]), json!([gone]), json!([]))).await;
+    deliver(
+        app,
+        &notification(
+            json!([]),
+            json!([msg(
+                "wamid.GONE",
+                "image",
+                json!({"id": "9", "mime_type": "image/png", "caption": "oops"})
+            )]),
+            json!([]),
+        ),
+    )
+    .await;
+    let g = inbound(app, &key).await["wamid.GONE"].clone();
+    assert_eq!(
+        (g["type"].as_str(), g["text"].clone(), g["content"].clone()),
+        (Some("image"), Value::Null, Value::Null),
+        "{g}"
+    );
+    assert_eq!(
+        (g["created_at"].as_str(), g["revoked_at"].as_str()),
+        (
+            Some("2023-11-14T22:13:20.000Z"),
+            Some("2023-11-14T22:26:40.000Z")
+        )
+    );
+    // A network retry of the original after that changes nothing.
+    let r = deliver(
+        app,
+        &notification(
+            json!([]),
+            json!([msg(
+                "wamid.GONE",
+                "image",
+                json!({"id": "9", "mime_type": "image/png"})
+            )]),
+            json!([]),
+        ),
+    )
+    .await;
+    assert_eq!((r.inbound_stored, r.inbound_duplicates), (0, 1));
 }
 
 both_backends! {
