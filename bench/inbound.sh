@@ -89,7 +89,8 @@ for name in $backends; do
   echo "$result"
   contacts=$(sql "SELECT count(*) FROM contacts")
   stored=$(sql "SELECT count(*) FROM messages WHERE direction = 'inbound'")
-  edited=$(sql "SELECT count(*) FROM messages WHERE edited_at IS NOT NULL")
+  # (an older schema without edited_at says n/a: the script also measures earlier builds)
+  edited=$(sql "SELECT count(*) FROM messages WHERE edited_at IS NOT NULL" 2>/dev/null || echo n/a)
   failed=$(sql "SELECT count(*) FROM network_inbox WHERE error IS NOT NULL")
   echo "contacts=$contacts (of $customers customers) inbound_stored=$stored edited=$edited inbox_errors=$failed peak_rss_mib=$(awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$tern_pid/status")"
   kill -TERM "$tern_pid"

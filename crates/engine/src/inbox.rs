@@ -2,6 +2,7 @@
 //! a lease, applies each with [`tern_core::inbox::apply`] (idempotent, so a batch applied
 //! twice changes nothing the second time), and backs off a batch that fails.
 
+use futures::StreamExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 use tern_domain::time::now_ms;
@@ -12,6 +13,19 @@ use tokio_util::sync::CancellationToken;
 /// How long a claimed batch is reserved for one worker.
 const LEASE_MS: i64 = 60_000;
 const BATCH: i64 = 20;
+/// Batches applied at once. Applying one is a chain of short statements (a customer's
+/// identity, conversation, message), so one at a time leaves PostgreSQL waiting on round
+/// trips; every effect is idempotent and tolerates any order (statuses are monotonic, edits
+/// and deletions may precede their original, contacts are locked while matched), so
+/// batches need not wait for each other. Two on PostgreSQL leave four of the pool's six
+/// connections to the API and the dispatcher; SQLite has one writer, and more tasks would
+/// only hold its four connections while waiting for it (the API then timed out: 503).
+fn concurrency(db: &Db) -> usize {
+    match db.backend() {
+        tern_store::Backend::Sqlite => 1,
+        tern_store::Backend::Postgres => 2,
+    }
+}
 
 pub use tern_core::inbox::Report;
 
@@ -39,8 +53,14 @@ pub async fn drain(db: &Db) -> Result<Report, StoreError> {
         if items.is_empty() {
             return Ok(total);
         }
-        for item in items {
-            match process_body(db, &item.body).await {
+        let mut done = futures::stream::iter(items)
+            .map(|item| async move {
+                let outcome = process_body(db, &item.body).await;
+                (item, outcome)
+            })
+            .buffer_unordered(concurrency(db));
+        while let Some((item, outcome)) = done.next().await {
+            match outcome {
                 Ok(report) => {
                     db.mark_inbox_processed(item.id, now_ms()).await?;
                     total.add(&report);

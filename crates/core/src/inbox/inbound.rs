@@ -196,6 +196,35 @@ pub(super) async fn store(
     if db.insert_message(&row).await? {
         metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
         report.inbound_stored += 1;
+        return Ok(());
+    }
+    // The original was stored meanwhile (another batch, applied concurrently): the edit or
+    // deletion applies to it now.
+    let applied = match &m.content {
+        InboundContent::Edit {
+            original_id: Some(original),
+            ..
+        } => db
+            .edit_inbound_message(
+                org_id,
+                original,
+                row.text.as_deref(),
+                row.content.as_ref().unwrap_or(&Value::Null),
+                sent_at,
+                now,
+            )
+            .await?
+            .is_some_and(|m| m.edited_at == Some(sent_at)),
+        InboundContent::Revoke {
+            original_id: Some(original),
+        } => db
+            .revoke_inbound_message(org_id, original, sent_at, now)
+            .await?
+            .is_some_and(|m| m.revoked_at == Some(sent_at)),
+        _ => false,
+    };
+    if applied {
+        report.messages_updated += 1;
     } else {
         report.inbound_duplicates += 1;
     }

@@ -410,7 +410,50 @@ async fn edits_and_deletions_change_the_original(app: &TestApp) {
     assert_eq!((r.inbound_stored, r.inbound_duplicates), (0, 1));
 }
 
+/// Batches stored together and applied together (two at a time on PostgreSQL): one new
+/// customer across all of them, an edit in another batch than its original.
+async fn batches_applied_together_keep_every_effect(app: &TestApp) {
+    let key = setup(app).await;
+    let user =
+        json!([{"user_id": "US.555000111222333", "profile": {"name": "Lu", "username": "lu"}}]);
+    let from = |id: &str, kind: &str, object: Value| {
+        let mut m = json!({"from_user_id": "US.555000111222333", "id": id, "timestamp": "1700000000", "type": kind});
+        m[kind] = object;
+        m
+    };
+    let mut bodies = vec![notification(
+        user.clone(),
+        json!([from("wamid.B0", "text", json!({"body": "v1"}))]),
+        json!([]),
+    )];
+    bodies.push(notification(user.clone(), json!([{"from_user_id": "US.555000111222333", "id": "wamid.B1", "timestamp": "1700000100",
+        "type": "edit", "edit": {"original_message_id": "wamid.B0", "message": {"type": "text", "text": {"body": "v2"}}}}]), json!([])));
+    for i in 2..8 {
+        bodies.push(notification(
+            user.clone(),
+            json!([from(
+                &format!("wamid.B{i}"),
+                "text",
+                json!({"body": format!("m{i}")})
+            )]),
+            json!([]),
+        ));
+    }
+    for b in &bodies {
+        let (s, out) = app.post_network(&serde_json::to_vec(b).unwrap()).await;
+        assert_eq!(s, 200, "{out}");
+    }
+    let r = tern_engine::inbox::drain(&app.db).await.unwrap();
+    assert_eq!(r.inbound_stored + r.messages_updated, 8, "{r:?}");
+    let contacts = app.get(&format!("{API}/contacts"), Some(&key)).await.2;
+    assert_eq!(contacts["data"].as_array().unwrap().len(), 1, "{contacts}");
+    let got = inbound(app, &key).await;
+    assert_eq!(got.len(), 7);
+    assert_eq!(got["wamid.B0"]["text"], "v2");
+}
+
 both_backends! {
+    batches_applied_together_keep_every_effect_http => async |app: &TestApp| batches_applied_together_keep_every_effect(app).await;
     every_inbound_type_keeps_its_content_http => async |app: &TestApp| every_inbound_type_keeps_its_content(app).await;
     edits_and_deletions_change_the_original_http => async |app: &TestApp| edits_and_deletions_change_the_original(app).await;
 }
