@@ -287,19 +287,29 @@ impl Db {
                AND (edited_at IS NULL OR edited_at < $5) RETURNING ",
             message_columns!()
         );
-        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
-            .bind(wamid)
-            .bind(org_id)
-            .bind(text)
-            .bind(Json(content))
-            .bind(at)
-            .bind(now)
-            .fetch_optional(pool)
-            .await)?;
-        match row {
-            Some(r) => Ok(Some(r.into())),
-            None => self.message_by_wamid(org_id, wamid).await,
+        // Twice at most: the original may be stored between the update and the read.
+        for _ in 0..2 {
+            let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
+                .bind(wamid)
+                .bind(org_id)
+                .bind(text)
+                .bind(Json(content))
+                .bind(at)
+                .bind(now)
+                .fetch_optional(pool)
+                .await)?;
+            if let Some(r) = row {
+                return Ok(Some(r.into()));
+            }
+            match self.message_by_wamid(org_id, wamid).await? {
+                Some(m)
+                    if m.direction == Direction::Inbound
+                        && m.revoked_at.is_none()
+                        && m.edited_at.is_none_or(|e| e < at) => {}
+                current => return Ok(current),
+            }
         }
+        self.message_by_wamid(org_id, wamid).await
     }
 
     /// The customer deleted their message `wamid` at `at`: `text` and `content` are
@@ -318,17 +328,24 @@ impl Db {
              RETURNING ",
             message_columns!()
         );
-        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
-            .bind(wamid)
-            .bind(org_id)
-            .bind(at)
-            .bind(now)
-            .fetch_optional(pool)
-            .await)?;
-        match row {
-            Some(r) => Ok(Some(r.into())),
-            None => self.message_by_wamid(org_id, wamid).await,
+        // Twice at most: the original may be stored between the update and the read.
+        for _ in 0..2 {
+            let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
+                .bind(wamid)
+                .bind(org_id)
+                .bind(at)
+                .bind(now)
+                .fetch_optional(pool)
+                .await)?;
+            if let Some(r) = row {
+                return Ok(Some(r.into()));
+            }
+            match self.message_by_wamid(org_id, wamid).await? {
+                Some(m) if m.direction == Direction::Inbound && m.revoked_at.is_none() => {}
+                current => return Ok(current),
+            }
         }
+        self.message_by_wamid(org_id, wamid).await
     }
 
     async fn message_by_wamid(&self, org_id: Uuid, wamid: &str) -> Result<Option<Message>> {
