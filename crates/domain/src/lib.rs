@@ -12,6 +12,7 @@ pub mod cursor;
 pub mod error;
 pub mod failure;
 pub mod message;
+pub mod net_guard;
 pub mod number;
 pub mod phone;
 pub mod plan;
