@@ -11,6 +11,7 @@ pub mod crypto;
 pub mod cursor;
 pub mod error;
 pub mod failure;
+pub mod media;
 pub mod message;
 pub mod net_guard;
 pub mod number;
