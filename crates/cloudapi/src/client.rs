@@ -16,9 +16,13 @@
 //! matched by `biz_opaque_callback_data`, before deciding. For read-only calls
 //! (`list_templates`, `get_phone_number`, …) the same variants are used but retrying is harmless.
 
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -96,6 +100,23 @@ impl SendError {
             Self::Graph(g) => Some(g),
             _ => None,
         }
+    }
+
+    /// The HTTP status the network answered with, when it answered (`Graph` and
+    /// `UnexpectedResponse`). A media download answered 404 means "URL expired, fetch a new
+    /// one with `get_media`".
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Self::Graph(g) => Some(g.http_status),
+            Self::UnexpectedResponse { http_status, .. } => Some(*http_status),
+            Self::NotSent { .. } | Self::OutcomeUnknown { .. } => None,
+        }
+    }
+
+    /// True when the network said the media id is unknown or expired (see
+    /// [`GraphError::is_unknown_media`]): upload the file again and use the new id.
+    pub fn is_unknown_media(&self) -> bool {
+        self.graph().is_some_and(GraphError::is_unknown_media)
     }
 }
 
@@ -180,6 +201,25 @@ pub struct MediaInfo {
     pub file_size: Option<u64>,
 }
 
+/// A media download in progress ([`CloudApiClient::download_media_stream`]).
+pub struct MediaDownload {
+    /// The answer's `Content-Type` (the media's MIME type).
+    pub content_type: Option<String>,
+    /// The answer's `Content-Length`, when the network sent one.
+    pub content_length: Option<u64>,
+    /// The file's bytes, chunk by chunk; a transport failure ends it with an error.
+    pub body: BoxStream<'static, Result<Bytes, SendError>>,
+}
+
+impl std::fmt::Debug for MediaDownload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaDownload")
+            .field("content_type", &self.content_type)
+            .field("content_length", &self.content_length)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Typed Cloud API client. Cheap to clone (shares the connection pool).
 #[derive(Debug, Clone)]
 pub struct CloudApiClient {
@@ -233,7 +273,8 @@ impl CloudApiClient {
         self.execute(req).await.map(|_| ())
     }
 
-    /// `POST /{pnid}/media` (multipart); returns the media id.
+    /// `POST /{pnid}/media` (multipart) with the whole file in memory; returns the media id.
+    /// A thin wrapper over [`Self::upload_media_stream`].
     pub async fn upload_media(
         &self,
         phone_number_id: &str,
@@ -242,13 +283,46 @@ impl CloudApiClient {
         mime: &str,
         filename: &str,
     ) -> Result<String, SendError> {
+        let len = bytes.len() as u64;
+        let body = futures::stream::once(async move { Ok::<_, std::convert::Infallible>(bytes) });
+        self.upload_media_stream(phone_number_id, access_token, body, len, mime, filename)
+            .await
+    }
+
+    /// `POST /{pnid}/media` (multipart) streaming the file from `body`; returns the media id.
+    ///
+    /// The file is never held whole in memory: chunks are sent as `body` yields them. `len`
+    /// is the exact file size (the multipart part is sent with a known length, so the request
+    /// has a `Content-Length`). Errors:
+    /// * `body` yields an error, or more or fewer than `len` bytes → [`SendError::NotSent`]
+    ///   (the network never received a complete file, so nothing was stored);
+    /// * the network rejects the file (MIME not allowed, too large, content does not match
+    ///   the MIME type) → [`SendError::Graph`] with code 131053.
+    ///
+    /// The client's `request_timeout` covers the whole upload.
+    pub async fn upload_media_stream<S, E>(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+        body: S,
+        len: u64,
+        mime: &str,
+        filename: &str,
+    ) -> Result<String, SendError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let url = self.url(&[phone_number_id, "media"])?;
-        let part = reqwest::multipart::Part::stream(reqwest::Body::from(bytes))
-            .file_name(filename.to_owned())
-            .mime_str(mime)
-            .map_err(|e| SendError::NotSent {
-                reason: format!("invalid MIME type: {e}"),
-            })?;
+        let source_error = Arc::new(Mutex::new(None::<String>));
+        let checked = LengthChecked::new(body, len, Arc::clone(&source_error));
+        let part =
+            reqwest::multipart::Part::stream_with_length(reqwest::Body::wrap_stream(checked), len)
+                .file_name(filename.to_owned())
+                .mime_str(mime)
+                .map_err(|e| SendError::NotSent {
+                    reason: format!("invalid MIME type: {e}"),
+                })?;
         let form = reqwest::multipart::Form::new()
             .text("messaging_product", "whatsapp")
             .text("type", mime.to_owned())
@@ -258,35 +332,112 @@ impl CloudApiClient {
             .post(url)
             .bearer_auth(access_token)
             .multipart(form);
-        let (status, body) = self.execute(req).await?;
+        let result = self.execute(req).await;
+        // A failing source wins over whatever the transport made of the aborted request.
+        if let Some(reason) = lock_ignoring_poison(&source_error).take() {
+            return Err(SendError::NotSent {
+                reason: format!("reading the file to upload failed: {reason}"),
+            });
+        }
+        let (status, body) = result?;
         serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| v.get("id").and_then(crate::error::value_as_string))
             .ok_or_else(|| unexpected(status, "upload answer without an id"))
     }
 
-    /// `GET /{media-id}`: metadata and a short-lived download URL.
+    /// `GET /{media-id}`: metadata and a short-lived download URL (5 minutes on the network).
+    /// Same as [`Self::get_media_for`] without `phone_number_id`.
     pub async fn get_media(
         &self,
         media_id: &str,
         access_token: &str,
     ) -> Result<MediaInfo, SendError> {
-        let url = self.url(&[media_id])?;
+        self.get_media_for(media_id, access_token, None).await
+    }
+
+    /// `GET /{media-id}[?phone_number_id=…]`: metadata and a short-lived download URL
+    /// (5 minutes on the network).
+    ///
+    /// With `phone_number_id`, the network checks that the media belongs to that number
+    /// (reference §4). An unknown or expired id answers Graph error 100 / subcode 33
+    /// ([`SendError::is_unknown_media`]).
+    pub async fn get_media_for(
+        &self,
+        media_id: &str,
+        access_token: &str,
+        phone_number_id: Option<&str>,
+    ) -> Result<MediaInfo, SendError> {
+        let mut url = self.url(&[media_id])?;
+        if let Some(p) = phone_number_id {
+            url.query_pairs_mut().append_pair("phone_number_id", p);
+        }
         let (status, body) = self
             .execute(self.http.get(url).bearer_auth(access_token))
             .await?;
         serde_json::from_slice(&body).map_err(|e| unexpected(status, &e.to_string()))
     }
 
-    /// Download media from a URL returned by [`Self::get_media`] (bearer-protected).
+    /// Download media from a URL returned by [`Self::get_media`] (bearer-protected) into
+    /// memory. Prefer [`Self::download_media_stream`] for large files.
     pub async fn download_media(&self, url: &str, access_token: &str) -> Result<Bytes, SendError> {
-        let url = Url::parse(url).map_err(|e| SendError::NotSent {
-            reason: format!("invalid media URL: {e}"),
-        })?;
+        let url = media_url(url)?;
         let (_, body) = self
             .execute(self.http.get(url).bearer_auth(access_token))
             .await?;
         Ok(body)
+    }
+
+    /// Download media from a URL returned by [`Self::get_media`] as a stream of chunks.
+    ///
+    /// The answer's status is checked before this returns: a non-2xx answer is
+    /// [`SendError::Graph`] carrying the HTTP status — **404** means the URL expired (URLs
+    /// live 5 minutes): call [`Self::get_media_for`] again for a fresh one
+    /// ([`SendError::http_status`] `== Some(404)`). A failure while reading the body is yielded
+    /// by the stream as [`SendError::UnexpectedResponse`] (retrying is harmless).
+    ///
+    /// Note: the client's `request_timeout` (default 30 s) covers the whole download,
+    /// body included; a file that takes longer ends with a timeout error from the stream.
+    pub async fn download_media_stream(
+        &self,
+        url: &str,
+        access_token: &str,
+    ) -> Result<MediaDownload, SendError> {
+        let url = media_url(url)?;
+        let resp = self
+            .http
+            .get(url)
+            .bearer_auth(access_token)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = resp.bytes().await.unwrap_or_default();
+            return Err(SendError::Graph(Box::new(GraphError::from_response(
+                status.as_u16(),
+                &body,
+            ))));
+        }
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let content_length = resp.content_length();
+        let http_status = status.as_u16();
+        let body = resp
+            .bytes_stream()
+            .map_err(move |e| SendError::UnexpectedResponse {
+                http_status,
+                reason: format!("media download interrupted: {}", error_chain(&e)),
+            })
+            .boxed();
+        Ok(MediaDownload {
+            content_type,
+            content_length,
+            body,
+        })
     }
 
     /// `POST /{waba}/message_templates` with the network's template body
@@ -480,6 +631,91 @@ fn unexpected(status: StatusCode, reason: &str) -> SendError {
     SendError::UnexpectedResponse {
         http_status: status.as_u16(),
         reason: reason.to_owned(),
+    }
+}
+
+fn media_url(url: &str) -> Result<Url, SendError> {
+    Url::parse(url).map_err(|e| SendError::NotSent {
+        reason: format!("invalid media URL: {e}"),
+    })
+}
+
+fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The upload source, checked against its announced length. A source error or a length
+/// mismatch is recorded in `failed` (so the upload reports `NotSent`) and ends the request
+/// body with an error, which aborts the request before the multipart body is complete.
+struct LengthChecked<S> {
+    inner: Pin<Box<S>>,
+    expected: u64,
+    seen: u64,
+    done: bool,
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl<S> LengthChecked<S> {
+    fn new(inner: S, expected: u64, failed: Arc<Mutex<Option<String>>>) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            expected,
+            seen: 0,
+            done: false,
+            failed,
+        }
+    }
+
+    fn fail(&mut self, reason: String) -> Poll<Option<Result<Bytes, UploadSourceError>>> {
+        self.done = true;
+        *lock_ignoring_poison(&self.failed) = Some(reason.clone());
+        Poll::Ready(Some(Err(UploadSourceError(reason))))
+    }
+}
+
+/// Why the upload body stream stopped early.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UploadSourceError(String);
+
+impl<S, E> Stream for LengthChecked<S>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Item = Result<Bytes, UploadSourceError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.inner.as_mut().poll_next(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(chunk))) => {
+                self.seen = self.seen.saturating_add(chunk.len() as u64);
+                if self.seen > self.expected {
+                    let (seen, expected) = (self.seen, self.expected);
+                    return self.fail(format!(
+                        "the file has more bytes than announced ({seen} > {expected})"
+                    ));
+                }
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                self.fail(error_chain(e.as_ref()))
+            }
+            Poll::Ready(None) if self.seen != self.expected => {
+                let (seen, expected) = (self.seen, self.expected);
+                self.fail(format!(
+                    "the file has fewer bytes than announced ({seen} < {expected})"
+                ))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+        }
     }
 }
 

@@ -336,6 +336,48 @@ impl GraphError {
     pub fn is_graph_body(&self) -> bool {
         self.raw_body.is_none()
     }
+
+    /// True when this error says a media id is unknown or expired, so uploading the file
+    /// again (and using the new id) can succeed:
+    /// * code 100 with subcode 33 — the answer to `GET|DELETE /{media-id}` for an id the
+    ///   network does not know (never existed, deleted, or past its 30-day / 7-day life);
+    /// * code 131053 whose details name the media id as not found / invalid / expired.
+    ///
+    /// Only meaningful for errors of calls that name a media id: a send to an unknown phone
+    /// number id also answers 100 / 33 (the unknown object is then the number).
+    pub fn is_unknown_media(&self) -> bool {
+        match self.code {
+            Some(100) => {
+                self.subcode == Some(33)
+                    || (self.subcode.is_none() && self.message.contains("does not exist"))
+            }
+            Some(131053) => {
+                details_name_unknown_media_id(self.details.as_deref())
+                    || details_name_unknown_media_id(Some(&self.message))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether a 131053 text names the media id as unknown/expired (as opposed to a bad MIME
+/// type, a size limit or an unreachable link, where a re-upload of the same file won't help).
+fn details_name_unknown_media_id(text: Option<&str>) -> bool {
+    let Some(text) = text else { return false };
+    let t = text.to_ascii_lowercase().replace(['_', '-'], " ");
+    let names_id = t.contains("media id") || t.contains("mediaid");
+    let unknown = [
+        "not found",
+        "unknown",
+        "expired",
+        "invalid",
+        "does not exist",
+        "doesn't exist",
+        "no longer",
+    ]
+    .iter()
+    .any(|w| t.contains(w));
+    names_id && unknown
 }
 
 impl std::fmt::Display for GraphError {
@@ -381,6 +423,15 @@ impl WebhookError {
                 .and_then(value_as_string),
             href: v.get("href").and_then(value_as_string),
         }
+    }
+
+    /// True for a 131053 (typically a `failed` status after sending with a media id) whose
+    /// details say the media id is unknown or expired; see [`GraphError::is_unknown_media`].
+    pub fn is_unknown_media(&self) -> bool {
+        self.code == Some(131053)
+            && [&self.details, &self.message, &self.title]
+                .into_iter()
+                .any(|t| details_name_unknown_media_id(t.as_deref()))
     }
 
     pub fn failure(&self) -> FailureInfo {
@@ -505,6 +556,50 @@ mod tests {
         assert_eq!(unknown.code, "network_error");
         assert!(unknown.explanation.contains("424242"));
         assert_eq!(outcome_unknown_failure().retry, RetryClass::OutcomeUnknown);
+    }
+
+    #[test]
+    fn unknown_media_is_recognised() {
+        let unknown_object = GraphError::from_response(
+            400,
+            br#"{"error":{"message":"Unsupported get request. Object with ID '123' does not exist, cannot be loaded due to missing permissions, or does not support this operation.","type":"GraphMethodException","code":100,"error_subcode":33,"fbtrace_id":"A"}}"#,
+        );
+        assert!(unknown_object.is_unknown_media());
+        let bad_param = GraphError::from_response(
+            400,
+            br#"{"error":{"message":"(#100) Invalid parameter","type":"OAuthException","code":100}}"#,
+        );
+        assert!(!bad_param.is_unknown_media());
+        let expired = GraphError::from_response(
+            400,
+            br#"{"error":{"message":"(#131053) Media upload error","code":131053,
+              "error_data":{"details":"Media id 1234 was not found or has expired."}}}"#,
+        );
+        assert!(expired.is_unknown_media());
+        let mime = GraphError::from_response(
+            400,
+            br#"{"error":{"message":"(#131053) Media upload error","code":131053,
+              "error_data":{"details":"MIME type mismatch: the file is not image/png."}}}"#,
+        );
+        assert!(!mime.is_unknown_media());
+        let link = GraphError::from_response(
+            400,
+            br#"{"error":{"message":"(#131053) Media upload error","code":131053,
+              "error_data":{"details":"Downloading media from weblink failed with http code 404, status message Not Found"}}}"#,
+        );
+        assert!(!link.is_unknown_media());
+        let other = GraphError::from_response(
+            400,
+            br#"{"error":{"code":131009,"error_data":{"details":"media_id is invalid"}}}"#,
+        );
+        assert!(!other.is_unknown_media());
+
+        let w = WebhookError::from_value(&serde_json::json!({"code": 131053,
+            "title": "Media upload error", "error_data": {"details": "Invalid media_id 99."}}));
+        assert!(w.is_unknown_media());
+        let w = WebhookError::from_value(&serde_json::json!({"code": 131053,
+            "title": "Media upload error", "error_data": {"details": "Unsupported MIME type."}}));
+        assert!(!w.is_unknown_media());
     }
 
     #[test]

@@ -16,8 +16,8 @@ pub mod signature;
 pub mod template_words;
 
 pub use client::{
-    ClientConfig, CloudApiClient, CreatedTemplate, MediaInfo, PhoneNumberInfo, SendAccepted,
-    SendError, TemplateInfo, TemplatePage, parse_send_accepted,
+    ClientConfig, CloudApiClient, CreatedTemplate, MediaDownload, MediaInfo, PhoneNumberInfo,
+    SendAccepted, SendError, TemplateInfo, TemplatePage, parse_send_accepted,
 };
 pub use error::{
     CodeInfo, FailureInfo, GraphError, RetryClass, WebhookError, code_info, failure_info,

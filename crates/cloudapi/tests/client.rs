@@ -128,10 +128,65 @@ async fn create_template(Path(waba): Path<String>, Json(body): Json<Value>) -> R
         .into_response()
 }
 
-async fn number(Path(pnid): Path<String>) -> Response {
+async fn number(
+    Path(pnid): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Response {
+    if pnid.starts_with("media") {
+        // `GET /{media-id}[?phone_number_id=]`: only number "pn1" owns the media
+        let owner = q.iter().find(|(k, _)| k == "phone_number_id");
+        if owner.is_some_and(|(_, v)| v != "pn1") {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"message": "(#100) Invalid parameter", "code": 100}})),
+            )
+                .into_response();
+        }
+        let host = headers[header::HOST].to_str().unwrap();
+        return Json(json!({"messaging_product": "whatsapp", "id": pnid,
+            "url": format!("http://{host}/dl/ok"), "mime_type": "image/png",
+            "sha256": "ab", "file_size": 12}))
+        .into_response();
+    }
     Json(json!({"id": pnid, "display_phone_number": "+1 555-078-3881", "verified_name": "Tern",
                 "quality_rating": "GREEN", "throughput": {"level": "STANDARD"}, "status": "CONNECTED"}))
     .into_response()
+}
+
+async fn download(Path(case): Path<String>, headers: HeaderMap) -> Response {
+    if headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        != Some("Bearer tok")
+    {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    match case.as_str() {
+        "ok" => {
+            let chunks = [&b"\x89PNG"[..], b"-part-", b"2"]
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from_static(c)));
+            Response::builder()
+                .header(header::CONTENT_TYPE, "image/png")
+                .body(Body::from_stream(futures::stream::iter(chunks)))
+                .unwrap()
+        }
+        "gone" => StatusCode::NOT_FOUND.into_response(),
+        "cut" => {
+            // the first chunk (and the headers) go out, then the connection breaks
+            let first = futures::stream::once(async { Ok(bytes::Bytes::from_static(b"first")) });
+            let cut = futures::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(std::io::Error::other("cut"))
+            });
+            let stream = futures::StreamExt::chain(first, cut);
+            Response::builder()
+                .header(header::CONTENT_LENGTH, "100")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        _ => StatusCode::BAD_REQUEST.into_response(),
+    }
 }
 
 async fn serve() -> String {
@@ -142,7 +197,8 @@ async fn serve() -> String {
             "/v25.0/{waba}/message_templates",
             get(templates).post(create_template),
         )
-        .route("/v25.0/{pnid}", get(number));
+        .route("/v25.0/{pnid}", get(number))
+        .route("/dl/{case}", get(download));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -325,4 +381,107 @@ async fn media_templates_and_number() {
     assert_eq!(n.throughput_level.as_deref(), Some("STANDARD"));
     assert_eq!(n.quality_rating.as_deref(), Some("GREEN"));
     assert_eq!(n.status.as_deref(), Some("CONNECTED"));
+}
+
+#[tokio::test]
+async fn streamed_upload_sends_every_chunk_with_the_length() {
+    let base = serve().await;
+    let c = client(&base, 2000);
+    // the stub checks a 4-byte image/png file named a.png
+    let chunks =
+        [&b"\x89P"[..], b"N", b"G"].map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from_static(c)));
+    let body = futures::stream::iter(chunks);
+    let id = c
+        .upload_media_stream("ok", "tok", body, 4, "image/png", "a.png")
+        .await
+        .unwrap();
+    assert_eq!(id, "media-1");
+    // a bad MIME type is refused before anything is sent
+    let body = futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
+    let err = c
+        .upload_media_stream("ok", "tok", body, 0, "not a mime", "a.png")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SendError::NotSent { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn get_media_passes_the_phone_number_id() {
+    let base = serve().await;
+    let c = client(&base, 2000);
+    let info = c.get_media("media-1", "tok").await.unwrap();
+    assert_eq!(info.file_size, Some(12));
+    assert!(c.get_media_for("media-1", "tok", Some("pn1")).await.is_ok());
+    let err = c
+        .get_media_for("media-1", "tok", Some("pn2"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.graph().unwrap().code, Some(100));
+    assert!(!err.is_unknown_media());
+    assert!(matches!(
+        c.get_media("../x", "tok").await,
+        Err(SendError::NotSent { .. })
+    ));
+}
+
+#[tokio::test]
+async fn streamed_download_statuses_and_interruptions() {
+    use futures::TryStreamExt;
+    let base = serve().await;
+    let c = client(&base, 2000);
+    let info = c.get_media("media-1", "tok").await.unwrap();
+    let dl = c.download_media_stream(&info.url, "tok").await.unwrap();
+    assert_eq!(dl.content_type.as_deref(), Some("image/png"));
+    assert_eq!(dl.content_length, None, "chunked answer");
+    assert!(format!("{dl:?}").contains("image/png"));
+    let parts: Vec<bytes::Bytes> = dl.body.try_collect().await.unwrap();
+    assert_eq!(parts.concat(), b"\x89PNG-part-2");
+
+    // 404: the URL expired; the caller can tell and fetch a new one
+    let err = c
+        .download_media_stream(&format!("{base}/dl/gone"), "tok")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SendError::Graph(_)), "{err:?}");
+    assert_eq!(err.http_status(), Some(404));
+    assert_eq!(err.graph().unwrap().http_status, 404);
+    assert!(!err.is_unknown_media());
+    // 401 without the right token
+    let err = c
+        .download_media_stream(&info.url, "other")
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), Some(401));
+    // an answer cut mid-body ends the stream with an error
+    let dl = c
+        .download_media_stream(&format!("{base}/dl/cut"), "tok")
+        .await
+        .unwrap();
+    assert_eq!(dl.content_length, Some(100));
+    let err = dl.body.try_collect::<Vec<_>>().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SendError::UnexpectedResponse {
+                http_status: 200,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.retry_class(), RetryClass::RetryLater);
+    // not a URL at all
+    assert!(matches!(
+        c.download_media_stream("not a url", "tok").await,
+        Err(SendError::NotSent { .. })
+    ));
+    // connection refused: nothing was sent
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    assert!(matches!(
+        c.download_media_stream(&format!("http://{addr}/dl/ok"), "tok")
+            .await,
+        Err(SendError::NotSent { .. })
+    ));
 }

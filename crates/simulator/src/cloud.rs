@@ -19,7 +19,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::graph::GraphErr;
-use crate::model::{ForcedAction, Number, RequestRecord};
+use crate::media;
+use crate::model::{ForcedAction, MediaOrigin, Number, RequestRecord};
 use crate::state::{Sim, unix_now_ms};
 use crate::templates;
 use crate::validate::validate_send;
@@ -27,7 +28,6 @@ use crate::validate::validate_send;
 /// Largest accepted request body (documents may be 100 MB).
 const BODY_LIMIT: usize = 110 * 1024 * 1024;
 const DEFAULT_HANG_MS: u64 = 30_000;
-const MEDIA_URL_TTL: Duration = Duration::from_secs(300);
 
 /// Sequence number of the request-log record of the current request.
 #[derive(Clone, Copy, Debug)]
@@ -40,6 +40,7 @@ struct Note {
     wamid: Option<String>,
     biz_opaque_callback_data: Option<String>,
     forced: Option<String>,
+    media_id: Option<String>,
 }
 
 pub fn router(sim: Arc<Sim>) -> Router {
@@ -103,6 +104,7 @@ async fn log_requests(State(sim): State<Arc<Sim>>, req: Request, next: Next) -> 
             wamid: None,
             biz_opaque_callback_data: None,
             forced: None,
+            media_id: None,
         });
         seq
     };
@@ -131,6 +133,7 @@ fn annotate(sim: &Sim, seq: u64, note: &Note) {
         r.biz_opaque_callback_data
             .clone_from(&note.biz_opaque_callback_data);
         r.forced.clone_from(&note.forced);
+        r.media_id.clone_from(&note.media_id);
     }
 }
 
@@ -379,37 +382,25 @@ fn process_send(
 
 // ---- media ---------------------------------------------------------------------------------
 
-fn media_limit(mime: &str) -> Option<usize> {
-    const MB: usize = 1024 * 1024;
-    Some(match mime {
-        "audio/aac" | "audio/amr" | "audio/mpeg" | "audio/mp4" | "audio/ogg" => 16 * MB,
-        "video/mp4" | "video/3gpp" => 16 * MB,
-        "image/jpeg" | "image/png" => 5 * MB,
-        "image/webp" => 500 * 1024,
-        "text/plain"
-        | "application/pdf"
-        | "application/msword"
-        | "application/vnd.ms-excel"
-        | "application/vnd.ms-powerpoint"
-        | "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-        | "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-        | "application/vnd.openxmlformats-officedocument.presentationml.presentation" => 100 * MB,
-        _ => return None,
-    })
-}
-
 async fn upload_media(
     State(sim): State<Arc<Sim>>,
     Path((version, pnid)): Path<(String, String)>,
     headers: HeaderMap,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Response {
-    let note = Note {
+    let mut note = Note {
         phone_number_id: Some(pnid.clone()),
         ..Note::default()
     };
-    let r = upload_inner(&sim, &version, &pnid, &headers, multipart).await;
-    with_note(r.unwrap_or_else(|e| graph(&sim, e)), note)
+    let resp = match upload_inner(&sim, &version, &pnid, &headers, multipart).await {
+        Ok(id) => {
+            let resp = Json(json!({"id": id})).into_response();
+            note.media_id = Some(id);
+            resp
+        }
+        Err(e) => graph(&sim, e),
+    };
+    with_note(resp, note)
 }
 
 async fn upload_inner(
@@ -418,7 +409,7 @@ async fn upload_inner(
     pnid: &str,
     headers: &HeaderMap,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
-) -> Result<Response, GraphErr> {
+) -> Result<String, GraphErr> {
     check_version(version)?;
     let number = authorize_number(sim, headers, pnid, "post")?;
     let mut mp =
@@ -432,6 +423,7 @@ async fn upload_inner(
         };
         let name = field.name().unwrap_or("").to_owned();
         let ctype = field.content_type().map(str::to_owned);
+        let file_name = field.file_name().map(str::to_owned);
         let data = field
             .bytes()
             .await
@@ -439,7 +431,7 @@ async fn upload_inner(
         match name.as_str() {
             "messaging_product" => product = Some(String::from_utf8_lossy(&data).into_owned()),
             "type" => type_field = Some(String::from_utf8_lossy(&data).into_owned()),
-            "file" => file = Some((ctype, data)),
+            "file" => file = Some((ctype, file_name, data)),
             _ => {}
         }
     }
@@ -448,7 +440,7 @@ async fn upload_inner(
             "The parameter messaging_product is required.",
         ));
     }
-    let (ctype, data) = file.ok_or_else(|| GraphErr::missing("file"))?;
+    let (ctype, file_name, data) = file.ok_or_else(|| GraphErr::missing("file"))?;
     let mime_full = type_field
         .or(ctype)
         .ok_or_else(|| GraphErr::missing("type"))?;
@@ -458,7 +450,7 @@ async fn upload_inner(
         .unwrap_or("")
         .trim()
         .to_lowercase();
-    let limit = media_limit(&mime)
+    let limit = media::size_limit(&mime)
         .ok_or_else(|| GraphErr::new(131053).details(format!("Unsupported MIME type {mime}.")))?;
     if data.is_empty() || data.len() > limit {
         return Err(GraphErr::new(131053).details(format!(
@@ -466,8 +458,20 @@ async fn upload_inner(
             data.len()
         )));
     }
-    let id = sim.store_media(Some(&number.id), &mime, data);
-    Ok(Json(json!({"id": id})).into_response())
+    if let Some(name) = file_name.as_deref()
+        && media::extension_mimes(name).is_some_and(|m| !m.contains(&mime.as_str()))
+    {
+        return Err(GraphErr::new(131053).details(format!(
+            "MIME type mismatch: the file name {name:?} does not fit the type {mime}."
+        )));
+    }
+    if !media::content_matches(&mime, &data) {
+        return Err(GraphErr::new(131053).details(format!(
+            "MIME type mismatch: the file was declared as {mime} but its content is {}.",
+            media::detected(&data)
+        )));
+    }
+    Ok(sim.store_media(Some(&number.id), &mime, data, MediaOrigin::Upload))
 }
 
 async fn get_object(
@@ -492,12 +496,12 @@ fn get_object_inner(
 ) -> Result<Response, GraphErr> {
     check_version(version)?;
     let token = bearer(headers).ok_or_else(GraphErr::missing_token)?;
-    let (number, media_exists) = {
+    let (number, media_live) = {
         let st = sim.lock();
         if st.number_by_token(token).is_none() {
             return Err(GraphErr::bad_token());
         }
-        (st.numbers.get(id).cloned(), st.media.contains_key(id))
+        (st.numbers.get(id).cloned(), st.live_media(id).is_some())
     };
     if let Some(n) = number {
         if n.access_token != token {
@@ -518,7 +522,8 @@ fn get_object_inner(
         }))
         .into_response());
     }
-    if media_exists && let Some((url, m)) = sim.media_url(id) {
+    // an expired media id is as unknown as one that never existed
+    if media_live && let Some((url, m)) = sim.media_url(id) {
         // `?phone_number_id=` must match the uploader when given (reference §4)
         if let (Some(o), Some(up)) = (owner, m.phone_number_id.as_deref())
             && o != up
@@ -551,10 +556,11 @@ async fn delete_object(
         if st.number_by_token(token).is_none() {
             return Err(GraphErr::bad_token());
         }
-        st.media
-            .remove(&id)
-            .map(|_| Json(json!({"success": true})).into_response())
-            .ok_or_else(|| GraphErr::unknown_object(&id, "delete"))
+        if st.live_media(&id).is_none() {
+            return Err(GraphErr::unknown_object(&id, "delete"));
+        }
+        st.media.remove(&id);
+        Ok(Json(json!({"success": true})).into_response())
     })();
     r.unwrap_or_else(|e| graph(&sim, e))
 }
@@ -572,15 +578,17 @@ async fn download_media(
     if st.number_by_token(token).is_none() {
         return graph_locked(st, GraphErr::bad_token());
     }
-    let Some(m) = st.media.get(&id) else {
+    let now = st.now_secs();
+    let Some(m) = st.live_media(&id) else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    // URLs from GET /{media-id} carry a token valid 5 minutes; webhook URLs carry none.
+    // URLs from GET /{media-id} carry a token valid 5 minutes (simulator clock); webhook
+    // URLs carry none and work as long as the media id does.
     if let Some((_, given)) = q.iter().find(|(k, _)| k == "token") {
         let valid = m
             .url_token
             .as_ref()
-            .is_some_and(|(t, at)| t == given && at.elapsed() < MEDIA_URL_TTL);
+            .is_some_and(|(t, at)| t == given && now < at.saturating_add(media::URL_TTL_SECS));
         if !valid {
             return StatusCode::NOT_FOUND.into_response();
         }

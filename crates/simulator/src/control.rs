@@ -65,6 +65,8 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/_sim/templates/{id}/category", post(template_category))
         .route("/_sim/requests", get(requests).delete(clear_requests))
         .route("/_sim/messages", get(messages))
+        .route("/_sim/media", get(list_media))
+        .route("/_sim/media/{id}/expire", post(expire_media))
         .route("/_sim/webhooks", get(deliveries).delete(clear_deliveries))
         .route("/_sim/callback", put(set_callback).get(get_callback))
         .route("/_sim/callback/verify", post(verify))
@@ -267,6 +269,14 @@ async fn clear_requests(State(sim): State<Arc<Sim>>) -> CtlResult {
 async fn messages(State(sim): State<Arc<Sim>>) -> CtlResult {
     let st = sim.lock();
     ok(json!({"data": to_value(&st.messages)}))
+}
+
+async fn list_media(State(sim): State<Arc<Sim>>) -> CtlResult {
+    ok(json!({"data": to_value(&sim.media_summaries())}))
+}
+
+async fn expire_media(State(sim): State<Arc<Sim>>, Path(id): Path<String>) -> CtlResult {
+    ok(to_value(&sim.expire_media(&id)?))
 }
 
 async fn deliveries(State(sim): State<Arc<Sim>>) -> CtlResult {

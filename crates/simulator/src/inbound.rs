@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::graph::webhook_error;
-use crate::model::digits;
+use crate::media::sample_media;
+use crate::model::{MediaOrigin, digits};
 use crate::state::{CtlError, Inner, OutKind, Sim};
 
 const MEDIA_TYPES: [&str; 5] = ["image", "video", "audio", "document", "sticker"];
@@ -110,7 +111,7 @@ impl Sim {
         obj.insert("timestamp".into(), json!(ts.to_string()));
 
         if MEDIA_TYPES.contains(&msg_type.as_str()) {
-            self.fill_media(&mut st, obj, &msg_type, media_bytes, &wamid)?;
+            self.fill_media(&mut st, obj, &msg_type, media_bytes, &wamid, &pnid)?;
         } else if msg_type == "edit"
             && let Some(Value::Object(inner)) =
                 obj.get_mut("edit").and_then(|e| e.get_mut("message"))
@@ -121,7 +122,7 @@ impl Sim {
                 .unwrap_or("")
                 .to_owned();
             if MEDIA_TYPES.contains(&inner_type.as_str()) {
-                self.fill_media(&mut st, inner, &inner_type, media_bytes, &wamid)?;
+                self.fill_media(&mut st, inner, &inner_type, media_bytes, &wamid, &pnid)?;
             }
         }
         if msg_type == "unsupported" && obj.get("errors").is_none() {
@@ -175,6 +176,7 @@ impl Sim {
         kind: &str,
         bytes: Option<Vec<u8>>,
         wamid: &str,
+        pnid: &str,
     ) -> Result<(), CtlError> {
         let default_mime = match kind {
             "image" => "image/jpeg",
@@ -193,11 +195,14 @@ impl Sim {
             .unwrap_or(default_mime)
             .to_owned();
         if media.get("id").is_none() {
-            let bytes = bytes
-                .map(Bytes::from)
-                .unwrap_or_else(|| Bytes::from(format!("simulated {kind} {wamid}").into_bytes()));
+            // without `media_base64`: a small file of the right type (magic number first)
+            let bytes = bytes.map(Bytes::from).unwrap_or_else(|| {
+                sample_media(&mime, &format!("{kind} {wamid}")).unwrap_or_else(|| {
+                    Bytes::from(format!("simulated {kind} {wamid}").into_bytes())
+                })
+            });
             let sha_b64 = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&bytes));
-            let id = st.store_media(None, &mime, bytes);
+            let id = st.store_media(Some(pnid), &mime, bytes, MediaOrigin::Inbound);
             media["id"] = json!(id);
             media["sha256"] = json!(sha_b64);
             media["url"] = json!(format!("{}/_media/{id}", self.public_url));

@@ -23,6 +23,7 @@ mod control;
 mod customers;
 mod graph;
 mod inbound;
+mod media;
 mod model;
 mod outbound;
 mod state;
@@ -44,9 +45,10 @@ pub use customers::{
     Customer, CustomerSpec, UserIdUpdateRequest, derive_bsuid, is_bsuid, is_parent_bsuid,
 };
 pub use graph::{ERROR_HREF, GraphErr, webhook_error};
+pub use media::sample_media;
 pub use model::{
-    Behaviour, DeliveryRecord, ForcedAction, MessageRecord, Number, NumberPatch, RecipientSpec,
-    RequestRecord, TemplateRec, TemplateSeed,
+    Behaviour, DeliveryRecord, ForcedAction, MediaOrigin, MediaSummary, MessageRecord, Number,
+    NumberPatch, RecipientSpec, RequestRecord, TemplateRec, TemplateSeed,
 };
 pub use state::CtlError;
 pub use validate::{ValidSend, placeholders, validate_send};
@@ -234,6 +236,17 @@ impl SimHandle {
     /// Every message accepted by the simulated network.
     pub fn messages(&self) -> Vec<MessageRecord> {
         self.sim.lock().messages.clone()
+    }
+
+    /// Every stored media id (uploaded or inbound, expired ones too), oldest first.
+    pub fn media(&self) -> Vec<MediaSummary> {
+        self.sim.media_summaries()
+    }
+
+    /// Make one media id expire now (as if its 30 / 7 days had passed): `GET /{media-id}`
+    /// answers unknown object (100 / 33), its URLs 404, and sends using it fail with 131053.
+    pub fn expire_media(&self, id: &str) -> Result<MediaSummary, SimError> {
+        Ok(self.sim.expire_media(id)?)
     }
 
     /// Every webhook POST attempt.

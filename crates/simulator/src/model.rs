@@ -1,7 +1,5 @@
 //! Data the simulator keeps: numbers, recipients, templates, media, and the logs tests read.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -205,16 +203,73 @@ pub struct TemplateStatusChange {
     pub reason: Option<String>,
 }
 
+/// How a media id came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaOrigin {
+    /// `POST /{pnid}/media` (id lives 30 days).
+    Upload,
+    /// Created for an injected inbound message (id lives 7 days).
+    Inbound,
+}
+
 /// Stored media (uploaded, or created for injected inbound messages).
 #[derive(Clone, Debug)]
 pub struct MediaRec {
     pub id: String,
+    /// The uploading number, or the number an inbound message was sent to.
     pub phone_number_id: Option<String>,
     pub mime_type: String,
     pub bytes: Bytes,
     pub sha256_hex: String,
-    /// Current download URL token and when it was issued (URLs live 5 minutes).
-    pub url_token: Option<(String, Instant)>,
+    pub origin: MediaOrigin,
+    /// Simulator time (unix seconds) of the upload / inbound message.
+    pub uploaded_at: i64,
+    /// Simulator time from which the id is unknown to the network.
+    pub expires_at: i64,
+    /// Current download URL token and when it was issued, in simulator time (URLs live
+    /// 5 minutes).
+    pub url_token: Option<(String, i64)>,
+}
+
+impl MediaRec {
+    pub fn is_live(&self, now: i64) -> bool {
+        now < self.expires_at
+    }
+
+    pub fn summary(&self, now: i64) -> MediaSummary {
+        MediaSummary {
+            id: self.id.clone(),
+            phone_number_id: self.phone_number_id.clone(),
+            mime_type: self.mime_type.clone(),
+            size: self.bytes.len() as u64,
+            sha256: self.sha256_hex.clone(),
+            origin: self.origin,
+            uploaded_at: self.uploaded_at,
+            expires_at: self.expires_at,
+            expired: !self.is_live(now),
+        }
+    }
+}
+
+/// What tests see of a stored media id (`SimHandle::media`, `GET /_sim/media`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaSummary {
+    pub id: String,
+    pub phone_number_id: Option<String>,
+    pub mime_type: String,
+    /// Bytes.
+    pub size: u64,
+    /// Hex SHA-256 of the bytes (as `GET /{media-id}` answers it).
+    pub sha256: String,
+    pub origin: MediaOrigin,
+    /// Simulator time (unix seconds) of the upload or inbound message.
+    pub uploaded_at: i64,
+    /// Simulator time from which the id is unknown (`uploaded_at` + 30 days / 7 days, or
+    /// earlier after `expire_media`).
+    pub expires_at: i64,
+    /// Whether `expires_at` has passed on the simulator clock.
+    pub expired: bool,
 }
 
 /// One request received on the Cloud API surface.
@@ -234,6 +289,8 @@ pub struct RequestRecord {
     pub biz_opaque_callback_data: Option<String>,
     /// Forced action applied (`error`, `hang`, `drop`, …).
     pub forced: Option<String>,
+    /// The media id created by an upload (`POST /{pnid}/media` answered 200).
+    pub media_id: Option<String>,
 }
 
 /// A message the simulated network accepted.

@@ -67,14 +67,17 @@ impl Sim {
                 131009,
                 Some("The message you are reacting to does not exist.".into()),
             ))
-        } else if send
-            .media_id
-            .as_deref()
-            .is_some_and(|m| !st.media.contains_key(m))
-        {
-            Some((131053, Some("Media id not found.".into())))
         } else {
-            None
+            // unknown, deleted and expired ids alike (the network cannot tell them apart)
+            send.media_id
+                .as_deref()
+                .filter(|m| st.live_media(m).is_none())
+                .map(|m| {
+                    (
+                        131053,
+                        Some(format!("Media id {m} was not found or has expired.")),
+                    )
+                })
         };
 
         let mut plan: Vec<&'static str> = match (&failure, behaviour) {

@@ -19,9 +19,10 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{NumberSpec, SimArgs};
 use crate::customers::Customer;
+use crate::media;
 use crate::model::{
-    DeliveryRecord, ForcedAction, MediaRec, MessageRecord, Number, NumberPatch, RequestRecord,
-    TemplateRec, digits,
+    DeliveryRecord, ForcedAction, MediaOrigin, MediaRec, MediaSummary, MessageRecord, Number,
+    NumberPatch, RequestRecord, TemplateRec, digits,
 };
 
 /// A control-API level error.
@@ -252,9 +253,21 @@ impl Inner {
             || self.messages.iter().any(|m| m.wamid == wamid)
     }
 
-    pub(crate) fn store_media(&mut self, pnid: Option<&str>, mime: &str, bytes: Bytes) -> String {
+    /// Store a file under a new media id (30 days for uploads, 7 for inbound media).
+    pub(crate) fn store_media(
+        &mut self,
+        pnid: Option<&str>,
+        mime: &str,
+        bytes: Bytes,
+        origin: MediaOrigin,
+    ) -> String {
         let id = self.random_digits(16);
         let sha256_hex = hex::encode(Sha256::digest(&bytes));
+        let now = self.now_secs();
+        let ttl = match origin {
+            MediaOrigin::Upload => media::UPLOAD_TTL_SECS,
+            MediaOrigin::Inbound => media::INBOUND_TTL_SECS,
+        };
         self.media.insert(
             id.clone(),
             MediaRec {
@@ -263,10 +276,19 @@ impl Inner {
                 mime_type: mime.to_owned(),
                 bytes,
                 sha256_hex,
+                origin,
+                uploaded_at: now,
+                expires_at: now.saturating_add(ttl),
                 url_token: None,
             },
         );
         id
+    }
+
+    /// A media id the network still knows (stored and not expired).
+    pub fn live_media(&self, id: &str) -> Option<&MediaRec> {
+        let now = self.now_secs();
+        self.media.get(id).filter(|m| m.is_live(now))
     }
 }
 
@@ -468,18 +490,48 @@ impl Sim {
 
     // ---- media -------------------------------------------------------------------------
 
-    pub fn store_media(&self, pnid: Option<&str>, mime: &str, bytes: Bytes) -> String {
-        self.lock().store_media(pnid, mime, bytes)
+    pub fn store_media(
+        &self,
+        pnid: Option<&str>,
+        mime: &str,
+        bytes: Bytes,
+        origin: MediaOrigin,
+    ) -> String {
+        self.lock().store_media(pnid, mime, bytes, origin)
     }
 
-    /// Issue a fresh 5-minute download URL for a media id.
+    /// Issue a fresh 5-minute download URL (simulator clock) for a live media id.
     pub fn media_url(&self, media_id: &str) -> Option<(String, MediaRec)> {
         let mut st = self.lock();
+        st.live_media(media_id)?;
         let token = st.random_hex_upper(12).to_lowercase();
+        let now = st.now_secs();
         let m = st.media.get_mut(media_id)?;
-        m.url_token = Some((token.clone(), Instant::now()));
+        m.url_token = Some((token.clone(), now));
         let url = format!("{}/_media/{media_id}?token={token}", self.public_url);
         Some((url, m.clone()))
+    }
+
+    /// Every stored media id (expired ones too), oldest first.
+    pub fn media_summaries(&self) -> Vec<MediaSummary> {
+        let st = self.lock();
+        let now = st.now_secs();
+        let mut v: Vec<MediaSummary> = st.media.values().map(|m| m.summary(now)).collect();
+        v.sort_by(|a, b| (a.uploaded_at, &a.id).cmp(&(b.uploaded_at, &b.id)));
+        v
+    }
+
+    /// Make a media id expire now: it becomes unknown to `GET /{media-id}`, its URLs answer
+    /// 404 and sends using it fail with 131053.
+    pub fn expire_media(&self, id: &str) -> Result<MediaSummary, CtlError> {
+        let mut st = self.lock();
+        let now = st.now_secs();
+        let m = st
+            .media
+            .get_mut(id)
+            .ok_or_else(|| CtlError::not_found(format!("unknown media {id}")))?;
+        m.expires_at = m.expires_at.min(now);
+        Ok(m.summary(now))
     }
 }
 

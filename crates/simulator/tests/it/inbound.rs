@@ -67,7 +67,11 @@ async fn media_upload_info_download_and_inbound_media() {
             other => panic!("{other:?}"),
         }
     };
-    let info = e.client.get_media(&media_id, TOKEN).await.unwrap();
+    let info = e
+        .client
+        .get_media_for(&media_id, TOKEN, Some(PNID))
+        .await
+        .unwrap();
     let bytes = e.client.download_media(&info.url, TOKEN).await.unwrap();
     assert_eq!(&bytes[..], b"\x89PNG\r\n\x1a\n");
     e.sim.shutdown().await;
