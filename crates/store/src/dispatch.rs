@@ -72,6 +72,9 @@ pub struct DispatchItem {
     pub phone_number_id: String,
     /// The network payload fields except the envelope (`to`, `type`, `<type>`, `context`).
     pub request: Value,
+    /// The Tern media the message sends (`messages.media_id`): the worker uploads it to the
+    /// network for this number, or reuses the network's id, before the send call.
+    pub media_id: Option<Uuid>,
     /// `sending` after the claim.
     pub status: Status,
     /// Claims so far, including this one.
@@ -159,6 +162,7 @@ struct ItemRow {
     org_id: Uuid,
     phone_number_id: String,
     request: Option<Json<Value>>,
+    media_id: Option<Uuid>,
     #[sqlx(try_from = "String")]
     status: Status,
     attempts: i64,
@@ -176,6 +180,7 @@ impl From<ItemRow> for DispatchItem {
             org_id: r.org_id,
             phone_number_id: r.phone_number_id,
             request: r.request.map(|j| j.0).unwrap_or(Value::Null),
+            media_id: r.media_id,
             status: r.status,
             attempts: r.attempts,
             created_at: r.created_at,
@@ -201,8 +206,8 @@ macro_rules! claim_sql {
                           WHERE dispatch_state = 'queued' ", $filter, " AND next_attempt_at <= $2 \
                             AND status IN ('accepted', 'sending') \
                           ORDER BY next_attempt_at, id LIMIT $1", $(" ", $lock,)? ") \
-             RETURNING id, org_id, phone_number_id, request, status, attempts, created_at, \
-             updated_at, lease_owner, locked_until, next_attempt_at"
+             RETURNING id, org_id, phone_number_id, request, media_id, status, attempts, \
+             created_at, updated_at, lease_owner, locked_until, next_attempt_at"
         )
     };
 }

@@ -73,6 +73,9 @@ const COMPOSITE_PRIMARY_KEYS: &[(&str, &str)] = &[
     ("campaign_recipients", "campaign_id_contact_id"),
     ("usage_counters", "org_id_meter_period_start"),
     ("network_event_keys", "key"),
+    ("media_network", "media_id_phone_number_id"),
+    ("media_import_slots", "org_id_slot"),
+    ("inbound_media", "org_id_wamid"),
 ];
 
 /// SQLite reports `UNIQUE constraint failed: members.org_id, members.email` instead of a

@@ -42,6 +42,17 @@ async fn world(db: &Db) -> World {
 
 /// Inserts an accepted outbound text message on number `pnid` and queues it due at `due`.
 async fn queued(db: &Db, w: &World, pnid: &str, due: i64) -> Uuid {
+    queued_with_media(db, w, pnid, due, None).await
+}
+
+/// [`queued`], with `media_id` stored on the message.
+async fn queued_with_media(
+    db: &Db,
+    w: &World,
+    pnid: &str,
+    due: i64,
+    media_id: Option<Uuid>,
+) -> Uuid {
     let conversation_id = if pnid == "100" {
         w.conversation_id
     } else {
@@ -63,7 +74,7 @@ async fn queued(db: &Db, w: &World, pnid: &str, due: i64) -> Uuid {
         template_name: None,
         template_language: None,
         text: Some("hi".into()),
-        media_id: None,
+        media_id,
         wamid: None,
         request: json!({"to": "16505551234", "type": "text", "text": {"body": "hi"}}),
         campaign_id: None,
@@ -122,7 +133,9 @@ store_tests! {
     dispatch_claims_due_messages_once_in_order => |db| async move {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
-        let b = queued(&db, &w, "200", T0 + 5).await;
+        // A media message's claim carries its media, for the worker to upload.
+        let media_id = Uuid::now_v7();
+        let b = queued_with_media(&db, &w, "200", T0 + 5, Some(media_id)).await;
         let c = queued(&db, &w, "100", T0 + 10).await;
         let later = queued(&db, &w, "100", T0 + 1_000).await;
         // Only accepted outbound messages can be queued; queueing again is harmless.
@@ -147,6 +160,7 @@ store_tests! {
         assert_eq!(item.status, Status::Sending);
         assert_eq!(item.attempts, 1);
         assert_eq!(item.request["text"]["body"], "hi");
+        assert_eq!(item.media_id, None);
         assert_eq!(item.created_at, T0);
         assert_eq!(item.updated_at, now);
         assert_eq!(item.lease_owner, "w1");
@@ -162,6 +176,7 @@ store_tests! {
         // Any number; a claimed message is never handed out again, not even past its lease.
         let rest = db.claim_dispatch(&claim("w2", None, 10, now)).await.unwrap();
         assert_eq!(ids(&rest), [b, c]);
+        assert_eq!((rest[0].media_id, rest[1].media_id), (Some(media_id), None));
         assert!(db.claim_dispatch(&claim("w3", None, 10, now)).await.unwrap().is_empty());
         assert!(db.claim_dispatch(&claim("w3", None, 0, T0 + 1_000)).await.unwrap().is_empty());
         let far = now + LEASE + GRACE + 1;

@@ -52,6 +52,7 @@ mod conversations;
 mod dispatch;
 mod fixtures;
 mod identity;
+mod media;
 mod messages;
 mod network_inbox;
 mod orgs;
