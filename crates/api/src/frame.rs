@@ -55,11 +55,19 @@ pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) 
     res
 }
 
+/// Marks an error response that is complete as it is (a `416` with its `Content-Range`),
+/// not a bare framework error to be rendered as a problem.
+#[derive(Debug, Clone, Copy)]
+pub struct Complete;
+
 /// Renders a pending problem, or turns a bare framework error into one.
 fn finish(state: &AppState, res: Response, request_id: &str) -> Response {
     let problem = if let Some(p) = res.extensions().get::<PendingProblem>() {
         Some((*p.0).clone())
-    } else if res.status().as_u16() >= 400 && !is_json(&res) {
+    } else if res.status().as_u16() >= 400
+        && !is_json(&res)
+        && res.extensions().get::<Complete>().is_none()
+    {
         Some(framework_problem(&res))
     } else {
         None

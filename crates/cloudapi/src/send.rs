@@ -364,6 +364,20 @@ pub fn request_content<'a>(request: &'a Value, kind: &str) -> Option<&'a Value> 
     request.get(kind)
 }
 
+/// A stored media request with the network's media `id` in place of the Tern `media_id`
+/// or the customer's `link` (Tern uploads every file itself and never hands the network a
+/// customer's URL).
+pub fn with_network_media(request: &Value, network_media_id: &str) -> Value {
+    let mut out = request.clone();
+    let kind = request.get("type").and_then(Value::as_str).unwrap_or("");
+    if let Some(Value::Object(obj)) = out.get_mut(kind) {
+        obj.remove("link");
+        obj.remove("media_id");
+        obj.insert("id".into(), Value::from(network_media_id));
+    }
+    out
+}
+
 /// The network payload of a stored request: the envelope (`messaging_product`,
 /// `recipient_type`), the request's fields, and `biz_opaque_callback_data` = `callback`
 /// (Tern's message id, so a status can be matched when the send's answer was lost). A `to`

@@ -12,6 +12,7 @@
 //! | [`inbox`] | apply one stored network notification |
 //! | [`templates`] | create, submit, sync, network status updates |
 //! | [`contacts`] | contact writes |
+//! | [`media`] | uploads, guarded imports, signed links, network uploads, inbound files, expiry |
 //! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub mod admin;
 pub mod contacts;
 pub mod inbox;
 pub mod limits;
+pub mod media;
 pub mod messages;
 pub mod numbers;
 pub mod principal;
@@ -52,18 +54,38 @@ pub struct Inner {
     pub lookups: Lookups,
     /// Wakes the dispatcher when a message was accepted.
     pub dispatch_wakeup: Arc<Notify>,
+    /// The media store, the address guard and the importer.
+    pub media: Arc<media::MediaService>,
 }
 
 impl Core {
     /// Must be called inside a Tokio runtime (it starts the acceptance writers and the
     /// lookup readers).
+    /// Media are kept in memory: for tools and tests that never serve media (see
+    /// [`Core::with_media`]).
     pub fn new(
         db: Db,
         key: MasterKey,
         cloud: CloudApiClient,
         dispatch_wakeup: Arc<Notify>,
     ) -> Core {
+        // An in-memory store and a client without extra roots always build.
+        #[allow(clippy::expect_used)]
+        let media = media::MediaService::new(media::MediaConfig::in_memory())
+            .expect("in-memory media service");
+        Self::with_media(db, key, cloud, dispatch_wakeup, Arc::new(media))
+    }
+
+    /// Like [`Core::new`], with the configured media service.
+    pub fn with_media(
+        db: Db,
+        key: MasterKey,
+        cloud: CloudApiClient,
+        dispatch_wakeup: Arc<Notify>,
+        media: Arc<media::MediaService>,
+    ) -> Core {
         Core(Arc::new(Inner {
+            media,
             acceptor: AcceptQueue::start(db.clone()),
             lookups: Lookups::start(db.clone()),
             db,

@@ -109,7 +109,11 @@ pub const STATIC_STICKER_MAX_BYTES: u64 = 100 * KIB;
 
 /// `image/JPEG; charset=x` → `image/jpeg`.
 pub fn normalize_mime(raw: &str) -> String {
-    raw.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+    raw.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// The supported type named `mime` (already normalised).
@@ -168,7 +172,10 @@ impl fmt::Display for TypeRefusal {
             Self::Mismatch {
                 declared,
                 detected: None,
-            } => write!(f, "is declared as {declared} but its bytes are not {declared}"),
+            } => write!(
+                f,
+                "is declared as {declared} but its bytes are not {declared}"
+            ),
         }
     }
 }
@@ -251,7 +258,10 @@ pub fn is_animated_webp(head: &[u8]) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MessageRefusal {
     /// The file's type is not carried by this message type ("a PDF is not an image").
-    WrongType { mime: String, allowed: Vec<&'static str> },
+    WrongType {
+        mime: String,
+        allowed: Vec<&'static str>,
+    },
     /// Over the message type's limit for this file type.
     TooLarge { size: u64, limit: u64 },
 }
@@ -326,7 +336,9 @@ mod tests {
     use super::*;
 
     const JPEG: &[u8] = &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, b'J', b'F', b'I', b'F', 0];
-    const PNG: &[u8] = &[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D];
+    const PNG: &[u8] = &[
+        0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D,
+    ];
     const PDF: &[u8] = b"%PDF-1.7\n%\xE2\xE3\xCF\xD3\n";
 
     fn ftyp(brand: &[u8; 4]) -> Vec<u8> {
@@ -346,7 +358,10 @@ mod tests {
 
     #[test]
     fn declared_types_must_match_their_bytes() {
-        assert_eq!(decide_type(Some("image/jpeg"), JPEG).unwrap().mime, "image/jpeg");
+        assert_eq!(
+            decide_type(Some("image/jpeg"), JPEG).unwrap().mime,
+            "image/jpeg"
+        );
         assert_eq!(
             decide_type(Some("IMAGE/PNG; x=y"), PNG).unwrap().mime,
             "image/png"

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng as _;
 use tern_cloudapi::{CloudApiClient, RetryClass, SendError};
+use tern_core::media::{self, MediaService, NetworkMediaError};
 use tern_core::messages::failure::{self, Failure};
 use tern_core::messages::status::{self, Recorded, Report};
 use tern_core::numbers;
@@ -53,8 +54,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use tern_core::messages::failure::{
-    FAILURE_NUMBER_NOT_CONNECTED, FAILURE_OUTCOME_UNKNOWN, FAILURE_PAYLOAD_INVALID,
-    FAILURE_TOKEN_UNREADABLE,
+    FAILURE_MEDIA_UNAVAILABLE, FAILURE_NUMBER_NOT_CONNECTED, FAILURE_OUTCOME_UNKNOWN,
+    FAILURE_PAYLOAD_INVALID, FAILURE_TOKEN_UNREADABLE,
 };
 
 /// At most this many numbers are served per round (the rest next round).
@@ -213,10 +214,11 @@ pub async fn run(
     cloud: CloudApiClient,
     key: MasterKey,
     config: DispatchConfig,
+    media: Arc<MediaService>,
     wakeup: Arc<Notify>,
     cancel: CancellationToken,
 ) {
-    let mut d = Dispatcher::new(db, cloud, key, config);
+    let mut d = Dispatcher::new(db, cloud, key, config).with_media(media);
     tracing::info!(worker = %d.owner, "dispatcher started");
     'outer: loop {
         let started = tokio::time::Instant::now();
@@ -280,6 +282,8 @@ struct Shared {
     db: Db,
     cloud: CloudApiClient,
     config: DispatchConfig,
+    /// Where media messages' files are (uploaded to the network before the send).
+    media: Option<Arc<MediaService>>,
 }
 
 /// What the dispatcher knows about one number.
@@ -328,7 +332,12 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(db: Db, cloud: CloudApiClient, key: MasterKey, config: DispatchConfig) -> Self {
         Self {
-            shared: Arc::new(Shared { db, cloud, config }),
+            shared: Arc::new(Shared {
+                db,
+                cloud,
+                config,
+                media: None,
+            }),
             key,
             owner: format!("dispatch-{}", Uuid::new_v4()),
             due_cursor: None,
@@ -337,6 +346,14 @@ impl Dispatcher {
             last_sweep: None,
             report: DispatchReport::default(),
         }
+    }
+
+    /// Sends media messages with files from `media` (without it they fail).
+    pub fn with_media(mut self, media: Arc<MediaService>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.media = Some(media);
+        }
+        self
     }
 
     /// The `lease_owner` this dispatcher's claims carry.
@@ -669,8 +686,14 @@ enum Final {
 impl Shared {
     /// Sends one claimed message and records the outcome.
     async fn deliver(self: Arc<Self>, item: DispatchItem, token: Arc<str>) -> Outcome {
-        let payload = match tern_cloudapi::send::build_payload(&item.id.to_string(), &item.request)
-        {
+        let request = match item.media_id {
+            None => item.request.clone(),
+            Some(media_id) => match self.network_media(&item, media_id, &token).await {
+                Ok(id) => tern_cloudapi::send::with_network_media(&item.request, &id),
+                Err(outcome) => return outcome,
+            },
+        };
+        let payload = match tern_cloudapi::send::build_payload(&item.id.to_string(), &request) {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(message_id = %item.id, error = %e, "stored request cannot be sent");
@@ -689,6 +712,53 @@ impl Shared {
             }),
         };
         self.record(&item, result).await
+    }
+
+    /// The network's id of a media message's file (uploaded now when the network has no
+    /// valid copy); or the outcome already recorded when there is none.
+    async fn network_media(
+        &self,
+        item: &DispatchItem,
+        media_id: Uuid,
+        token: &str,
+    ) -> Result<String, Outcome> {
+        let gone = |explanation: &str| {
+            Final::Failed(Failure::tern(FAILURE_MEDIA_UNAVAILABLE, explanation))
+        };
+        let Some(media) = &self.media else {
+            let fin = gone("This server has no media store configured.");
+            return Err(self.record_final(item, fin).await);
+        };
+        let got = media::network_media_id(
+            &self.db,
+            &self.cloud,
+            media,
+            media_id,
+            &item.phone_number_id,
+            token,
+            now_ms(),
+        )
+        .await;
+        let e = match got {
+            Ok(id) => return Ok(id),
+            Err(NetworkMediaError::Gone) => {
+                let fin = gone("The message's media expired or were deleted before it was sent.");
+                return Err(self.record_final(item, fin).await);
+            }
+            // An upload repeated is harmless (unlike a send): an unknown outcome is retried.
+            Err(NetworkMediaError::Network(SendError::OutcomeUnknown { reason })) => {
+                SendError::NotSent { reason }
+            }
+            Err(NetworkMediaError::Network(e)) => e,
+            Err(NetworkMediaError::Store(e)) => SendError::NotSent {
+                reason: format!("database: {e}"),
+            },
+            Err(NetworkMediaError::Blob(e)) => SendError::NotSent {
+                reason: format!("media store: {e}"),
+            },
+        };
+        tracing::info!(message_id = %item.id, error = %e, "media upload to the network failed");
+        Err(self.record(item, Err(e)).await)
     }
 
     async fn record(

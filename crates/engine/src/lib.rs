@@ -5,4 +5,5 @@
 pub mod dispatch;
 pub mod housekeeping;
 pub mod inbox;
+pub mod media;
 pub mod templates;

@@ -398,7 +398,7 @@ dispatch_tests! {
         let cancel = CancellationToken::new();
         let worker = tokio::spawn(tern_engine::dispatch::run(
             env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), config(),
-            wakeup.clone(), cancel.clone()));
+            test_media(), wakeup.clone(), cancel.clone()));
         wakeup.notify_one();
         for id in ids {
             let m = wait_for("sent", 10, || {
@@ -433,7 +433,7 @@ dispatch_tests! {
         let worker = tokio::spawn(tern_engine::dispatch::run(
             env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(),
             DispatchConfig { poll_interval: Duration::from_secs(60), sweep_interval: Duration::from_secs(60), ..config() },
-            wakeup.clone(), cancel.clone()));
+            test_media(), wakeup.clone(), cancel.clone()));
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut latencies = Vec::new();
         for i in 0..20 {
@@ -678,7 +678,7 @@ dispatch_tests! {
             wakeup.notify_one();
             tokio::spawn(tern_engine::dispatch::run(
                 env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), small.clone(),
-                wakeup, cancel.clone()))
+                test_media(), wakeup, cancel.clone()))
         }).collect();
         wait_for("every message sent", 30, || {
             let env = env.clone();
@@ -705,4 +705,11 @@ dispatch_tests! {
         assert_eq!(per_message.len(), ids.len());
         eprintln!("{:?}: messages per dispatcher {:?}", env.backend, owners.values().collect::<Vec<_>>());
     },
+}
+
+/// A media service in memory (these tests send no media).
+fn test_media() -> std::sync::Arc<tern_core::media::MediaService> {
+    std::sync::Arc::new(
+        tern_core::media::MediaService::new(tern_core::media::MediaConfig::in_memory()).unwrap(),
+    )
 }

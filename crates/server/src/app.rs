@@ -52,12 +52,28 @@ pub fn cloud_client(config: &Config) -> Result<tern_cloudapi::CloudApiClient> {
     .context("cannot build the Cloud API client")
 }
 
-pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
-    // Building a client only fails if the TLS backend cannot initialise, which is fatal.
-    #[allow(clippy::expect_used)]
-    let cloud = cloud_client(config).expect("TLS backend available");
-    AppState::new(StateConfig {
-        core: tern_core::Core::new(db, key, cloud, Arc::new(Notify::new())),
+/// The media service from the configuration (the store opened, the CA file read).
+pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> {
+    let extra_roots_pem = match &config.extra_ca_file {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?),
+        None => None,
+    };
+    tern_core::media::MediaService::new(tern_core::media::MediaConfig {
+        location: config.media_store.clone(),
+        allow_networks: config.allow_networks.clone(),
+        extra_roots_pem,
+        import_timeout: config.media_import_timeout,
+        public_url: config.public_url.clone(),
+    })
+    .map_err(|e| anyhow::anyhow!("TERN_MEDIA_STORE: {e}"))
+}
+
+/// The application state; fails on a media store that cannot be opened.
+pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
+    let cloud = cloud_client(config)?;
+    let media = Arc::new(media_service(config)?);
+    Ok(AppState::new(StateConfig {
+        core: tern_core::Core::with_media(db, key, cloud, Arc::new(Notify::new()), media),
         public_url: config.public_url.clone(),
         metrics: crate::telemetry::metrics_handle(),
         network: NetworkWebhook {
@@ -65,7 +81,13 @@ pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
             verify_token: config.verify_token.clone(),
         },
         inbox_wakeup: Arc::new(Notify::new()),
-    })
+    }))
+}
+
+/// [`try_state`] for tests and tools whose configuration is known to be good.
+pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
+    #[allow(clippy::expect_used)]
+    try_state(db, key, config).expect("valid configuration")
 }
 
 /// Serves until `shutdown` completes, then drains in-flight requests.
@@ -104,6 +126,16 @@ impl Workers {
         state: &AppState,
         dispatch: tern_engine::dispatch::DispatchConfig,
     ) -> Workers {
+        Self::start_full(db, state, dispatch, Default::default())
+    }
+
+    /// Like [`Workers::start_with`] with the media worker's settings too.
+    pub fn start_full(
+        db: &Db,
+        state: &AppState,
+        dispatch: tern_engine::dispatch::DispatchConfig,
+        media: tern_engine::media::MediaWorkerConfig,
+    ) -> Workers {
         let cancel = CancellationToken::new();
         let handles = vec![
             // Accepted messages → the network, paced per number.
@@ -112,12 +144,19 @@ impl Workers {
                 state.core.cloud.clone(),
                 state.core.key.clone(),
                 dispatch,
+                state.core.media.clone(),
                 state.core.dispatch_wakeup.clone(),
                 cancel.clone(),
             )),
             tokio::spawn(tern_engine::inbox::run(
                 db.clone(),
                 state.inbox_wakeup.clone(),
+                cancel.clone(),
+            )),
+            // Customers' files from the network; media past their 30 days.
+            tokio::spawn(tern_engine::media::run(
+                state.core.clone(),
+                media,
                 cancel.clone(),
             )),
             // Expired idempotency keys, old processed webhook batches and event keys.
@@ -157,7 +196,7 @@ pub async fn serve(config: Config) -> Result<()> {
     let key = master_key(&db, &config).await?;
     // Everything slow (the TLS roots of the Cloud API client) happens before the port opens,
     // so a signal sent as soon as the port answers finds the shutdown handler in place.
-    let state = state(db.clone(), key, &config);
+    let state = try_state(db.clone(), key, &config)?;
     let shutdown = shutdown_signal();
     let listener = TcpListener::bind(config.listen)
         .await

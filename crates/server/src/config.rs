@@ -28,6 +28,7 @@ struct Raw {
     log: Option<String>,
     log_format: Option<String>,
     dispatch_unknown_grace_secs: Option<NumberOrText>,
+    media_import_timeout_secs: Option<NumberOrText>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -65,7 +66,11 @@ pub struct Config {
     pub app_secret: Option<String>,
     pub verify_token: Option<String>,
     pub redis_url: Option<String>,
-    pub media_store: PathBuf,
+    /// `TERN_MEDIA_STORE`: `file://DIR` (default `file://./tern-media`) or
+    /// `s3://BUCKET?endpoint=URL&region=R`.
+    pub media_store: tern_core::media::Location,
+    /// Deadline of one media URL import (`TERN_MEDIA_IMPORT_TIMEOUT_SECS`, default 30).
+    pub media_import_timeout: std::time::Duration,
     pub allow_networks: Vec<IpNet>,
     pub extra_ca_file: Option<PathBuf>,
     pub log: String,
@@ -171,11 +176,22 @@ impl Config {
         let media_raw = raw
             .media_store
             .unwrap_or_else(|| "file://./tern-media".into());
-        let media_store = media_raw
-            .strip_prefix("file://")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-            .ok_or_else(|| anyhow!("TERN_MEDIA_STORE must be file://PATH, got {media_raw:?}"))?;
+        let media_store = tern_core::media::Location::parse(&media_raw)
+            .map_err(|e| anyhow!("TERN_MEDIA_STORE: {e}"))?;
+        let media_import_timeout = match raw
+            .media_import_timeout_secs
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => std::time::Duration::from_secs(30),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if (1..=300).contains(&n) => std::time::Duration::from_secs(n),
+                _ => bail!(
+                    "TERN_MEDIA_IMPORT_TIMEOUT_SECS must be a whole number of seconds from 1 to 300, got {v:?}"
+                ),
+            },
+        };
         let allow_networks = match raw.allow_networks.as_deref() {
             None | Some("") => Vec::new(),
             Some(list) => list
@@ -232,6 +248,7 @@ impl Config {
             verify_token: raw.verify_token,
             redis_url: raw.redis_url,
             media_store,
+            media_import_timeout,
             allow_networks,
             extra_ca_file,
             log: raw.log.unwrap_or_else(|| "info".into()),
@@ -274,7 +291,10 @@ mod tests {
         assert_eq!(c.public_url, "http://127.0.0.1:8080");
         assert_eq!(c.graph_url, "https://graph.facebook.com");
         assert_eq!(c.graph_version, "v25.0");
-        assert_eq!(c.media_store, PathBuf::from("./tern-media"));
+        assert_eq!(
+            c.media_store,
+            tern_core::media::Location::File(PathBuf::from("./tern-media"))
+        );
     }
 
     #[test]
@@ -324,7 +344,7 @@ mod tests {
             ),
             (
                 Raw {
-                    media_store: Some("s3://x".into()),
+                    media_store: Some("ftp://x".into()),
                     ..Default::default()
                 },
                 "TERN_MEDIA_STORE",

@@ -137,7 +137,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
             "example": {"body_text": [["Ada", "A-1001"]]}
         })],
     });
-    let state = app::state(db.clone(), key.clone(), &config);
+    let state = app::try_state(db.clone(), key.clone(), &config)?;
     admin::run_with_cloud(
         &db,
         &key,

@@ -5,6 +5,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod docs;
 pub mod health;
+pub mod media;
 pub mod messages;
 pub mod network_webhook;
 pub mod phone_numbers;
@@ -43,6 +44,14 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(templates::get_template))
         .routes(routes!(templates::submit_template))
+        .routes(routes!(media::get_media))
+        .routes(routes!(media::download_media))
+        // Uploads read up to the file ceiling, not the JSON limit (this inner layer wins).
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(media::create_media))
+                .layer(DefaultBodyLimit::max(media::UPLOAD_BODY_LIMIT)),
+        )
 }
 
 /// The whole HTTP surface of `tern serve`.

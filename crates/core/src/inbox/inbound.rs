@@ -5,10 +5,10 @@
 //! (`user_changed_user_id`) keeps their contact.
 
 use serde_json::Value;
-use tern_cloudapi::{InboundContent, InboundMessage, MessagesValue};
+use tern_cloudapi::{InboundContent, InboundMedia, InboundMessage, MessagesValue};
 use tern_domain::message::{Direction, Status};
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Message, ReplyTo, StoreError};
+use tern_store::{Db, Message, NewInboundMedia, ReplyTo, StoreError};
 use uuid::Uuid;
 
 use super::{Report, identity};
@@ -193,6 +193,26 @@ pub(super) async fn store(
         edited_at,
         revoked_at,
     };
+    // Before the message: a batch applied again after a crash finds the job there (keyed by
+    // the wamid), and a job whose message is missing only links nothing.
+    if let Some(file) = media_of(&m.content)
+        && let Some(network_media_id) = &file.id
+        && row.edited_at.is_none()
+    {
+        db.enqueue_inbound_media(
+            &NewInboundMedia {
+                org_id,
+                wamid: m.id.clone(),
+                phone_number_id: pnid.to_string(),
+                network_media_id: network_media_id.clone(),
+                mime_type: file.mime_type.clone(),
+                sha256: file.sha256.clone(),
+                filename: file.filename.clone(),
+            },
+            now,
+        )
+        .await?;
+    }
     if db.insert_message(&row).await? {
         metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
         report.inbound_stored += 1;
@@ -229,6 +249,18 @@ pub(super) async fn store(
         report.inbound_duplicates += 1;
     }
     Ok(())
+}
+
+/// The file of a media message (downloaded by the inbound-media job).
+fn media_of(c: &InboundContent) -> Option<&InboundMedia> {
+    match c {
+        InboundContent::Image(f)
+        | InboundContent::Video(f)
+        | InboundContent::Audio(f)
+        | InboundContent::Document(f)
+        | InboundContent::Sticker(f) => Some(f),
+        _ => None,
+    }
 }
 
 /// The Message's `text`: the body for text, the caption for media, otherwise `None`

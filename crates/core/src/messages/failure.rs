@@ -15,6 +15,8 @@ pub const FAILURE_NUMBER_NOT_CONNECTED: &str = "phone_number_not_connected";
 pub const FAILURE_TOKEN_UNREADABLE: &str = "phone_number_token_unreadable";
 /// Tern failure code: the stored request cannot be turned into a network payload.
 pub const FAILURE_PAYLOAD_INVALID: &str = "message_payload_invalid";
+/// Tern failure code: the message's media expired or were deleted before it was sent.
+pub const FAILURE_MEDIA_UNAVAILABLE: &str = "media_unavailable";
 
 /// The failure a network `failed` status reports (its first error, if any).
 pub fn from_webhook(err: Option<&WebhookError>) -> Failure {

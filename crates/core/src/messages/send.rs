@@ -15,7 +15,7 @@ use tern_domain::auth::Permission;
 use tern_domain::contact::Consent;
 use tern_domain::message::{Direction, Status};
 use tern_domain::plan::{Category, Entitlement, Meter, SubscriptionStatus, billing_period};
-use tern_domain::send::{self, MediaRef, Recipient, SendRequest, Sender, WindowState};
+use tern_domain::send::{self, Recipient, SendRequest, Sender, WindowState};
 use tern_domain::time::format_ms;
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
 use tern_store::{
@@ -23,7 +23,7 @@ use tern_store::{
     SendOption,
 };
 
-use crate::{Core, Principal, Result, numbers};
+use crate::{Core, Principal, Result, media, numbers};
 
 /// How long an Idempotency-Key is remembered (DESIGN.md).
 pub const IDEMPOTENCY_TTL_MS: i64 = 24 * 60 * 60 * 1000;
@@ -131,7 +131,15 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         None => (req.content.clone(), None),
     };
     let charges = billing(principal, req, category, s.now)?;
-    check_media(req)?;
+    // Last: a link is imported here, so every cheaper check has passed first.
+    let media_id = match &req.media {
+        Some(m) => Some(
+            media::for_message(core, principal.org_id, req.kind, m, s.now)
+                .await?
+                .id,
+        ),
+        None => None,
+    };
 
     let reply_to = match req.context.as_deref() {
         Some(wamid) => Some(ReplyTo {
@@ -155,7 +163,7 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         template_name: req.template.as_ref().map(|t| t.name.clone()),
         template_language: req.template.as_ref().map(|t| t.language.clone()),
         text: req.text.clone(),
-        media_id: None,
+        media_id,
         wamid: None,
         request,
         campaign_id: None,
@@ -414,23 +422,4 @@ fn wallet_low(balance: i64, required: i64, category: Option<Category>) -> Proble
         .with_detail("required_minor", required)
         .with_detail("wallet_category", category.map(Category::as_str))
         .with_detail("top_up_path", "/settings/billing/wallet")
-}
-
-/// Media are sent only once Tern can fetch or hold them (the media capability); until then
-/// a media message is refused with `media_unavailable`, after every other check passed.
-fn check_media(req: &SendRequest) -> Result<()> {
-    let field = format!("{}.", req.kind.as_str());
-    match &req.media {
-        None => Ok(()),
-        Some(MediaRef::Id(_)) => Err(Problem::new(ErrorCode::MediaUnavailable)
-            .with_message("No uploaded file has this media_id.")
-            .with_detail("reason", "unknown_media")
-            .with_detail("field", format!("{field}media_id"))),
-        Some(MediaRef::Link(_)) => Err(Problem::new(ErrorCode::MediaUnavailable)
-            .with_message(
-                "Media links cannot be imported by this server yet; the file could not be fetched.",
-            )
-            .with_detail("reason", "link_import_unavailable")
-            .with_detail("field", format!("{field}link"))),
-    }
 }
