@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
-# The whole test suite, on SQLite and PostgreSQL (and Redis where used).
+# The whole test suite, on SQLite and PostgreSQL (and Redis where used), with media on a
+# directory and on a real S3-compatible server (moto, on loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
 export TERN_TEST_PG_URL=${TERN_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 export TERN_TEST_REDIS_URL=${TERN_TEST_REDIS_URL:-redis://127.0.0.1:6379}
+
+# Python tools the tests use: pywa (the third-party client check) and moto (the S3 server).
+if ! .venv/bin/python -c 'import importlib.metadata as m, pytest; assert m.version("pywa") == "4.5.0"; assert m.version("moto") == "5.1.18"; import flask' 2>/dev/null; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q "pywa==4.5.0" pytest "moto[server]==5.1.18"
+fi
+
+# S3 for the media tests: a moto server of our own, unless one is given.
+if [ -z "${TERN_TEST_S3_URL:-}" ]; then
+  s3_port=5123
+  while (exec 3<>/dev/tcp/127.0.0.1/$s3_port) 2>/dev/null; do s3_port=$((s3_port + 1)); done
+  .venv/bin/moto_server -H 127.0.0.1 -p "$s3_port" >/tmp/tern-moto.log 2>&1 &
+  moto_pid=$!
+  trap 'kill $moto_pid 2>/dev/null || true' EXIT
+  export TERN_TEST_S3_URL="http://127.0.0.1:$s3_port"
+  for _ in $(seq 1 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/$s3_port) 2>/dev/null && break
+    sleep 0.1
+  done
+fi
+
 cargo test --workspace --locked "$@"
 
 # Third-party client check: pywa (pinned) drives the simulator binary that `cargo test` has just
 # built and parses every webhook it sends. Skipped when arguments filter the cargo tests.
 if [ $# -eq 0 ]; then
-  if ! .venv/bin/python -c 'import importlib.metadata as m, pytest; assert m.version("pywa") == "4.5.0"' 2>/dev/null; then
-    python3 -m venv .venv
-    .venv/bin/pip install -q "pywa==4.5.0" pytest
-  fi
   tern_bin="${CARGO_TARGET_DIR:-target}/debug/tern"
   [ -x "$tern_bin" ] || cargo build -p tern --locked
   TERN_BIN="$tern_bin" timeout 300 .venv/bin/python -m pytest -q -p no:cacheprovider tests/pywa

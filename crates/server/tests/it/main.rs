@@ -11,6 +11,7 @@ mod contacts;
 mod crash_safety;
 mod customers;
 mod http;
+mod media;
 mod messages;
 mod multi_instance;
 mod network_webhook;

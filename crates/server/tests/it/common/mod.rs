@@ -36,6 +36,9 @@ pub struct TestApp {
     server: Option<tokio::task::JoinHandle<()>>,
     workers: Option<tern::app::Workers>,
     _tmp: Option<tempfile::TempDir>,
+    /// Where this app's media files are (`TERN_MEDIA_STORE=file://…`).
+    pub media_dir: std::path::PathBuf,
+    _media_tmp: tempfile::TempDir,
 }
 
 pub fn test_config() -> Config {
@@ -67,6 +70,16 @@ impl TestApp {
     }
 
     async fn start_opts(backend: Backend, with_workers: bool, graph_url: Option<&str>) -> TestApp {
+        Self::start_configured(backend, with_workers, graph_url, |_| {}).await
+    }
+
+    /// With the configuration changed by `configure` (after the test defaults are set).
+    pub async fn start_configured(
+        backend: Backend,
+        with_workers: bool,
+        graph_url: Option<&str>,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestApp {
         let (db, tmp) = match backend {
             Backend::Sqlite => {
                 let (db, tmp) = tern_store::testkit::fresh_sqlite().await;
@@ -84,9 +97,25 @@ impl TestApp {
         if let Some(url) = graph_url {
             config.graph_url = url.trim_end_matches('/').to_string();
         }
+        let media_tmp = tempfile::tempdir().unwrap();
+        config.media_store = tern_core::media::Location::File(media_tmp.path().to_path_buf());
+        configure(&mut config);
         let cloud = tern::app::cloud_client(&config).unwrap();
         let state = tern::app::state(db.clone(), key.clone(), &config);
-        let workers = with_workers.then(|| tern::app::Workers::start(&db, &state));
+        let workers = with_workers.then(|| {
+            tern::app::Workers::start_full(
+                &db,
+                &state,
+                tern::app::dispatch_config(&config),
+                tern_engine::media::MediaWorkerConfig {
+                    // Retries of a failed inbound download come quickly in tests.
+                    base_backoff: std::time::Duration::from_millis(200),
+                    max_backoff: std::time::Duration::from_millis(400),
+                    poll_interval: std::time::Duration::from_millis(100),
+                    ..Default::default()
+                },
+            )
+        });
         let (tx, rx) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             tern::app::serve_on(listener, state, async move {
@@ -110,6 +139,8 @@ impl TestApp {
             server: Some(server),
             workers,
             _tmp: tmp,
+            media_dir: media_tmp.path().to_path_buf(),
+            _media_tmp: media_tmp,
         };
         app.org_id = app.new_org("Acme", "growth").await;
         app.owner_id = app
