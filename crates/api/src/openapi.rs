@@ -13,12 +13,13 @@ pub fn base() -> OpenApi {
     doc.info.title = "Tern public API".into();
     doc.info.version = "1".into();
     doc.info.description = Some(
-        "Send WhatsApp messages of every type (media by https link or id are refused with \
-         `media_unavailable` until media support lands), follow each message from `accepted` \
+        "Send WhatsApp messages of every type (media by an uploaded file's `media_id` or an https \
+         `link` Tern imports), upload and import media (`POST /media`, 16 MiB, kept 30 days, \
+         downloadable through a signed 5-minute link), follow each message from `accepted` \
          to `read` or `failed`, read conversations and what customers write (every message type's \
          `content`, edits and deletions included), and manage contacts — known by phone number, \
          business-scoped user id and username — and templates of one organisation. The organisation is derived from the API \
-         key. Errors share one body: see /docs/errors. Not yet available: media upload, \
+         key. Errors share one body: see /docs/errors. Not yet available: \
          campaigns and event webhooks."
             .into(),
     );

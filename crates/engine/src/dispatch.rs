@@ -711,6 +711,21 @@ impl Shared {
                 reason: "no answer before the dispatch lease ran out".into(),
             }),
         };
+        let result = match (result, item.media_id) {
+            // The network no longer knows the id Tern kept: forget it, so the retry uploads
+            // the file again (the network did not take this send).
+            (Err(e), Some(media_id)) if e.is_unknown_media() => {
+                if let Err(fe) =
+                    media::forget_network_media_id(&self.db, media_id, &item.phone_number_id).await
+                {
+                    tracing::warn!(error = %fe, "cannot forget a network media id");
+                }
+                Err(SendError::NotSent {
+                    reason: format!("the network's media id was unknown ({e}); uploading again"),
+                })
+            }
+            (r, _) => r,
+        };
         self.record(&item, result).await
     }
 

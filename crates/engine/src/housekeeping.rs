@@ -1,5 +1,6 @@
 //! Deletes what has outlived its purpose: expired idempotency keys (remembered 24 h),
-//! processed network webhook batches and the dedupe keys of network events. Every step is a
+//! processed network webhook batches, the dedupe keys of network events and finished
+//! inbound-media download jobs. Every step is a
 //! plain conditional `DELETE`, so running it in several processes at once is harmless.
 
 use std::time::Duration;
@@ -19,6 +20,7 @@ pub struct Pruned {
     pub idempotency_keys: u64,
     pub inbox_batches: u64,
     pub network_event_keys: u64,
+    pub inbound_media_jobs: u64,
 }
 
 /// One pass at `now`.
@@ -28,6 +30,8 @@ pub async fn once(db: &Db, now: i64) -> Result<Pruned, StoreError> {
         idempotency_keys: db.prune_idempotency_keys(now).await?,
         inbox_batches: db.prune_processed_inbox(cutoff).await?,
         network_event_keys: db.prune_network_event_keys(cutoff).await?,
+        // Kept as long as the batches: a webhook retried late finds its job and adds none.
+        inbound_media_jobs: db.prune_inbound_media(cutoff).await?,
     })
 }
 

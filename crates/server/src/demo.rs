@@ -37,6 +37,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     config.listen = args.listen;
     config.public_url = format!("http://{}", args.listen);
     config.log_format = crate::config::LogFormat::Pretty;
+    config.media_store = tern_core::media::Location::File(tmp.path().join("media"));
     telemetry::init_logging(&config, "warn,tern=info");
 
     // The network is the simulator, in-process, calling back to this server.
@@ -189,6 +190,21 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     println!();
     println!(
         "  curl -s {base}/api/public/v1/messages {auth} -H 'Idempotency-Key: demo-template-1' \\\n    -H 'Content-Type: application/json' -d '{{\"to\": \"+14155550124\", \"type\": \"template\", \"template\": {{\"name\": \"{DEMO_TEMPLATE}\", \"language\": \"en_US\", \"variables\": [\"Grace\", \"A-1002\"]}}}}'"
+    );
+    println!();
+    // A picture to send: upload it, then send it by its media id.
+    let photo = tmp.path().join("photo.jpg");
+    let jpeg = tern_simulator::sample_media("image/jpeg", "demo")
+        .ok_or_else(|| anyhow!("no sample JPEG"))?;
+    std::fs::write(&photo, &jpeg).with_context(|| format!("cannot write {}", photo.display()))?;
+    println!("Send her a picture: upload it, then send it by the media_id from the answer:");
+    println!();
+    println!(
+        "  curl -s {base}/api/public/v1/media {auth} -F 'file=@{};type=image/jpeg'",
+        photo.display()
+    );
+    println!(
+        "  curl -s {base}/api/public/v1/messages {auth} -H 'Idempotency-Key: demo-image-1' \\\n    -H 'Content-Type: application/json' -d '{{\"to\": \"+{DEMO_CUSTOMER}\", \"type\": \"image\", \"image\": {{\"media_id\": \"MEDIA_ID\", \"caption\": \"Your parcel\"}}}}'"
     );
     println!();
     println!("  curl -s {base}/api/public/v1/conversations {auth}");

@@ -314,8 +314,8 @@ pub struct Download {
 }
 
 /// Opens a signed link. Any flaw (unknown id, bad or expired signature, media gone) is
-/// `404 not_found`, so a link reveals nothing. `range` is already checked against the size
-/// by the caller through [`Download::media`]'s size — see [`resolve_range`].
+/// `404 not_found`, so a link reveals nothing. `range` is resolved against the file's size
+/// here: `Ok(Err(size))` means it cannot be satisfied (the caller answers 416).
 pub async fn open_link(
     core: &Core,
     id: &str,
