@@ -10,6 +10,7 @@ work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 simport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export TERN_DATABASE_URL="sqlite://$work/st.db" TERN_LISTEN="127.0.0.1:$port" TERN_LOG=warn
+export TERN_MEDIA_STORE="file://$work/media"
 # The network is the simulator (template submission reaches it), with the number below.
 export TERN_GRAPH_URL="http://127.0.0.1:$simport"
 json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
