@@ -687,9 +687,12 @@ impl Shared {
     /// Sends one claimed message and records the outcome.
     async fn deliver(self: Arc<Self>, item: DispatchItem, token: Arc<str>) -> Outcome {
         let request = match item.media_id {
-            None => item.request.clone(),
+            None => std::borrow::Cow::Borrowed(&item.request),
             Some(media_id) => match self.network_media(&item, media_id, &token).await {
-                Ok(id) => tern_cloudapi::send::with_network_media(&item.request, &id),
+                Ok(id) => std::borrow::Cow::Owned(tern_cloudapi::send::with_network_media(
+                    &item.request,
+                    &id,
+                )),
                 Err(outcome) => return outcome,
             },
         };
