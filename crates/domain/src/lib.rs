@@ -10,6 +10,7 @@ pub mod contact;
 pub mod crypto;
 pub mod cursor;
 pub mod error;
+pub mod events;
 pub mod failure;
 pub mod media;
 pub mod message;
