@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 
 pub mod admin;
 pub mod contacts;
+mod guarded;
 pub mod inbox;
 pub mod limits;
 pub mod media;

@@ -3,21 +3,19 @@
 //!
 //! - The URL (and every redirect target) passes [`Guard::check_url`]: https, no
 //!   credentials, no forbidden address literal in any spelling.
-//! - A host name is resolved by [`GuardedResolver`], which refuses the name when any of its
+//! - A host name is resolved through [`crate::guarded`], which refuses the name when any of its
 //!   addresses is forbidden; the client connects only to the addresses it returned, so a
 //!   second DNS answer cannot rebind the name to a private address.
 //! - Redirects are followed by hand, at most [`MAX_REDIRECTS`]; proxies from the
 //!   environment are ignored (a proxy would connect on our behalf, unchecked).
 //! - The whole fetch, body included, has one deadline (30 s by default).
 
-use std::error::Error as StdError;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{StatusCode, Url};
 use tern_domain::net_guard::{Guard, Refusal};
+
+use crate::guarded;
 
 /// Redirects followed; one more is `too_many_redirects`.
 pub const MAX_REDIRECTS: usize = 3;
@@ -41,19 +39,11 @@ pub(crate) fn client(
     guard: Arc<Guard>,
     extra_roots_pem: Option<&[u8]>,
 ) -> Result<reqwest::Client, String> {
-    let mut b = reqwest::Client::builder()
-        .dns_resolver(Arc::new(GuardedResolver { guard }))
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("Tern/", env!("CARGO_PKG_VERSION"), " media import"));
-    if let Some(pem) = extra_roots_pem {
-        let certs = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|e| format!("cannot read the extra CA certificates: {e}"))?;
-        b = b.tls_certs_merge(certs);
-    }
-    b.build()
-        .map_err(|e| format!("cannot build the import client: {e}"))
+    guarded::client(
+        guard,
+        extra_roots_pem,
+        concat!("Tern/", env!("CARGO_PKG_VERSION"), " media import"),
+    )
 }
 
 /// GETs `url`, following up to [`MAX_REDIRECTS`] redirects, each target checked again.
@@ -65,17 +55,18 @@ pub(crate) async fn fetch(
     let mut url = url;
     let mut hops = 0;
     loop {
-        let resp = client
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(|e| match refusal_in(&e) {
-                Some(why) => FetchError::Refused {
-                    url: url.to_string(),
-                    why,
-                },
-                None => FetchError::Failed(describe(&e)),
-            })?;
+        let resp =
+            client
+                .get(url.clone())
+                .send()
+                .await
+                .map_err(|e| match guarded::refusal_in(&e) {
+                    Some(why) => FetchError::Refused {
+                        url: url.to_string(),
+                        why,
+                    },
+                    None => FetchError::Failed(guarded::describe(&e)),
+                })?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);
@@ -101,62 +92,5 @@ pub(crate) async fn fetch(
                 url: next.to_string(),
                 why,
             })?;
-    }
-}
-
-/// The guard's refusal carried inside a client error, if that is why it failed.
-fn refusal_in(e: &reqwest::Error) -> Option<Refusal> {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(r) = err.downcast_ref::<Refused>() {
-            return Some(r.0.clone());
-        }
-        cur = err.source();
-    }
-    None
-}
-
-/// The innermost cause, which names what failed (e.g. "connection refused").
-fn describe(e: &reqwest::Error) -> String {
-    let mut last = e.to_string();
-    let mut cur = e.source();
-    while let Some(err) = cur {
-        last = err.to_string();
-        cur = err.source();
-    }
-    last
-}
-
-#[derive(Debug)]
-struct Refused(Refusal);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl StdError for Refused {}
-
-/// Resolves with the system resolver, then applies the guard to every address.
-struct GuardedResolver {
-    guard: Arc<Guard>,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let guard = Arc::clone(&self.guard);
-        Box::pin(async move {
-            let host = name.as_str().to_string();
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            // A name with any forbidden address is refused whole: it names the inside.
-            for a in &addrs {
-                guard
-                    .check_ip(a.ip())
-                    .map_err(|r| Box::new(Refused(r)) as Box<dyn StdError + Send + Sync>)?;
-            }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
     }
 }
