@@ -12,6 +12,8 @@ use serde_json::Value;
 use crate::crypto::hmac_sha256;
 use crate::names::name_enum;
 
+pub mod subscription;
+
 name_enum!(
     /// What happened (DESIGN.md "Events").
     EventType {
