@@ -7,10 +7,11 @@ scripts/services.sh
 export TERN_TEST_PG_URL=${TERN_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 export TERN_TEST_REDIS_URL=${TERN_TEST_REDIS_URL:-redis://127.0.0.1:6379}
 
-# Python tools the tests use: pywa (the third-party client check) and moto (the S3 server).
-if ! .venv/bin/python -c 'import importlib.metadata as m, pytest; assert m.version("pywa") == "4.5.0"; assert m.version("moto") == "5.1.18"; import flask' 2>/dev/null; then
+# Python tools the tests use: pywa (the third-party client check), moto (the S3 server) and
+# standardwebhooks (the official verifier of event-webhook signatures).
+if ! .venv/bin/python -c 'import importlib.metadata as m, pytest; assert m.version("pywa") == "4.5.0"; assert m.version("moto") == "5.1.18"; assert m.version("standardwebhooks") == "1.1.0"; import flask' 2>/dev/null; then
   python3 -m venv .venv
-  .venv/bin/pip install -q "pywa==4.5.0" pytest "moto[server]==5.1.18"
+  .venv/bin/pip install -q "pywa==4.5.0" pytest "moto[server]==5.1.18" "standardwebhooks==1.1.0"
 fi
 
 # S3 for the media tests: a moto server of our own, unless one is given.

@@ -33,6 +33,7 @@ pub mod messages;
 pub mod numbers;
 pub mod principal;
 pub mod templates;
+pub mod webhooks;
 
 pub use principal::Principal;
 

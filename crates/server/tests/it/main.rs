@@ -17,3 +17,4 @@ mod multi_instance;
 mod network_webhook;
 mod simulator_e2e;
 mod templates;
+mod webhooks;

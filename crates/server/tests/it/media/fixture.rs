@@ -1,15 +1,15 @@
-//! A file server for import tests: HTTPS on loopback with a certificate from a test CA
+//! A file server for import tests (and a webhook receiver for delivery tests): HTTPS on loopback with a certificate from a test CA
 //! (written to a PEM file the app trusts through `TERN_EXTRA_CA_FILE`). Every address it
 //! listens on or redirects to is loopback: tests never connect anywhere else.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum_server::tls_rustls::RustlsConfig;
@@ -59,6 +59,9 @@ pub fn webp(len: usize) -> Vec<u8> {
     v
 }
 
+/// Deliveries a receiver got: headers and body of each.
+pub type Received = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
+
 pub struct FileServer {
     pub addr: SocketAddr,
     /// PEM of the CA that signed the server's certificate.
@@ -67,6 +70,8 @@ pub struct FileServer {
     pub hold: Arc<Semaphore>,
     /// Requests to `/hold` that arrived.
     pub held: Arc<AtomicUsize>,
+    /// What `/hook/{status}` received: headers and body of each request.
+    pub hooks: Received,
     handle: axum_server::Handle<SocketAddr>,
 }
 
@@ -75,6 +80,7 @@ struct St {
     port: u16,
     hold: Arc<Semaphore>,
     held: Arc<AtomicUsize>,
+    hooks: Received,
 }
 
 impl FileServer {
@@ -112,10 +118,12 @@ impl FileServer {
         let addr = std_listener.local_addr().unwrap();
         let hold = Arc::new(Semaphore::new(0));
         let held = Arc::new(AtomicUsize::new(0));
+        let hooks: Received = Arc::new(Mutex::new(Vec::new()));
         let st = St {
             port: addr.port(),
             hold: Arc::clone(&hold),
             held: Arc::clone(&held),
+            hooks: Arc::clone(&hooks),
         };
         let app = Router::new()
             .route("/file/{len}", get(file))
@@ -124,9 +132,10 @@ impl FileServer {
             .route("/redirect/{n}", get(redirect))
             .route("/redirect-to/{host}", get(redirect_to))
             .route("/status/{code}", get(status))
-            .route("/slow", get(slow))
+            .route("/slow", get(slow).post(slow))
             .route("/hold", get(held_file))
             .route("/lying", get(lying))
+            .route("/hook/{status}", axum::routing::post(hook))
             .with_state(st);
         let handle = axum_server::Handle::new();
         let h = handle.clone();
@@ -144,6 +153,7 @@ impl FileServer {
             ca_file,
             hold,
             held,
+            hooks,
             handle,
         }
     }
@@ -216,6 +226,22 @@ async fn held_file(State(st): State<St>) -> Response {
     let permit = st.hold.acquire().await.unwrap();
     permit.forget();
     jpeg_response(1024)
+}
+
+/// Records the delivery and answers `status` (a 503 with `Retry-After: 7`, a 302 to `/`).
+async fn hook(
+    State(st): State<St>,
+    Path(status): Path<u16>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    st.hooks.lock().unwrap().push((headers, body.to_vec()));
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT);
+    match status {
+        503 => (code, [(header::RETRY_AFTER, "7")]).into_response(),
+        302 => (code, [(header::LOCATION, "/hook/200")]).into_response(),
+        _ => code.into_response(),
+    }
 }
 
 /// Says JPEG, sends a PDF.
