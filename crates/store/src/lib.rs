@@ -15,6 +15,7 @@ mod conversations;
 mod db;
 mod dispatch;
 mod error;
+mod events;
 mod identity;
 mod limits;
 mod lookups;
@@ -42,6 +43,10 @@ pub use dispatch::{
     DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
 };
 pub use error::{Result, StoreError};
+pub use events::{
+    AttemptRecord, AttemptStatus, Delivery, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
+    NewSubscription, Subscription, SubscriptionPatch, WebhookAttempt,
+};
 pub use identity::{Identity, Observed};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};

@@ -50,6 +50,7 @@ mod contact_fields;
 mod contacts;
 mod conversations;
 mod dispatch;
+mod events;
 mod fixtures;
 mod identity;
 mod media;

@@ -1,0 +1,767 @@
+//! Events and outbound webhooks (migration `0009_event_webhooks`).
+//!
+//! * `webhook_subscriptions`: endpoints, owned by the API key that created them (every
+//!   method taking `api_key_id` answers `None`/`false`/empty for another key's), fed every
+//!   event of the organisation whose type they list.
+//! * `events`: the outbox. [`Tx::emit_event`] writes the event and its deliveries in the
+//!   caller's transaction, so an event exists exactly when the change it reports does.
+//!   `payload` is the exact body (TEXT on both backends, never re-serialised): the bytes
+//!   signed and sent are the stored ones, on every attempt.
+//! * `webhook_deliveries`: one event for one subscription, a job queue with leases like the
+//!   inbound media queue's:
+//!
+//! ```text
+//!  emit (due now) ──► pending ── claim (lease) ──► leased ── attempt: succeeded ──► succeeded
+//!                       ▲                                  ├─ attempt: retry ──► pending
+//!                       ├── lease ends (worker died) ◄─────┤
+//!                       └── replay ◄── failed ◄────────────┴─ attempt: failed
+//! ```
+//!
+//!   A claim moves `next_attempt_at` to the end of its lease: a pending delivery is due
+//!   exactly when `next_attempt_at <= now`, which one index serves, and the earliest due time
+//!   ([`Db::next_webhook_delivery_due`]) is right for leased deliveries too.
+//! * `webhook_attempts`: every attempt, listed per subscription newest first.
+
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use crate::db::{Backend, BeginWrite as _, Db, Pool, Tx, with_pool, with_tx};
+use crate::error::{Result, StoreError};
+use crate::sql::{bump_updated_at, split_after};
+
+/// A closed set of names stored as text (`as_str`, `parse`, `TryFrom<String>` for rows).
+macro_rules! stored_name {
+    ($(#[$m:meta])* $ty:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $ty { $($(#[$vm])* $v),+ }
+
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$v),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$v => $s),+ }
+            }
+            pub fn parse(s: &str) -> Option<$ty> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+        }
+
+        impl TryFrom<String> for $ty {
+            type Error = tern_domain::UnknownName;
+            fn try_from(s: String) -> std::result::Result<Self, Self::Error> {
+                $ty::parse(&s).ok_or(tern_domain::UnknownName { kind: stringify!($ty), value: s })
+            }
+        }
+    };
+}
+
+stored_name!(
+    /// Where a delivery stands (`webhook_deliveries.status`).
+    DeliveryStatus {
+        /// Waiting for its next attempt (or leased by a worker making it).
+        Pending = "pending",
+        Succeeded = "succeeded",
+        /// Retries ran out, or the subscription went away (`410`) or was disabled.
+        Failed = "failed",
+    }
+);
+
+stored_name!(
+    /// The outcome of one attempt (`webhook_attempts.status`).
+    AttemptStatus {
+        Succeeded = "succeeded",
+        Failed = "failed",
+    }
+);
+
+/// A subscription row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Subscription {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    /// The key that created it, the only one that sees it.
+    pub api_key_id: Uuid,
+    pub url: String,
+    #[sqlx(json)]
+    pub event_types: Vec<String>,
+    /// Encrypted by the caller.
+    pub secret_enc: Vec<u8>,
+    /// The secret before the last rotation, which also signs until
+    /// `previous_secret_expires_at`.
+    pub previous_secret_enc: Option<Vec<u8>>,
+    pub previous_secret_expires_at: Option<i64>,
+    pub enabled: bool,
+    pub description: Option<String>,
+    /// Why it was disabled by Tern (e.g. `gone`); cleared when enabled again.
+    pub disabled_reason: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A subscription to create ([`Db::insert_webhook_subscription`]); enabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSubscription {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub api_key_id: Uuid,
+    pub url: String,
+    pub event_types: Vec<String>,
+    pub secret_enc: Vec<u8>,
+    pub description: Option<String>,
+    pub created_at: i64,
+}
+
+/// The fields a `PATCH` may change; `None` keeps the stored value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscriptionPatch {
+    pub url: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    /// `Some(true)` also clears `disabled_reason`.
+    pub enabled: Option<bool>,
+    /// `Some(None)` clears the description.
+    pub description: Option<Option<String>>,
+}
+
+/// An event to store ([`Tx::emit_event`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub event_type: String,
+    /// The exact body to sign and send.
+    pub payload: String,
+    pub created_at: i64,
+}
+
+/// A delivery row (operators, tests).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub event_id: Uuid,
+    pub subscription_id: Uuid,
+    #[sqlx(try_from = "String")]
+    pub status: DeliveryStatus,
+    /// Attempts recorded so far.
+    pub attempts: i64,
+    pub next_attempt_at: Option<i64>,
+    pub locked_until: Option<i64>,
+    pub lease_owner: Option<String>,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A claimed delivery: everything the worker needs to send it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DeliveryJob {
+    pub delivery_id: Uuid,
+    pub subscription_id: Uuid,
+    pub org_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub payload: String,
+    pub event_created_at: i64,
+    /// The 1-based number of the attempt this claim is for.
+    pub attempt: i64,
+    /// The claiming worker; [`Db::record_webhook_attempt`] must name it.
+    pub lease_owner: String,
+    pub locked_until: i64,
+    pub url: String,
+    pub secret_enc: Vec<u8>,
+    pub previous_secret_enc: Option<Vec<u8>>,
+    pub previous_secret_expires_at: Option<i64>,
+    /// A disabled subscription's delivery is claimed too, so the worker can close it.
+    pub enabled: bool,
+}
+
+/// What one attempt did ([`Db::record_webhook_attempt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub id: Uuid,
+    pub response_status: Option<i64>,
+    pub latency_ms: i64,
+    pub error: Option<String>,
+    pub created_at: i64,
+}
+
+/// What becomes of the delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    Succeeded,
+    /// Failed; due again at `next_attempt_at`.
+    Retry {
+        next_attempt_at: i64,
+    },
+    /// Failed for good.
+    Failed,
+}
+
+/// A row of a subscription's attempt log.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct WebhookAttempt {
+    pub id: Uuid,
+    pub delivery_id: Uuid,
+    pub subscription_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub attempt: i64,
+    #[sqlx(try_from = "String")]
+    pub status: AttemptStatus,
+    pub response_status: Option<i64>,
+    pub latency_ms: i64,
+    pub error: Option<String>,
+    pub created_at: i64,
+}
+
+macro_rules! subscription_columns {
+    () => {
+        "id, org_id, api_key_id, url, event_types, secret_enc, previous_secret_enc, \
+         previous_secret_expires_at, enabled, description, disabled_reason, created_at, updated_at"
+    };
+}
+
+/// The enabled subscriptions of org `$1` listing type `$2`. PostgreSQL: JSON containment,
+/// and `FOR KEY SHARE` so a concurrent delete waits for the emitting transaction instead of
+/// failing its delivery inserts on the foreign key (SQLite: `BEGIN IMMEDIATE` excludes it).
+const MATCHING_SQLITE: &str = "SELECT id FROM webhook_subscriptions s \
+     WHERE org_id = $1 AND enabled \
+       AND EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE json_each.value = $2) \
+     ORDER BY id";
+const MATCHING_POSTGRES: &str = "SELECT id FROM webhook_subscriptions \
+     WHERE org_id = $1 AND enabled AND event_types @> jsonb_build_array($2::text) \
+     ORDER BY id FOR KEY SHARE";
+
+const INSERT_EVENT: &str =
+    "INSERT INTO events (id, org_id, type, payload, created_at) VALUES ($1, $2, $3, $4, $5)";
+const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
+     (id, event_id, subscription_id, status, attempts, next_attempt_at, created_at, updated_at) \
+     VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4)";
+
+/// Leases due deliveries, at most `$5` per subscription and `$1` in all, earliest first:
+/// `$2` now, `$3` owner, `$4` lease end. The window function picks candidates; the middle
+/// select re-checks and (PostgreSQL) locks them, skipping rows another claimer holds.
+macro_rules! claim_sql {
+    ($($lock:literal)?) => {
+        concat!(
+            "UPDATE webhook_deliveries SET lease_owner = $3, locked_until = $4, \
+             next_attempt_at = $4 \
+             WHERE id IN (SELECT id FROM webhook_deliveries WHERE id IN ( \
+                 SELECT id FROM (SELECT id, next_attempt_at, ROW_NUMBER() OVER ( \
+                     PARTITION BY subscription_id ORDER BY next_attempt_at, id) AS rn \
+                   FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $2) r \
+                 WHERE rn <= $5 ORDER BY next_attempt_at, id LIMIT $1) \
+               AND status = 'pending' AND next_attempt_at <= $2", $(" ", $lock,)? ") \
+             AND status = 'pending' AND next_attempt_at <= $2 \
+             RETURNING id, subscription_id, event_id, attempts, lease_owner, locked_until"
+        )
+    };
+}
+
+/// The job of each delivery of `$from` (aliased `d`).
+macro_rules! job_sql {
+    ($from:literal, $where:literal) => {
+        concat!(
+            "SELECT d.id AS delivery_id, d.subscription_id, s.org_id, d.event_id, \
+             e.type AS event_type, e.payload, e.created_at AS event_created_at, \
+             d.attempts + 1 AS attempt, d.lease_owner, d.locked_until, s.url, s.secret_enc, \
+             s.previous_secret_enc, s.previous_secret_expires_at, s.enabled FROM ",
+            $from,
+            " d JOIN events e ON e.id = d.event_id \
+             JOIN webhook_subscriptions s ON s.id = d.subscription_id",
+            $where
+        )
+    };
+}
+
+impl Tx {
+    /// Stores `event` and one pending delivery, due at its `created_at`, for every enabled
+    /// subscription of its organisation that lists its type, in this transaction: the event
+    /// and its deliveries commit (or roll back) with the change they report. Returns how many
+    /// deliveries were queued.
+    pub async fn emit_event(&mut self, event: &NewEvent) -> Result<usize> {
+        let sql = match self.backend() {
+            Backend::Sqlite => MATCHING_SQLITE,
+            Backend::Postgres => MATCHING_POSTGRES,
+        };
+        with_tx!(self, conn => {
+            sqlx::query(INSERT_EVENT)
+                .bind(event.id)
+                .bind(event.org_id)
+                .bind(&event.event_type)
+                .bind(&event.payload)
+                .bind(event.created_at)
+                .execute(&mut **conn)
+                .await?;
+            let subs = sqlx::query_scalar::<_, Uuid>(sql)
+                .bind(event.org_id)
+                .bind(&event.event_type)
+                .fetch_all(&mut **conn)
+                .await?;
+            for sub in &subs {
+                sqlx::query(INSERT_DELIVERY)
+                    .bind(Uuid::now_v7())
+                    .bind(event.id)
+                    .bind(sub)
+                    .bind(event.created_at)
+                    .execute(&mut **conn)
+                    .await?;
+            }
+            Ok(subs.len())
+        })
+    }
+}
+
+impl Db {
+    /// Creates a subscription (enabled). `Conflict { "webhook_subscriptions_pkey" }` on a
+    /// duplicate id.
+    pub async fn insert_webhook_subscription(&self, s: &NewSubscription) -> Result<Subscription> {
+        const SQL: &str = concat!(
+            "INSERT INTO webhook_subscriptions (id, org_id, api_key_id, url, event_types, \
+             secret_enc, enabled, description, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, TRUE, $7, $8, $8) RETURNING ",
+            subscription_columns!()
+        );
+        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
+            .bind(s.id)
+            .bind(s.org_id)
+            .bind(s.api_key_id)
+            .bind(&s.url)
+            .bind(Json(&s.event_types))
+            .bind(&s.secret_enc)
+            .bind(&s.description)
+            .bind(s.created_at)
+            .fetch_one(pool)
+            .await)?;
+        Ok(row)
+    }
+
+    /// One subscription of the key; another key's (even of the same organisation) is `None`.
+    pub async fn get_webhook_subscription(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<Subscription>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            subscription_columns!(),
+            " FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3"
+        );
+        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
+            .bind(id)
+            .bind(org_id)
+            .bind(api_key_id)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(row)
+    }
+
+    /// The key's subscriptions with ids after `after`, by id, at most `limit`.
+    pub async fn list_webhook_subscriptions(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Subscription>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            subscription_columns!(),
+            " FROM webhook_subscriptions WHERE api_key_id = $1 AND org_id = $2 \
+               AND ($3 IS NULL OR id > $3) ORDER BY id LIMIT $4"
+        );
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
+            .bind(api_key_id)
+            .bind(org_id)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
+    }
+
+    /// Applies `patch` to the key's subscription at `now`; `None` when it is not the key's.
+    /// Enabling clears `disabled_reason`.
+    pub async fn update_webhook_subscription(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        id: Uuid,
+        patch: &SubscriptionPatch,
+        now: i64,
+    ) -> Result<Option<Subscription>> {
+        const SQL: &str = concat!(
+            "UPDATE webhook_subscriptions SET url = COALESCE($4, url), \
+             event_types = COALESCE($5, event_types), enabled = COALESCE($6, enabled), \
+             disabled_reason = CASE WHEN $6 THEN NULL ELSE disabled_reason END, \
+             description = CASE WHEN $7 THEN $8 ELSE description END, updated_at = ",
+            bump_updated_at!("webhook_subscriptions", "$9"),
+            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 RETURNING ",
+            subscription_columns!()
+        );
+        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
+            .bind(id)
+            .bind(org_id)
+            .bind(api_key_id)
+            .bind(&patch.url)
+            .bind(patch.event_types.as_ref().map(Json))
+            .bind(patch.enabled)
+            .bind(patch.description.is_some())
+            .bind(patch.description.clone().flatten())
+            .bind(now)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(row)
+    }
+
+    /// Deletes the key's subscription with its deliveries and attempts (cascade). `false`
+    /// when it is not the key's.
+    pub async fn delete_webhook_subscription(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        id: Uuid,
+    ) -> Result<bool> {
+        let n = with_pool!(self, pool => sqlx::query(
+                "DELETE FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3")
+            .bind(id)
+            .bind(org_id)
+            .bind(api_key_id)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// Rotates the key's subscription's secret: the current one becomes the previous one,
+    /// which still signs until `previous_expires_at`. `None` when it is not the key's.
+    pub async fn rotate_webhook_secret(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        id: Uuid,
+        new_secret_enc: &[u8],
+        previous_expires_at: i64,
+        now: i64,
+    ) -> Result<Option<Subscription>> {
+        const SQL: &str = concat!(
+            "UPDATE webhook_subscriptions SET previous_secret_enc = secret_enc, \
+             previous_secret_expires_at = $5, secret_enc = $4, updated_at = ",
+            bump_updated_at!("webhook_subscriptions", "$6"),
+            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 RETURNING ",
+            subscription_columns!()
+        );
+        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
+            .bind(id)
+            .bind(org_id)
+            .bind(api_key_id)
+            .bind(new_secret_enc)
+            .bind(previous_expires_at)
+            .bind(now)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(row)
+    }
+
+    /// Disables a subscription for `reason` (the receiver answered `410`: `gone`). `false`
+    /// when it is gone or already disabled.
+    pub async fn disable_webhook_subscription(
+        &self,
+        id: Uuid,
+        reason: &str,
+        now: i64,
+    ) -> Result<bool> {
+        const SQL: &str = concat!(
+            "UPDATE webhook_subscriptions SET enabled = FALSE, disabled_reason = $2, updated_at = ",
+            bump_updated_at!("webhook_subscriptions", "$3"),
+            " WHERE id = $1 AND enabled"
+        );
+        let n = with_pool!(self, pool => sqlx::query(SQL)
+            .bind(id)
+            .bind(reason)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// How many subscriptions the organisation has (all keys; plan limits).
+    pub async fn count_webhook_subscriptions(&self, org_id: Uuid) -> Result<i64> {
+        let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1")
+            .bind(org_id)
+            .fetch_one(pool)
+            .await)?;
+        Ok(n)
+    }
+
+    /// [`Tx::emit_event`] in a transaction of its own.
+    pub async fn emit_event(&self, event: &NewEvent) -> Result<usize> {
+        let mut tx = self.begin().await?;
+        let n = tx.emit_event(event).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    /// Stores `event` with one pending delivery (due at its `created_at`) to the
+    /// organisation's subscription `subscription_id` only, whatever the types it lists or
+    /// whether it is enabled (test sends, replays). Returns the delivery's id; `NotFound`
+    /// (nothing stored) when the subscription is not the event's organisation's.
+    pub async fn insert_event_for_subscription(
+        &self,
+        event: &NewEvent,
+        subscription_id: Uuid,
+    ) -> Result<Uuid> {
+        const DELIVERY: &str = "INSERT INTO webhook_deliveries (id, event_id, subscription_id, \
+             status, attempts, next_attempt_at, created_at, updated_at) \
+             SELECT $1, $2, id, 'pending', 0, $4, $4, $4 FROM webhook_subscriptions \
+             WHERE id = $3 AND org_id = $5";
+        let delivery_id = Uuid::now_v7();
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(INSERT_EVENT)
+                .bind(event.id)
+                .bind(event.org_id)
+                .bind(&event.event_type)
+                .bind(&event.payload)
+                .bind(event.created_at)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query(DELIVERY)
+                .bind(delivery_id)
+                .bind(event.id)
+                .bind(subscription_id)
+                .bind(event.created_at)
+                .bind(event.org_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 1 {
+                tx.commit().await?;
+            }
+            n
+        });
+        if n == 1 {
+            Ok(delivery_id)
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// The deliveries of an event, by subscription id (operators, tests).
+    pub async fn webhook_deliveries_of_event(&self, event_id: Uuid) -> Result<Vec<Delivery>> {
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, Delivery>(
+                "SELECT id, event_id, subscription_id, status, attempts, next_attempt_at, \
+                 locked_until, lease_owner, last_status_code, last_error, created_at, updated_at \
+                 FROM webhook_deliveries WHERE event_id = $1 ORDER BY subscription_id")
+            .bind(event_id)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
+    }
+
+    /// Claims up to `limit` due deliveries for `owner`, earliest due first but at most
+    /// `per_subscription_limit` of any one subscription (one busy or slow receiver cannot
+    /// take every slot), leased until `now + lease_ms` (and due again then, should the
+    /// worker die). Safe with any number of workers and processes: a delivery is never
+    /// claimed by two at once (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite:
+    /// `BEGIN IMMEDIATE`).
+    pub async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        per_subscription_limit: i64,
+    ) -> Result<Vec<DeliveryJob>> {
+        if limit <= 0 || per_subscription_limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let lease_end = now.saturating_add(lease_ms.max(0));
+        let mut jobs = match &self.pool {
+            Pool::Sqlite(pool) => {
+                const JOB: &str = job_sql!("webhook_deliveries", " WHERE d.id = $1");
+                let mut tx = pool.begin_write().await?;
+                let ids = sqlx::query_scalar::<_, Uuid>(claim_sql!())
+                    .bind(limit)
+                    .bind(now)
+                    .bind(owner)
+                    .bind(lease_end)
+                    .bind(per_subscription_limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let mut jobs = Vec::with_capacity(ids.len());
+                for id in ids {
+                    jobs.push(
+                        sqlx::query_as::<_, DeliveryJob>(JOB)
+                            .bind(id)
+                            .fetch_one(&mut *tx)
+                            .await?,
+                    );
+                }
+                tx.commit().await?;
+                jobs
+            }
+            Pool::Postgres(pool) => {
+                const SQL: &str = concat!(
+                    "WITH claimed AS (",
+                    claim_sql!("FOR UPDATE SKIP LOCKED"),
+                    ") ",
+                    job_sql!("claimed", "")
+                );
+                let mut tx = pool.begin_write().await?;
+                let jobs = sqlx::query_as::<_, DeliveryJob>(SQL)
+                    .bind(limit)
+                    .bind(now)
+                    .bind(owner)
+                    .bind(lease_end)
+                    .bind(per_subscription_limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                jobs
+            }
+        };
+        // RETURNING does not keep the sub-select's order.
+        jobs.sort_by_key(|j| (j.event_created_at, j.delivery_id));
+        Ok(jobs)
+    }
+
+    /// Records an attempt at a claimed delivery and its `outcome`, in one transaction: the
+    /// attempt row (numbered `attempts + 1`) and the delivery (attempts + 1, status, due time,
+    /// lease released). `false` (nothing written) when `owner` no longer holds the delivery
+    /// (its lease ended and another worker claimed it) or it is closed.
+    pub async fn record_webhook_attempt(
+        &self,
+        delivery_id: Uuid,
+        owner: &str,
+        attempt: &AttemptRecord,
+        outcome: DeliveryOutcome,
+    ) -> Result<bool> {
+        const DELIVERY: &str = concat!(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $3, \
+             next_attempt_at = $4, locked_until = NULL, lease_owner = NULL, \
+             last_status_code = $5, last_error = $6, updated_at = ",
+            bump_updated_at!("webhook_deliveries", "$7"),
+            " WHERE id = $1 AND lease_owner = $2 AND status = 'pending' \
+             RETURNING subscription_id, event_id, attempts"
+        );
+        const ATTEMPT: &str = "INSERT INTO webhook_attempts (id, delivery_id, subscription_id, \
+             event_id, event_type, attempt, status, response_status, latency_ms, error, created_at) \
+             SELECT $1, $2, $3, id, type, $5, $6, $7, $8, $9, $10 FROM events WHERE id = $4";
+        let (status, next, attempt_status) = match outcome {
+            DeliveryOutcome::Succeeded => {
+                (DeliveryStatus::Succeeded, None, AttemptStatus::Succeeded)
+            }
+            DeliveryOutcome::Retry { next_attempt_at } => (
+                DeliveryStatus::Pending,
+                Some(next_attempt_at),
+                AttemptStatus::Failed,
+            ),
+            DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
+        };
+        let done = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
+                .bind(delivery_id)
+                .bind(owner)
+                .bind(status.as_str())
+                .bind(next)
+                .bind(attempt.response_status)
+                .bind(&attempt.error)
+                .bind(attempt.created_at)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some((subscription_id, event_id, number)) = row {
+                sqlx::query(ATTEMPT)
+                    .bind(attempt.id)
+                    .bind(delivery_id)
+                    .bind(subscription_id)
+                    .bind(event_id)
+                    .bind(number)
+                    .bind(attempt_status.as_str())
+                    .bind(attempt.response_status)
+                    .bind(attempt.latency_ms)
+                    .bind(&attempt.error)
+                    .bind(attempt.created_at)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
+            row.is_some()
+        });
+        Ok(done)
+    }
+
+    /// The attempt log of the key's subscription, newest first (`created_at`, then id),
+    /// before the keyset position `before`, optionally only of one status. Empty when the
+    /// subscription is not the key's.
+    pub async fn list_webhook_attempts(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        subscription_id: Uuid,
+        status: Option<AttemptStatus>,
+        before: Option<(i64, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<WebhookAttempt>> {
+        const SQL: &str = "SELECT a.id, a.delivery_id, a.subscription_id, a.event_id, \
+             a.event_type, a.attempt, a.status, a.response_status, a.latency_ms, a.error, \
+             a.created_at FROM webhook_attempts a \
+             JOIN webhook_subscriptions s ON s.id = a.subscription_id \
+             WHERE a.subscription_id = $1 AND s.org_id = $2 AND s.api_key_id = $3 \
+               AND ($4 IS NULL OR a.status = $4) \
+               AND ($5 IS NULL OR a.created_at < $5 OR (a.created_at = $5 AND a.id < $6)) \
+             ORDER BY a.created_at DESC, a.id DESC LIMIT $7";
+        let (before_at, before_id) = split_after(before);
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, WebhookAttempt>(SQL)
+            .bind(subscription_id)
+            .bind(org_id)
+            .bind(api_key_id)
+            .bind(status.map(AttemptStatus::as_str))
+            .bind(before_at)
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
+    }
+
+    /// Re-queues the subscription's failed deliveries of events created at or after `since`:
+    /// pending, due at `now`, with their attempt count reset so the replay gets the whole
+    /// retry schedule (the attempt log keeps the earlier attempts). Returns how many.
+    pub async fn replay_failed_deliveries(
+        &self,
+        subscription_id: Uuid,
+        since: i64,
+        now: i64,
+    ) -> Result<u64> {
+        const SQL: &str = concat!(
+            "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, \
+             next_attempt_at = $3, locked_until = NULL, lease_owner = NULL, updated_at = ",
+            bump_updated_at!("webhook_deliveries", "$3"),
+            " WHERE subscription_id = $1 AND status = 'failed' \
+               AND event_id IN (SELECT id FROM events WHERE created_at >= $2)"
+        );
+        let n = with_pool!(self, pool => sqlx::query(SQL)
+            .bind(subscription_id)
+            .bind(since)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+
+    /// When the next delivery is due (possibly in the past), or `None` when none is pending:
+    /// how long a worker may sleep. A leased delivery counts at the end of its lease.
+    pub async fn next_webhook_delivery_due(&self) -> Result<Option<i64>> {
+        let due = with_pool!(self, pool => sqlx::query_scalar::<_, Option<i64>>(
+                "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'")
+            .fetch_one(pool)
+            .await)?;
+        Ok(due)
+    }
+}

@@ -1,0 +1,356 @@
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::fixtures::{T0, api_key, org_with_key};
+use tern_store::{
+    AttemptRecord, AttemptStatus, Db, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
+    NewSubscription, StoreError, Subscription, SubscriptionPatch,
+};
+use uuid::Uuid;
+
+const LEASE: i64 = 30_000;
+const DAY: i64 = 24 * 60 * 60 * 1000;
+
+fn new_sub(org_id: Uuid, key_id: Uuid, types: &[&str]) -> NewSubscription {
+    NewSubscription {
+        id: Uuid::now_v7(),
+        org_id,
+        api_key_id: key_id,
+        url: "https://hooks.example.com/tern".into(),
+        event_types: types.iter().map(|t| t.to_string()).collect(),
+        secret_enc: vec![1, 2, 3, 0, 255],
+        description: Some("main".into()),
+        created_at: T0,
+    }
+}
+
+async fn sub(db: &Db, org_id: Uuid, key_id: Uuid, types: &[&str]) -> Subscription {
+    db.insert_webhook_subscription(&new_sub(org_id, key_id, types))
+        .await
+        .unwrap()
+}
+
+fn event(org_id: Uuid, event_type: &str, at: i64) -> NewEvent {
+    let id = Uuid::now_v7();
+    NewEvent {
+        id,
+        org_id,
+        event_type: event_type.into(),
+        // Deliberately not canonical JSON: the bytes must come back exactly.
+        payload: format!(
+            r#"{{"id":"{id}", "type":"{event_type}","version":1,  "data":{{"z":1,"a":2}}}}"#
+        ),
+        created_at: at,
+    }
+}
+
+fn attempt(at: i64, status: Option<i64>) -> AttemptRecord {
+    AttemptRecord {
+        id: Uuid::now_v7(),
+        response_status: status,
+        latency_ms: 42,
+        error: status.is_none().then(|| "connection refused".to_string()),
+        created_at: at,
+    }
+}
+
+fn subs_of(jobs: &[DeliveryJob]) -> Vec<Uuid> {
+    jobs.iter().map(|j| j.subscription_id).collect()
+}
+
+store_tests! {
+    subscriptions_belong_to_their_key => |db| async move {
+        let (org, member, key) = org_with_key(&db).await;
+        let other_key = api_key(org.id, member.id);
+        db.insert_api_key(&other_key).await.unwrap();
+        let s = sub(&db, org.id, key.id, &["message.status", "message.received"]).await;
+        assert_eq!(s.event_types, ["message.status", "message.received"]);
+        assert!(s.enabled);
+        assert_eq!((s.created_at, s.updated_at, s.previous_secret_enc.clone()), (T0, T0, None));
+        assert_eq!(db.get_webhook_subscription(org.id, key.id, s.id).await.unwrap(), Some(s.clone()));
+        assert_eq!(db.get_webhook_subscription(org.id, other_key.id, s.id).await.unwrap(), None);
+        let dup = db.insert_webhook_subscription(&NewSubscription { id: s.id, ..new_sub(org.id, key.id, &["x"]) }).await;
+        assert!(matches!(dup, Err(StoreError::Conflict { ref constraint }) if constraint == "webhook_subscriptions_pkey"), "{dup:?}");
+
+        let s2 = sub(&db, org.id, key.id, &["template.status"]).await;
+        let s3 = sub(&db, org.id, key.id, &["template.status"]).await;
+        let theirs = sub(&db, org.id, other_key.id, &["template.status"]).await;
+        let ids = |v: Vec<Subscription>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
+        assert_eq!(ids(db.list_webhook_subscriptions(org.id, key.id, None, 10).await.unwrap()), [s.id, s2.id, s3.id]);
+        assert_eq!(ids(db.list_webhook_subscriptions(org.id, key.id, None, 2).await.unwrap()), [s.id, s2.id]);
+        assert_eq!(ids(db.list_webhook_subscriptions(org.id, key.id, Some(s2.id), 2).await.unwrap()), [s3.id]);
+        assert_eq!(ids(db.list_webhook_subscriptions(org.id, other_key.id, None, 10).await.unwrap()), [theirs.id]);
+        assert_eq!(db.count_webhook_subscriptions(org.id).await.unwrap(), 4);
+
+        assert!(!db.delete_webhook_subscription(org.id, other_key.id, s.id).await.unwrap());
+        assert!(db.delete_webhook_subscription(org.id, key.id, s.id).await.unwrap());
+        assert!(!db.delete_webhook_subscription(org.id, key.id, s.id).await.unwrap());
+        assert_eq!(db.count_webhook_subscriptions(org.id).await.unwrap(), 3);
+    },
+
+    update_patches_only_given_fields_and_enabling_clears_the_reason => |db| async move {
+        let (org, member, key) = org_with_key(&db).await;
+        let other_key = api_key(org.id, member.id);
+        db.insert_api_key(&other_key).await.unwrap();
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        let none = db.update_webhook_subscription(org.id, other_key.id, s.id, &SubscriptionPatch { enabled: Some(false), ..Default::default() }, T0 + 1).await.unwrap();
+        assert_eq!(none, None);
+
+        let patch = SubscriptionPatch { url: Some("https://b.example.com".into()), event_types: Some(vec!["contact.consent".into()]), ..Default::default() };
+        let u = db.update_webhook_subscription(org.id, key.id, s.id, &patch, T0 + 10).await.unwrap().unwrap();
+        assert_eq!((u.url.as_str(), u.event_types.clone(), u.description.clone(), u.enabled, u.updated_at),
+                   ("https://b.example.com", vec!["contact.consent".to_string()], Some("main".into()), true, T0 + 10));
+
+        assert!(db.disable_webhook_subscription(s.id, "gone", T0 + 20).await.unwrap());
+        assert!(!db.disable_webhook_subscription(s.id, "gone", T0 + 21).await.unwrap());
+        let d = db.get_webhook_subscription(org.id, key.id, s.id).await.unwrap().unwrap();
+        assert_eq!((d.enabled, d.disabled_reason.as_deref(), d.updated_at), (false, Some("gone"), T0 + 20));
+
+        // A patch without `enabled` keeps the reason; clearing the description works.
+        let u = db.update_webhook_subscription(org.id, key.id, s.id, &SubscriptionPatch { description: Some(None), ..Default::default() }, T0 + 30).await.unwrap().unwrap();
+        assert_eq!((u.enabled, u.disabled_reason.as_deref(), u.description), (false, Some("gone"), None));
+        // A stale clock still moves updated_at forward.
+        let u = db.update_webhook_subscription(org.id, key.id, s.id, &SubscriptionPatch { enabled: Some(true), ..Default::default() }, T0).await.unwrap().unwrap();
+        assert_eq!((u.enabled, u.disabled_reason, u.updated_at), (true, None, T0 + 31));
+    },
+
+    rotation_keeps_the_previous_secret => |db| async move {
+        let (org, member, key) = org_with_key(&db).await;
+        let other_key = api_key(org.id, member.id);
+        db.insert_api_key(&other_key).await.unwrap();
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        assert_eq!(db.rotate_webhook_secret(org.id, other_key.id, s.id, b"new", T0 + DAY, T0 + 1).await.unwrap(), None);
+        let r = db.rotate_webhook_secret(org.id, key.id, s.id, b"new", T0 + DAY, T0 + 1).await.unwrap().unwrap();
+        assert_eq!((r.secret_enc.as_slice(), r.previous_secret_enc.clone(), r.previous_secret_expires_at, r.updated_at),
+                   (&b"new"[..], Some(vec![1, 2, 3, 0, 255]), Some(T0 + DAY), T0 + 1));
+        let r = db.rotate_webhook_secret(org.id, key.id, s.id, b"newer", T0 + 2 * DAY, T0 + 2).await.unwrap().unwrap();
+        assert_eq!((r.secret_enc.as_slice(), r.previous_secret_enc.as_deref()), (&b"newer"[..], Some(&b"new"[..])));
+    },
+
+    emit_queues_one_delivery_per_enabled_matching_subscription => |db| async move {
+        let (org, member, key) = org_with_key(&db).await;
+        let other_key = api_key(org.id, member.id);
+        db.insert_api_key(&other_key).await.unwrap();
+        let a = sub(&db, org.id, key.id, &["message.status", "message.received"]).await;
+        let b = sub(&db, org.id, other_key.id, &["message.status"]).await; // another key's: still fed
+        let _c = sub(&db, org.id, key.id, &["message.received"]).await;
+        let _prefix = sub(&db, org.id, key.id, &["message.status.x", "message"]).await;
+        let off = sub(&db, org.id, key.id, &["message.status"]).await;
+        assert!(db.disable_webhook_subscription(off.id, "gone", T0).await.unwrap());
+        let (other_org, _, other_org_key) = org_with_key(&db).await;
+        sub(&db, other_org.id, other_org_key.id, &["message.status"]).await;
+
+        let e = event(org.id, "message.status", T0 + 5);
+        let mut tx = db.begin().await.unwrap();
+        assert_eq!(tx.emit_event(&e).await.unwrap(), 2);
+        tx.commit().await.unwrap();
+        let ds = db.webhook_deliveries_of_event(e.id).await.unwrap();
+        let mut expected = vec![a.id, b.id];
+        expected.sort();
+        assert_eq!(ds.iter().map(|d| d.subscription_id).collect::<Vec<_>>(), expected);
+        for d in &ds {
+            assert_eq!((d.status, d.attempts, d.next_attempt_at, d.lease_owner.clone(), d.created_at), (DeliveryStatus::Pending, 0, Some(T0 + 5), None, T0 + 5));
+        }
+        assert_eq!(db.emit_event(&event(org.id, "campaign.status", T0)).await.unwrap(), 0);
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 5));
+
+        // The job carries the exact payload bytes.
+        let jobs = db.claim_webhook_deliveries("w", T0 + 5, LEASE, 10, 10).await.unwrap();
+        assert_eq!(jobs.len(), 2);
+        for j in &jobs {
+            assert_eq!((j.event_id, j.event_type.as_str(), j.payload.as_str(), j.event_created_at, j.org_id), (e.id, "message.status", e.payload.as_str(), T0 + 5, org.id));
+            assert_eq!((j.attempt, j.lease_owner.as_str(), j.locked_until, j.enabled), (1, "w", T0 + 5 + LEASE, true));
+            assert_eq!(j.url, "https://hooks.example.com/tern");
+        }
+        // A duplicate event id is refused and queues nothing more.
+        let dup = db.emit_event(&e).await;
+        assert!(matches!(dup, Err(StoreError::Conflict { ref constraint }) if constraint == "events_pkey"), "{dup:?}");
+        assert_eq!(db.webhook_deliveries_of_event(e.id).await.unwrap().len(), 2);
+    },
+
+    emit_rolls_back_with_its_transaction => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        sub(&db, org.id, key.id, &["message.status"]).await;
+        let e = event(org.id, "message.status", T0);
+        let mut tx = db.begin().await.unwrap();
+        assert_eq!(tx.emit_event(&e).await.unwrap(), 1);
+        drop(tx);
+        assert!(db.webhook_deliveries_of_event(e.id).await.unwrap().is_empty());
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), None);
+        assert!(db.claim_webhook_deliveries("w", T0 + DAY, LEASE, 10, 10).await.unwrap().is_empty());
+        // The same event id can then be emitted for real.
+        assert_eq!(db.emit_event(&e).await.unwrap(), 1);
+    },
+
+    single_subscription_events_ignore_types_and_organisations => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        assert!(db.disable_webhook_subscription(s.id, "gone", T0).await.unwrap());
+        let e = event(org.id, "webhook.test", T0);
+        let delivery_id = db.insert_event_for_subscription(&e, s.id).await.unwrap();
+        let ds = db.webhook_deliveries_of_event(e.id).await.unwrap();
+        assert_eq!((ds.len(), ds[0].id, ds[0].subscription_id, ds[0].next_attempt_at), (1, delivery_id, s.id, Some(T0)));
+        let jobs = db.claim_webhook_deliveries("w", T0, LEASE, 10, 10).await.unwrap();
+        assert_eq!((jobs.len(), jobs[0].enabled, jobs[0].event_type.as_str()), (1, false, "webhook.test"));
+
+        let (other, _, _) = org_with_key(&db).await;
+        let foreign = event(other.id, "webhook.test", T0);
+        assert!(matches!(db.insert_event_for_subscription(&foreign, s.id).await, Err(StoreError::NotFound)));
+        // Nothing of it was stored: the same event id goes in for this organisation.
+        db.insert_event_for_subscription(&NewEvent { org_id: org.id, ..foreign }, s.id)
+            .await
+            .unwrap();
+    },
+
+    claims_are_leased_and_fair_per_subscription => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let busy = sub(&db, org.id, key.id, &["message.status"]).await;
+        for i in 0..6 {
+            db.insert_event_for_subscription(&event(org.id, "message.status", T0 + i), busy.id).await.unwrap();
+        }
+        let quiet = sub(&db, org.id, key.id, &["message.received"]).await;
+        db.insert_event_for_subscription(&event(org.id, "message.received", T0 + 10), quiet.id).await.unwrap();
+        // Not yet due.
+        db.insert_event_for_subscription(&event(org.id, "message.received", T0 + 500), quiet.id).await.unwrap();
+
+        let jobs = db.claim_webhook_deliveries("a", T0 + 100, LEASE, 3, 2).await.unwrap();
+        assert_eq!(subs_of(&jobs), [busy.id, busy.id, quiet.id]);
+        let next = db.claim_webhook_deliveries("b", T0 + 100, LEASE, 10, 2).await.unwrap();
+        assert_eq!(subs_of(&next), [busy.id, busy.id]);
+        assert!(jobs.iter().all(|j| !next.iter().any(|n| n.delivery_id == j.delivery_id)));
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 4));
+        // Leased deliveries are not claimed again until the lease ends.
+        let rest = db.claim_webhook_deliveries("c", T0 + 1_000, LEASE, 10, 10).await.unwrap();
+        assert_eq!(subs_of(&rest), [busy.id, busy.id, quiet.id]);
+        assert!(db.claim_webhook_deliveries("d", T0 + 1_000, LEASE, 10, 10).await.unwrap().is_empty());
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 100 + LEASE));
+        let again = db.claim_webhook_deliveries("e", T0 + 100 + LEASE, LEASE, 10, 10).await.unwrap();
+        assert_eq!(again.len(), 5);
+        assert!(again.iter().all(|j| j.attempt == 1 && j.lease_owner == "e"));
+        assert!(db.claim_webhook_deliveries("f", T0, LEASE, 0, 10).await.unwrap().is_empty());
+    },
+
+    attempts_are_recorded_only_by_the_lease_holder => |db| async move {
+        let (org, member, key) = org_with_key(&db).await;
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        let e = event(org.id, "message.status", T0);
+        let delivery_id = db.insert_event_for_subscription(&e, s.id).await.unwrap();
+        db.claim_webhook_deliveries("old", T0, LEASE, 10, 10).await.unwrap();
+        // The lease ends and another worker claims it: the old owner is refused.
+        let j = db.claim_webhook_deliveries("new", T0 + LEASE, LEASE, 10, 10).await.unwrap();
+        assert_eq!(j.len(), 1);
+        assert!(!db.record_webhook_attempt(delivery_id, "old", &attempt(T0 + LEASE + 1, Some(200)), DeliveryOutcome::Succeeded).await.unwrap());
+
+        assert!(db.record_webhook_attempt(delivery_id, "new", &attempt(T0 + LEASE + 2, Some(503)), DeliveryOutcome::Retry { next_attempt_at: T0 + LEASE + 5_000 }).await.unwrap());
+        let d = &db.webhook_deliveries_of_event(e.id).await.unwrap()[0];
+        assert_eq!((d.status, d.attempts, d.next_attempt_at, d.locked_until, d.lease_owner.clone(), d.last_status_code), (DeliveryStatus::Pending, 1, Some(T0 + LEASE + 5_000), None, None, Some(503)));
+        assert!(!db.record_webhook_attempt(delivery_id, "new", &attempt(T0 + LEASE + 3, Some(200)), DeliveryOutcome::Succeeded).await.unwrap());
+
+        let j = db.claim_webhook_deliveries("w2", T0 + LEASE + 5_000, LEASE, 10, 10).await.unwrap();
+        assert_eq!(j[0].attempt, 2);
+        assert!(db.record_webhook_attempt(delivery_id, "w2", &attempt(T0 + LEASE + 6_000, Some(204)), DeliveryOutcome::Succeeded).await.unwrap());
+        let d = &db.webhook_deliveries_of_event(e.id).await.unwrap()[0];
+        assert_eq!((d.status, d.attempts, d.next_attempt_at, d.last_error.clone()), (DeliveryStatus::Succeeded, 2, None, None));
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), None);
+        assert!(!db.record_webhook_attempt(delivery_id, "w2", &attempt(T0 + LEASE + 7_000, Some(204)), DeliveryOutcome::Succeeded).await.unwrap());
+
+        // The log: newest first, numbered, filtered, paginated, hidden from other keys.
+        let log = db.list_webhook_attempts(org.id, key.id, s.id, None, None, 10).await.unwrap();
+        assert_eq!(log.iter().map(|a| (a.attempt, a.status, a.response_status)).collect::<Vec<_>>(),
+                   [(2, AttemptStatus::Succeeded, Some(204)), (1, AttemptStatus::Failed, Some(503))]);
+        assert_eq!((log[0].event_id, log[0].event_type.as_str(), log[0].delivery_id, log[0].latency_ms, log[0].created_at), (e.id, "message.status", delivery_id, 42, T0 + LEASE + 6_000));
+        let failed = db.list_webhook_attempts(org.id, key.id, s.id, Some(AttemptStatus::Failed), None, 10).await.unwrap();
+        assert_eq!(failed.iter().map(|a| a.attempt).collect::<Vec<_>>(), [1]);
+        let page = db.list_webhook_attempts(org.id, key.id, s.id, None, Some((log[0].created_at, log[0].id)), 10).await.unwrap();
+        assert_eq!(page.iter().map(|a| a.id).collect::<Vec<_>>(), [log[1].id]);
+        let other_key = api_key(org.id, member.id);
+        db.insert_api_key(&other_key).await.unwrap();
+        assert!(db.list_webhook_attempts(org.id, other_key.id, s.id, None, None, 10).await.unwrap().is_empty());
+    },
+
+    replay_requeues_failed_deliveries_since => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        let old = event(org.id, "message.status", T0);
+        let new = event(org.id, "message.status", T0 + 1_000);
+        let ok = event(org.id, "message.status", T0 + 2_000);
+        for (e, outcome) in [(&old, DeliveryOutcome::Failed), (&new, DeliveryOutcome::Failed), (&ok, DeliveryOutcome::Succeeded)] {
+            let id = db.insert_event_for_subscription(e, s.id).await.unwrap();
+            db.claim_webhook_deliveries("w", T0 + 5_000, LEASE, 1, 1).await.unwrap();
+            assert!(db.record_webhook_attempt(id, "w", &attempt(T0 + 5_000, None), outcome).await.unwrap());
+        }
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), None);
+        assert_eq!(db.replay_failed_deliveries(s.id, T0 + 500, T0 + 9_000).await.unwrap(), 1);
+        assert_eq!(db.replay_failed_deliveries(s.id, T0 + 500, T0 + 9_000).await.unwrap(), 0);
+        let d = &db.webhook_deliveries_of_event(new.id).await.unwrap()[0];
+        assert_eq!((d.status, d.attempts, d.next_attempt_at), (DeliveryStatus::Pending, 0, Some(T0 + 9_000)));
+        assert_eq!(db.webhook_deliveries_of_event(old.id).await.unwrap()[0].status, DeliveryStatus::Failed);
+        assert_eq!(db.webhook_deliveries_of_event(ok.id).await.unwrap()[0].status, DeliveryStatus::Succeeded);
+        let jobs = db.claim_webhook_deliveries("w", T0 + 9_000, LEASE, 10, 10).await.unwrap();
+        assert_eq!((jobs.len(), jobs[0].event_id, jobs[0].attempt), (1, new.id, 1));
+    },
+
+    deleting_a_subscription_cascades_to_deliveries_and_attempts => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        let keep = sub(&db, org.id, key.id, &["message.status"]).await;
+        let e = event(org.id, "message.status", T0);
+        assert_eq!(db.emit_event(&e).await.unwrap(), 2);
+        for j in db.claim_webhook_deliveries("w", T0, LEASE, 10, 10).await.unwrap() {
+            assert!(db.record_webhook_attempt(j.delivery_id, "w", &attempt(T0 + 1, Some(500)), DeliveryOutcome::Retry { next_attempt_at: T0 + 10 }).await.unwrap());
+        }
+        assert!(db.delete_webhook_subscription(org.id, key.id, s.id).await.unwrap());
+        let ds = db.webhook_deliveries_of_event(e.id).await.unwrap();
+        assert_eq!(ds.iter().map(|d| d.subscription_id).collect::<Vec<_>>(), [keep.id]);
+        assert!(db.list_webhook_attempts(org.id, key.id, s.id, None, None, 10).await.unwrap().is_empty());
+        assert_eq!(db.list_webhook_attempts(org.id, key.id, keep.id, None, None, 10).await.unwrap().len(), 1);
+        let jobs = db.claim_webhook_deliveries("w", T0 + 10, LEASE, 10, 10).await.unwrap();
+        assert_eq!(subs_of(&jobs), [keep.id]);
+    },
+
+    concurrent_claimers_never_share_a_delivery => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let mut subs = Vec::new();
+        for _ in 0..4 {
+            subs.push(sub(&db, org.id, key.id, &["message.status"]).await);
+        }
+        let total = 10;
+        for i in 0..total {
+            assert_eq!(db.emit_event(&event(org.id, "message.status", T0 + i)).await.unwrap(), 4);
+        }
+        let barrier = Arc::new(tokio::sync::Barrier::new(4));
+        let workers: Vec<_> = (0..4)
+            .map(|n| {
+                let db = db.clone();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let owner = format!("w{n}");
+                    barrier.wait().await;
+                    let mut mine = Vec::new();
+                    for _ in 0..200 {
+                        let batch = db.claim_webhook_deliveries(&owner, T0 + 1_000, LEASE, 3, 2).await.unwrap();
+                        // Empty but some still due: another worker holds their locks right now.
+                        if batch.is_empty() && !matches!(db.next_webhook_delivery_due().await.unwrap(), Some(t) if t <= T0 + 1_000) {
+                            break;
+                        }
+                        for j in batch {
+                            assert_eq!((j.attempt, j.lease_owner.as_str()), (1, owner.as_str()), "{j:?}");
+                            mine.push(j.delivery_id);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        let mut claimed = 0;
+        for w in workers {
+            for id in w.await.unwrap() {
+                claimed += 1;
+                assert!(seen.insert(id), "{id} claimed by two workers");
+            }
+        }
+        assert_eq!((claimed, seen.len()), (4 * total as usize, 4 * total as usize));
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 1_000 + LEASE));
+    },
+}
