@@ -1,7 +1,6 @@
 //! Plan count limits, checked atomically with the create they guard: the count is taken in
 //! the create's transaction under the organisation's row lock (`Tx::count_locked`), so two
-//! concurrent creates at `limit - 1` cannot both pass. Webhook subscriptions and campaigns
-//! will use the same check.
+//! concurrent creates at `limit - 1` cannot both pass. Campaigns will use the same check.
 
 use tern_domain::Problem;
 use tern_domain::plan::{Effective, Entitlement};
@@ -13,8 +12,9 @@ fn counted(e: Entitlement) -> Option<Counted> {
         Entitlement::Templates => Some(Counted::Templates),
         Entitlement::PhoneNumbers => Some(Counted::PhoneNumbers),
         Entitlement::ApiKeys => Some(Counted::ActiveApiKeys),
+        Entitlement::WebhookSubscriptions => Some(Counted::WebhookSubscriptions),
         // Not stored yet: nothing to count.
-        Entitlement::WebhookSubscriptions | Entitlement::Campaigns => None,
+        Entitlement::Campaigns => None,
     }
 }
 

@@ -107,6 +107,7 @@ pub struct NewSubscription {
     pub url: String,
     pub event_types: Vec<String>,
     pub secret_enc: Vec<u8>,
+    pub enabled: bool,
     pub description: Option<String>,
     pub created_at: i64,
 }
@@ -312,27 +313,44 @@ impl Tx {
     }
 }
 
+/// The insert of a subscription, on a pool or in a transaction.
+macro_rules! insert_subscription {
+    ($s:expr) => {
+        sqlx::query_as::<_, Subscription>(concat!(
+            "INSERT INTO webhook_subscriptions (id, org_id, api_key_id, url, event_types, \
+             secret_enc, enabled, description, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING ",
+            subscription_columns!()
+        ))
+        .bind($s.id)
+        .bind($s.org_id)
+        .bind($s.api_key_id)
+        .bind(&$s.url)
+        .bind(Json(&$s.event_types))
+        .bind(&$s.secret_enc)
+        .bind($s.enabled)
+        .bind(&$s.description)
+        .bind($s.created_at)
+    };
+}
+
+impl Tx {
+    /// [`Db::insert_webhook_subscription`] inside a transaction (a create checked against the
+    /// plan's limit).
+    pub async fn insert_webhook_subscription(
+        &mut self,
+        s: &NewSubscription,
+    ) -> Result<Subscription> {
+        let row = with_tx!(self, conn => insert_subscription!(s).fetch_one(&mut **conn).await)?;
+        Ok(row)
+    }
+}
+
 impl Db {
     /// Creates a subscription (enabled). `Conflict { "webhook_subscriptions_pkey" }` on a
     /// duplicate id.
     pub async fn insert_webhook_subscription(&self, s: &NewSubscription) -> Result<Subscription> {
-        const SQL: &str = concat!(
-            "INSERT INTO webhook_subscriptions (id, org_id, api_key_id, url, event_types, \
-             secret_enc, enabled, description, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, TRUE, $7, $8, $8) RETURNING ",
-            subscription_columns!()
-        );
-        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
-            .bind(s.id)
-            .bind(s.org_id)
-            .bind(s.api_key_id)
-            .bind(&s.url)
-            .bind(Json(&s.event_types))
-            .bind(&s.secret_enc)
-            .bind(&s.description)
-            .bind(s.created_at)
-            .fetch_one(pool)
-            .await)?;
+        let row = with_pool!(self, pool => insert_subscription!(s).fetch_one(pool).await)?;
         Ok(row)
     }
 

@@ -15,6 +15,7 @@ pub enum Counted {
     PhoneNumbers,
     /// Keys that are not revoked.
     ActiveApiKeys,
+    WebhookSubscriptions,
 }
 
 impl Counted {
@@ -23,6 +24,9 @@ impl Counted {
             Counted::Contacts => "SELECT COUNT(*) FROM contacts WHERE org_id = $1",
             Counted::Templates => "SELECT COUNT(*) FROM templates WHERE org_id = $1",
             Counted::PhoneNumbers => "SELECT COUNT(*) FROM phone_numbers WHERE org_id = $1",
+            Counted::WebhookSubscriptions => {
+                "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1"
+            }
             Counted::ActiveApiKeys => {
                 "SELECT COUNT(*) FROM api_keys WHERE org_id = $1 AND revoked_at IS NULL"
             }

@@ -19,6 +19,7 @@ fn new_sub(org_id: Uuid, key_id: Uuid, types: &[&str]) -> NewSubscription {
         url: "https://hooks.example.com/tern".into(),
         event_types: types.iter().map(|t| t.to_string()).collect(),
         secret_enc: vec![1, 2, 3, 0, 255],
+        enabled: true,
         description: Some("main".into()),
         created_at: T0,
     }
@@ -353,4 +354,30 @@ store_tests! {
         assert_eq!((claimed, seen.len()), (4 * total as usize, 4 * total as usize));
         assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 1_000 + LEASE));
     },
+}
+
+mod in_transactions {
+    use super::*;
+
+    store_tests! {
+        created_disabled_and_counted_under_the_org_lock => |db| async move {
+            let (org, _, key) = org_with_key(&db).await;
+            let mut tx = db.begin().await.unwrap();
+            assert_eq!(tx.count_locked(org.id, tern_store::Counted::WebhookSubscriptions).await.unwrap(), 0);
+            let s = tx
+                .insert_webhook_subscription(&NewSubscription { enabled: false, ..new_sub(org.id, key.id, &["message.status"]) })
+                .await
+                .unwrap();
+            assert!(!s.enabled);
+            assert_eq!(tx.count_locked(org.id, tern_store::Counted::WebhookSubscriptions).await.unwrap(), 1);
+            drop(tx); // rolled back
+            assert_eq!(db.count_webhook_subscriptions(org.id).await.unwrap(), 0);
+            // a disabled subscription receives nothing
+            db.insert_webhook_subscription(&NewSubscription { enabled: false, ..new_sub(org.id, key.id, &["message.status"]) })
+                .await
+                .unwrap();
+            let event = NewEvent { id: Uuid::now_v7(), org_id: org.id, event_type: "message.status".into(), payload: "{}".into(), created_at: T0 };
+            assert_eq!(db.emit_event(&event).await.unwrap(), 0);
+        },
+    }
 }
