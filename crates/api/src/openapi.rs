@@ -19,8 +19,8 @@ pub fn base() -> OpenApi {
          to `read` or `failed`, read conversations and what customers write (every message type's \
          `content`, edits and deletions included), and manage contacts — known by phone number, \
          business-scoped user id and username — and templates of one organisation. The organisation is derived from the API \
-         key. Errors share one body: see /docs/errors. Not yet available: \
-         campaigns and event webhooks."
+         key. Errors share one body: see /docs/errors. Webhook subscriptions can be \
+         managed; event deliveries are not sent yet. Not yet available: campaigns."
             .into(),
     );
     let components = doc.components.get_or_insert_with(Default::default);

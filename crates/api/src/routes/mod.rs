@@ -10,6 +10,7 @@ pub mod messages;
 pub mod network_webhook;
 pub mod phone_numbers;
 pub mod templates;
+pub mod webhooks;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -44,6 +45,15 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(templates::get_template))
         .routes(routes!(templates::submit_template))
+        .routes(routes!(
+            webhooks::list_subscriptions,
+            webhooks::create_subscription
+        ))
+        .routes(routes!(
+            webhooks::update_subscription,
+            webhooks::delete_subscription
+        ))
+        .routes(routes!(webhooks::rotate_secret))
         .routes(routes!(media::get_media))
         .routes(routes!(media::download_media))
         // Uploads read up to the file ceiling, not the JSON limit (this inner layer wins).

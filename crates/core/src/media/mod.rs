@@ -89,6 +89,12 @@ pub struct MediaService {
 }
 
 impl MediaService {
+    /// The private-address guard (with the operator's allowed networks), shared with the
+    /// event-webhook targets.
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
     pub fn new(config: MediaConfig) -> std::result::Result<MediaService, String> {
         let guard = Arc::new(Guard::new(config.allow_networks));
         Ok(MediaService {

@@ -2,6 +2,8 @@
 //! HTTPS receiver, each delivery checked by the official Standard Webhooks library
 //! (PyPI `standardwebhooks`, installed into .venv by scripts/test.sh).
 
+mod subscriptions;
+
 use crate::media::fixture::FileServer;
 use std::sync::Arc;
 use std::time::Duration;
