@@ -348,7 +348,8 @@ impl Dispatcher {
         }
     }
 
-    /// Sends media messages with files from `media` (without it they fail).
+    /// Sends media messages with files from `media` (without it they fail). Call right after
+    /// [`Dispatcher::new`], before any send task holds the shared state.
     pub fn with_media(mut self, media: Arc<MediaService>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.media = Some(media);

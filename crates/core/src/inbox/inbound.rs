@@ -193,8 +193,10 @@ pub(super) async fn store(
         edited_at,
         revoked_at,
     };
-    // Before the message: a batch applied again after a crash finds the job there (keyed by
-    // the wamid), and a job whose message is missing only links nothing.
+    let inserted = db.insert_message(&row).await?;
+    // After the message (the finished download links to it), and also when it was stored
+    // before: a batch applied again after a crash between the two writes still gets its
+    // job (keyed by the wamid, written once).
     if let Some(file) = media_of(&m.content)
         && let Some(network_media_id) = &file.id
         && row.edited_at.is_none()
@@ -213,7 +215,7 @@ pub(super) async fn store(
         )
         .await?;
     }
-    if db.insert_message(&row).await? {
+    if inserted {
         metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
         report.inbound_stored += 1;
         return Ok(());
