@@ -165,6 +165,52 @@ fn phone_digits(q: &str) -> Option<String> {
 }
 
 impl Tx {
+    /// [`Db::set_contact_consent`] in this transaction (the `contact.consent` event joins
+    /// it); also says whether the decision was recorded (`false`: an older one, ignored).
+    pub async fn set_contact_consent(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        status: Consent,
+        source: Option<&str>,
+        at: i64,
+    ) -> Result<(Contact, bool)> {
+        const UPDATE: &str = concat!(
+            "UPDATE contacts SET consent_status = $3, consent_source = $4, \
+             consent_updated_at = $5, updated_at = ",
+            bump_updated_at!("contacts", "$5"),
+            " WHERE id = $1 AND org_id = $2 \
+               AND (consent_updated_at IS NULL OR consent_updated_at <= $5) \
+             RETURNING ",
+            contact_columns!()
+        );
+        const GET: &str = concat!(
+            "SELECT ",
+            contact_columns!(),
+            " FROM contacts WHERE id = $1 AND org_id = $2"
+        );
+        let updated = with_tx!(self, conn => sqlx::query_as::<_, Contact>(UPDATE)
+            .bind(id)
+            .bind(org_id)
+            .bind(status.as_str())
+            .bind(source)
+            .bind(at)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        let changed = updated.is_some();
+        let mut contact = match updated {
+            Some(c) => c,
+            None => with_tx!(self, conn => sqlx::query_as::<_, Contact>(GET)
+                .bind(id)
+                .bind(org_id)
+                .fetch_optional(&mut **conn)
+                .await)?
+            .ok_or(StoreError::NotFound)?,
+        };
+        contact.tags = with_tx!(self, conn => tags_of!(contact.id).fetch_all(&mut **conn).await)?;
+        Ok((contact, changed))
+    }
+
     /// [`Db::upsert_contact`] inside the caller's transaction.
     pub async fn upsert_contact(
         &mut self,
@@ -397,26 +443,12 @@ impl Db {
         source: Option<&str>,
         at: i64,
     ) -> Result<Contact> {
-        let updated = with_pool!(self, pool => sqlx::query_as::<_, Contact>(concat!(
-                "UPDATE contacts SET consent_status = $3, consent_source = $4, \
-                 consent_updated_at = $5, updated_at = ", bump_updated_at!("contacts", "$5"),
-                " WHERE id = $1 AND org_id = $2 \
-                   AND (consent_updated_at IS NULL OR consent_updated_at <= $5) \
-                 RETURNING ", contact_columns!()))
-            .bind(id)
-            .bind(org_id)
-            .bind(status.as_str())
-            .bind(source)
-            .bind(at)
-            .fetch_optional(pool)
-            .await)?;
-        match updated {
-            Some(contact) => self.load_tags(contact).await,
-            None => self
-                .get_contact(org_id, id)
-                .await?
-                .ok_or(StoreError::NotFound),
-        }
+        let mut tx = self.begin().await?;
+        let r = tx
+            .set_contact_consent(org_id, id, status, source, at)
+            .await?;
+        tx.commit().await?;
+        Ok(r.0)
     }
 
     pub async fn count_contacts(&self, org_id: Uuid) -> Result<i64> {

@@ -48,6 +48,9 @@ pub(crate) enum Pool {
 #[derive(Clone, Debug)]
 pub struct Db {
     pub(crate) pool: Pool,
+    /// Notified after a transaction that queued webhook deliveries commits, so this
+    /// process's delivery workers start at once (other processes' are found by polling).
+    pub(crate) deliveries_queued: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// Runs `$body` with `$pool` bound to the concrete pool (`&SqlitePool` or `&PgPool`).
@@ -90,6 +93,9 @@ impl BeginWrite for PgPool {
 /// together or not at all. Dropped without [`Tx::commit`], it rolls back.
 pub struct Tx {
     pub(crate) inner: TxInner,
+    /// Notified at commit when this transaction queued webhook deliveries.
+    pub(crate) wakeup: Option<std::sync::Arc<tokio::sync::Notify>>,
+    pub(crate) queued_deliveries: bool,
 }
 
 pub(crate) enum TxInner {
@@ -114,6 +120,11 @@ impl Tx {
         match self.inner {
             TxInner::Sqlite(tx) => tx.commit().await?,
             TxInner::Postgres(tx) => tx.commit().await?,
+        }
+        if self.queued_deliveries
+            && let Some(w) = &self.wakeup
+        {
+            w.notify_one();
         }
         Ok(())
     }
@@ -206,6 +217,7 @@ impl Db {
         let pool = pool.connect_with(options).await?;
         Ok(Db {
             pool: Pool::Sqlite(pool),
+            deliveries_queued: Default::default(),
         })
     }
 
@@ -233,6 +245,7 @@ impl Db {
             .await?;
         Ok(Db {
             pool: Pool::Postgres(pool),
+            deliveries_queued: Default::default(),
         })
     }
 
@@ -253,7 +266,15 @@ impl Db {
                 Pool::Sqlite(pool) => TxInner::Sqlite(pool.begin_write().await?),
                 Pool::Postgres(pool) => TxInner::Postgres(pool.begin_write().await?),
             },
+            wakeup: Some(std::sync::Arc::clone(&self.deliveries_queued)),
+            queued_deliveries: false,
         })
+    }
+
+    /// Notified whenever a transaction of this handle (or its clones) that queued webhook
+    /// deliveries commits: the delivery workers' wake-up.
+    pub fn deliveries_queued(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        std::sync::Arc::clone(&self.deliveries_queued)
     }
 
     /// Which engine this handle talks to.

@@ -403,51 +403,39 @@ impl Db {
         failure: &Failure,
         limit: i64,
     ) -> Result<DispatchSweep> {
+        let (abandoned, released) = self.release_dispatch(now).await?;
+        let mut tx = self.begin().await?;
+        let expired = tx
+            .expire_dispatch(now, failure_code, failure, limit)
+            .await?;
+        tx.commit().await?;
+        Ok(DispatchSweep {
+            abandoned,
+            released,
+            expired,
+        })
+    }
+
+    /// The first two steps of [`Db::sweep_dispatch`]: claims past their lease become
+    /// `unknown`, and messages whose status moved on leave the queue. Returns how many of
+    /// each.
+    pub async fn release_dispatch(&self, now: i64) -> Result<(u64, u64)> {
         const ABANDON: &str = "UPDATE messages SET dispatch_state = 'unknown' \
              WHERE dispatch_state = 'in_flight' AND locked_until < $1";
         const RELEASE: &str = "UPDATE messages SET dispatch_state = NULL, next_attempt_at = NULL, \
              locked_until = NULL \
              WHERE dispatch_state IN ('in_flight', 'unknown') \
                AND status NOT IN ('accepted', 'sending')";
-        const EXPIRE: &str = concat!(
-            "UPDATE messages SET status = 'failed', failed_at = $2, failure_code = $3, \
-             failure = $4, dispatch_state = NULL, next_attempt_at = NULL, locked_until = NULL, \
-             updated_at = ",
-            bump_updated_at!("messages", "$2"),
-            " WHERE id IN (SELECT id FROM messages \
-                          WHERE dispatch_state IN ('in_flight', 'unknown') \
-                            AND next_attempt_at <= $2 AND status = 'sending' \
-                          ORDER BY next_attempt_at, id LIMIT $1) \
-               AND dispatch_state IN ('in_flight', 'unknown') AND next_attempt_at <= $2 \
-               AND status = 'sending' \
-             RETURNING id, org_id"
-        );
-        let (abandoned, released, expired) = with_pool!(self, pool => {
+        let r = with_pool!(self, pool => {
             let abandoned = sqlx::query(ABANDON)
                 .bind(now)
                 .execute(pool)
                 .await?
                 .rows_affected();
             let released = sqlx::query(RELEASE).execute(pool).await?.rows_affected();
-            let expired = sqlx::query_as::<_, (Uuid, Uuid)>(EXPIRE)
-                .bind(limit)
-                .bind(now)
-                .bind(failure_code)
-                .bind(Json(failure))
-                .fetch_all(pool)
-                .await?;
-            (abandoned, released, expired)
+            (abandoned, released)
         });
-        let mut expired: Vec<ExpiredDispatch> = expired
-            .into_iter()
-            .map(|(id, org_id)| ExpiredDispatch { id, org_id })
-            .collect();
-        expired.sort();
-        Ok(DispatchSweep {
-            abandoned,
-            released,
-            expired,
-        })
+        Ok(r)
     }
 
     /// [`Tx::refund_message_debit`] in a transaction of its own.
@@ -582,5 +570,45 @@ impl Tx {
                 .await?;
             Ok(refund)
         })
+    }
+}
+
+impl Tx {
+    /// The last step of [`Db::sweep_dispatch`], in this transaction (the events reporting
+    /// the failures join it): messages still `sending` whose outcome stayed unknown past
+    /// their deadline fail with `failure`, at most `limit`. Returns them, by id.
+    pub async fn expire_dispatch(
+        &mut self,
+        now: i64,
+        failure_code: &str,
+        failure: &Failure,
+        limit: i64,
+    ) -> Result<Vec<ExpiredDispatch>> {
+        const EXPIRE: &str = concat!(
+            "UPDATE messages SET status = 'failed', failed_at = $2, failure_code = $3, \
+             failure = $4, dispatch_state = NULL, next_attempt_at = NULL, locked_until = NULL, \
+             updated_at = ",
+            bump_updated_at!("messages", "$2"),
+            " WHERE id IN (SELECT id FROM messages \
+                          WHERE dispatch_state IN ('in_flight', 'unknown') \
+                            AND next_attempt_at <= $2 AND status = 'sending' \
+                          ORDER BY next_attempt_at, id LIMIT $1) \
+               AND dispatch_state IN ('in_flight', 'unknown') AND next_attempt_at <= $2 \
+               AND status = 'sending' \
+             RETURNING id, org_id"
+        );
+        let expired = with_tx!(self, conn => sqlx::query_as::<_, (Uuid, Uuid)>(EXPIRE)
+            .bind(limit)
+            .bind(now)
+            .bind(failure_code)
+            .bind(Json(failure))
+            .fetch_all(&mut **conn)
+            .await)?;
+        let mut expired: Vec<ExpiredDispatch> = expired
+            .into_iter()
+            .map(|(id, org_id)| ExpiredDispatch { id, org_id })
+            .collect();
+        expired.sort();
+        Ok(expired)
     }
 }

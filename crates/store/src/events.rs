@@ -186,6 +186,16 @@ pub struct AttemptRecord {
     pub created_at: i64,
 }
 
+/// One attempt to record ([`Db::record_webhook_attempts`]): the claimed delivery, the
+/// claimer that made it, what happened and what becomes of the delivery.
+#[derive(Debug, Clone, Copy)]
+pub struct Recording<'a> {
+    pub delivery_id: Uuid,
+    pub owner: &'a str,
+    pub attempt: &'a AttemptRecord,
+    pub outcome: DeliveryOutcome,
+}
+
 /// What becomes of the delivery after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryOutcome {
@@ -239,19 +249,23 @@ const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
      (id, event_id, subscription_id, status, attempts, next_attempt_at, created_at, updated_at) \
      VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4)";
 
-/// Leases due deliveries, at most `$5` per subscription and `$1` in all, earliest first:
-/// `$2` now, `$3` owner, `$4` lease end. The window function picks candidates; the middle
-/// select re-checks and (PostgreSQL) locks them, skipping rows another claimer holds.
+/// Leases due deliveries, earliest first, `$1` at most in all, and at most `$5` in flight
+/// per subscription (deliveries already leased count): `$2` now, `$3` owner, `$4` lease
+/// end. The window function ranks each subscription's due deliveries; the middle select
+/// re-checks and (PostgreSQL) locks them, skipping rows another claimer holds.
 macro_rules! claim_sql {
     ($($lock:literal)?) => {
         concat!(
             "UPDATE webhook_deliveries SET lease_owner = $3, locked_until = $4, \
              next_attempt_at = $4 \
              WHERE id IN (SELECT id FROM webhook_deliveries WHERE id IN ( \
-                 SELECT id FROM (SELECT id, next_attempt_at, ROW_NUMBER() OVER ( \
+                 SELECT r.id FROM (SELECT id, subscription_id, next_attempt_at, ROW_NUMBER() OVER ( \
                      PARTITION BY subscription_id ORDER BY next_attempt_at, id) AS rn \
                    FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $2) r \
-                 WHERE rn <= $5 ORDER BY next_attempt_at, id LIMIT $1) \
+                 LEFT JOIN (SELECT subscription_id, COUNT(*) AS n FROM webhook_deliveries \
+                   WHERE status = 'pending' AND locked_until > $2 GROUP BY subscription_id) b \
+                   ON b.subscription_id = r.subscription_id \
+                 WHERE r.rn + COALESCE(b.n, 0) <= $5 ORDER BY r.next_attempt_at, r.id LIMIT $1) \
                AND status = 'pending' AND next_attempt_at <= $2", $(" ", $lock,)? ") \
              AND status = 'pending' AND next_attempt_at <= $2 \
              RETURNING id, subscription_id, event_id, attempts, lease_owner, locked_until"
@@ -276,15 +290,30 @@ macro_rules! job_sql {
 }
 
 impl Tx {
-    /// Stores `event` and one pending delivery, due at its `created_at`, for every enabled
-    /// subscription of its organisation that lists its type, in this transaction: the event
-    /// and its deliveries commit (or roll back) with the change they report. Returns how many
-    /// deliveries were queued.
-    pub async fn emit_event(&mut self, event: &NewEvent) -> Result<usize> {
+    /// The enabled subscriptions of the organisation that list `event_type`, by id: who an
+    /// event of that type goes to. Empty means the event need not be built at all.
+    pub async fn webhook_subscribers(
+        &mut self,
+        org_id: Uuid,
+        event_type: &str,
+    ) -> Result<Vec<Uuid>> {
         let sql = match self.backend() {
             Backend::Sqlite => MATCHING_SQLITE,
             Backend::Postgres => MATCHING_POSTGRES,
         };
+        let subs = with_tx!(self, conn => sqlx::query_scalar::<_, Uuid>(sql)
+            .bind(org_id)
+            .bind(event_type)
+            .fetch_all(&mut **conn)
+            .await)?;
+        Ok(subs)
+    }
+
+    /// Stores `event` with one pending delivery, due at its `created_at`, for each of
+    /// `subscribers` (from [`Tx::webhook_subscribers`] in this transaction): the event and
+    /// its deliveries commit (or roll back) with the change they report, and this process's
+    /// delivery workers are woken at commit.
+    pub async fn insert_event(&mut self, event: &NewEvent, subscribers: &[Uuid]) -> Result<()> {
         with_tx!(self, conn => {
             sqlx::query(INSERT_EVENT)
                 .bind(event.id)
@@ -294,12 +323,7 @@ impl Tx {
                 .bind(event.created_at)
                 .execute(&mut **conn)
                 .await?;
-            let subs = sqlx::query_scalar::<_, Uuid>(sql)
-                .bind(event.org_id)
-                .bind(&event.event_type)
-                .fetch_all(&mut **conn)
-                .await?;
-            for sub in &subs {
+            for sub in subscribers {
                 sqlx::query(INSERT_DELIVERY)
                     .bind(Uuid::now_v7())
                     .bind(event.id)
@@ -308,8 +332,21 @@ impl Tx {
                     .execute(&mut **conn)
                     .await?;
             }
-            Ok(subs.len())
-        })
+            Ok::<_, StoreError>(())
+        })?;
+        self.queued_deliveries |= !subscribers.is_empty();
+        Ok(())
+    }
+
+    /// Stores `event` and one pending delivery for every enabled subscription of its
+    /// organisation that lists its type ([`Tx::webhook_subscribers`] + [`Tx::insert_event`]).
+    /// Returns how many deliveries were queued.
+    pub async fn emit_event(&mut self, event: &NewEvent) -> Result<usize> {
+        let subs = self
+            .webhook_subscribers(event.org_id, &event.event_type)
+            .await?;
+        self.insert_event(event, &subs).await?;
+        Ok(subs.len())
     }
 }
 
@@ -532,11 +569,36 @@ impl Db {
         event: &NewEvent,
         subscription_id: Uuid,
     ) -> Result<Uuid> {
+        self.insert_event_for_one(event, subscription_id, None)
+            .await
+    }
+
+    /// [`Db::insert_event_for_subscription`], the delivery already leased to `owner` until
+    /// `until` (a test send made at once by the caller, which records its attempt with
+    /// [`Db::record_webhook_attempts`]; should the caller die, a worker takes it then).
+    pub async fn insert_leased_event_for_subscription(
+        &self,
+        event: &NewEvent,
+        subscription_id: Uuid,
+        owner: &str,
+        until: i64,
+    ) -> Result<Uuid> {
+        self.insert_event_for_one(event, subscription_id, Some((owner, until)))
+            .await
+    }
+
+    async fn insert_event_for_one(
+        &self,
+        event: &NewEvent,
+        subscription_id: Uuid,
+        lease: Option<(&str, i64)>,
+    ) -> Result<Uuid> {
         const DELIVERY: &str = "INSERT INTO webhook_deliveries (id, event_id, subscription_id, \
-             status, attempts, next_attempt_at, created_at, updated_at) \
-             SELECT $1, $2, id, 'pending', 0, $4, $4, $4 FROM webhook_subscriptions \
-             WHERE id = $3 AND org_id = $5";
+             status, attempts, next_attempt_at, lease_owner, locked_until, created_at, updated_at) \
+             SELECT $1, $2, id, 'pending', 0, COALESCE($7, $4), $6, $7, $4, $4 \
+             FROM webhook_subscriptions WHERE id = $3 AND org_id = $5";
         let delivery_id = Uuid::now_v7();
+        let (owner, until) = lease.unzip();
         let n = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             sqlx::query(INSERT_EVENT)
@@ -553,6 +615,8 @@ impl Db {
                 .bind(subscription_id)
                 .bind(event.created_at)
                 .bind(event.org_id)
+                .bind(owner)
+                .bind(until)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -562,6 +626,9 @@ impl Db {
             n
         });
         if n == 1 {
+            if lease.is_none() {
+                self.deliveries_queued.notify_one();
+            }
             Ok(delivery_id)
         } else {
             Err(StoreError::NotFound)
@@ -647,10 +714,8 @@ impl Db {
         Ok(jobs)
     }
 
-    /// Records an attempt at a claimed delivery and its `outcome`, in one transaction: the
-    /// attempt row (numbered `attempts + 1`) and the delivery (attempts + 1, status, due time,
-    /// lease released). `false` (nothing written) when `owner` no longer holds the delivery
-    /// (its lease ended and another worker claimed it) or it is closed.
+    /// Records an attempt at a claimed delivery and its `outcome` (see
+    /// [`Db::record_webhook_attempts`]).
     pub async fn record_webhook_attempt(
         &self,
         delivery_id: Uuid,
@@ -658,6 +723,23 @@ impl Db {
         attempt: &AttemptRecord,
         outcome: DeliveryOutcome,
     ) -> Result<bool> {
+        let r = self
+            .record_webhook_attempts(&[Recording {
+                delivery_id,
+                owner,
+                attempt,
+                outcome,
+            }])
+            .await?;
+        Ok(r.first().copied().unwrap_or(false))
+    }
+
+    /// Records attempts at claimed deliveries, all in one transaction: for each, the attempt
+    /// row (numbered `attempts + 1`) and the delivery (attempts + 1, status, due time, lease
+    /// released). Per recording, `false` (nothing written for it) when its owner no longer
+    /// holds the delivery (its lease ended and another worker claimed it) or the delivery is
+    /// closed or gone (its subscription was deleted).
+    pub async fn record_webhook_attempts(&self, recordings: &[Recording<'_>]) -> Result<Vec<bool>> {
         const DELIVERY: &str = concat!(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $3, \
              next_attempt_at = $4, locked_until = NULL, lease_owner = NULL, \
@@ -669,46 +751,54 @@ impl Db {
         const ATTEMPT: &str = "INSERT INTO webhook_attempts (id, delivery_id, subscription_id, \
              event_id, event_type, attempt, status, response_status, latency_ms, error, created_at) \
              SELECT $1, $2, $3, id, type, $5, $6, $7, $8, $9, $10 FROM events WHERE id = $4";
-        let (status, next, attempt_status) = match outcome {
-            DeliveryOutcome::Succeeded => {
-                (DeliveryStatus::Succeeded, None, AttemptStatus::Succeeded)
-            }
-            DeliveryOutcome::Retry { next_attempt_at } => (
-                DeliveryStatus::Pending,
-                Some(next_attempt_at),
-                AttemptStatus::Failed,
-            ),
-            DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
-        };
+        if recordings.is_empty() {
+            return Ok(Vec::new());
+        }
         let done = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
-                .bind(delivery_id)
-                .bind(owner)
-                .bind(status.as_str())
-                .bind(next)
-                .bind(attempt.response_status)
-                .bind(&attempt.error)
-                .bind(attempt.created_at)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some((subscription_id, event_id, number)) = row {
-                sqlx::query(ATTEMPT)
-                    .bind(attempt.id)
-                    .bind(delivery_id)
-                    .bind(subscription_id)
-                    .bind(event_id)
-                    .bind(number)
-                    .bind(attempt_status.as_str())
+            let mut done = Vec::with_capacity(recordings.len());
+            for r in recordings {
+                let (status, next, attempt_status) = match r.outcome {
+                    DeliveryOutcome::Succeeded => {
+                        (DeliveryStatus::Succeeded, None, AttemptStatus::Succeeded)
+                    }
+                    DeliveryOutcome::Retry { next_attempt_at } => (
+                        DeliveryStatus::Pending,
+                        Some(next_attempt_at),
+                        AttemptStatus::Failed,
+                    ),
+                    DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
+                };
+                let attempt = r.attempt;
+                let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
+                    .bind(r.delivery_id)
+                    .bind(r.owner)
+                    .bind(status.as_str())
+                    .bind(next)
                     .bind(attempt.response_status)
-                    .bind(attempt.latency_ms)
                     .bind(&attempt.error)
                     .bind(attempt.created_at)
-                    .execute(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
-                tx.commit().await?;
+                if let Some((subscription_id, event_id, number)) = row {
+                    sqlx::query(ATTEMPT)
+                        .bind(attempt.id)
+                        .bind(r.delivery_id)
+                        .bind(subscription_id)
+                        .bind(event_id)
+                        .bind(number)
+                        .bind(attempt_status.as_str())
+                        .bind(attempt.response_status)
+                        .bind(attempt.latency_ms)
+                        .bind(&attempt.error)
+                        .bind(attempt.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                done.push(row.is_some());
             }
-            row.is_some()
+            tx.commit().await?;
+            done
         });
         Ok(done)
     }

@@ -45,13 +45,13 @@ pub use dispatch::{
 pub use error::{Result, StoreError};
 pub use events::{
     AttemptRecord, AttemptStatus, Delivery, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
-    NewSubscription, Subscription, SubscriptionPatch, WebhookAttempt,
+    NewSubscription, Recording, Subscription, SubscriptionPatch, WebhookAttempt,
 };
 pub use identity::{Identity, Observed};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use media::{InboundMediaJob, InboundMediaState, Media, MediaSource, NewInboundMedia};
-pub use messages::{Message, ReplyTo, StatusChange};
+pub use messages::{Inserted, Message, ReplyTo, StatusChange, Touched};
 pub use network_inbox::InboxItem;
 pub use orgs::{Member, Org};
 pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};

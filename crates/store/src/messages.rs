@@ -162,6 +162,35 @@ pub struct StatusChange {
     pub failure: Option<Failure>,
 }
 
+/// A message an edit or deletion was applied to ([`Tx::edit_inbound_message`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Touched {
+    /// The message as it is now.
+    pub message: Message,
+    /// Whether this call changed it (`false`: an older edit, or an already deleted message).
+    pub changed: bool,
+}
+
+impl Touched {
+    fn unchanged(message: Message) -> Touched {
+        Touched {
+            message,
+            changed: false,
+        }
+    }
+}
+
+/// What [`Tx::insert_message`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    New,
+    /// The original of a message whose edit or deletion arrived first: it filled in its
+    /// time, type, reply target and referral.
+    FilledIn,
+    /// A message with the same wamid exists: nothing written.
+    Duplicate,
+}
+
 impl Db {
     /// Inserts a message. Returns `false` (and writes nothing) when a message with the
     /// same `wamid` exists: the network delivered the same inbound message twice. One
@@ -170,51 +199,10 @@ impl Db {
     /// `created_at`) takes the original's time, type, reply target and referral, keeping
     /// the newer text and content (`true`).
     pub async fn insert_message(&self, m: &Message) -> Result<bool> {
-        const SQL: &str = concat!(
-            "INSERT INTO messages (",
-            message_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) \
-             ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO UPDATE SET \
-               created_at = excluded.created_at, type = excluded.type, request = excluded.request, \
-               reply_to = excluded.reply_to, referral = excluded.referral \
-             WHERE messages.direction = 'inbound' AND excluded.direction = 'inbound' \
-               AND messages.org_id = excluded.org_id \
-               AND (messages.edited_at IS NOT NULL OR messages.revoked_at IS NOT NULL) \
-               AND excluded.created_at < messages.created_at"
-        );
-        let n = with_pool!(self, pool => sqlx::query(SQL)
-            .bind(m.id)
-            .bind(m.org_id)
-            .bind(m.conversation_id)
-            .bind(m.contact_id)
-            .bind(&m.phone_number_id)
-            .bind(m.direction.as_str())
-            .bind(&m.r#type)
-            .bind(m.status.as_str())
-            .bind(&m.template_name)
-            .bind(&m.template_language)
-            .bind(&m.text)
-            .bind(m.media_id)
-            .bind(&m.wamid)
-            .bind(Json(&m.request))
-            .bind(m.campaign_id)
-            .bind(m.created_at)
-            .bind(m.sent_at)
-            .bind(m.delivered_at)
-            .bind(m.read_at)
-            .bind(m.failed_at)
-            .bind(&m.failure_code)
-            .bind(m.failure.as_ref().map(Json))
-            .bind(m.updated_at)
-            .bind(m.content.as_ref().map(Json))
-            .bind(m.reply_to.as_ref().map(Json))
-            .bind(m.referral.as_ref().map(Json))
-            .bind(m.edited_at)
-            .bind(m.revoked_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+        let mut tx = self.begin().await?;
+        let r = tx.insert_message(m).await?;
+        tx.commit().await?;
+        Ok(r != Inserted::Duplicate)
     }
 
     /// One message of the organisation.
@@ -267,10 +255,8 @@ impl Db {
         Ok(id)
     }
 
-    /// The customer edited their message `wamid` at `at` (the network's time): its `text`
-    /// and `content` become the new ones and `edited_at` is set. An edit older than the
-    /// last one applied, or of a deleted message, changes nothing. Returns the message as
-    /// it is now (`None`: Tern does not hold it).
+    /// The customer edited their message `wamid` at `at` (see [`Tx::edit_inbound_message`]).
+    /// Returns the message as it is now (`None`: Tern does not hold it).
     pub async fn edit_inbound_message(
         &self,
         org_id: Uuid,
@@ -280,40 +266,16 @@ impl Db {
         at: i64,
         now: i64,
     ) -> Result<Option<Message>> {
-        const SQL: &str = concat!(
-            "UPDATE messages SET text = $3, content = $4, edited_at = $5, \
-             updated_at = CASE WHEN $6 > updated_at THEN $6 ELSE updated_at + 1 END \
-             WHERE wamid = $1 AND org_id = $2 AND direction = 'inbound' AND revoked_at IS NULL \
-               AND (edited_at IS NULL OR edited_at < $5) RETURNING ",
-            message_columns!()
-        );
-        // Twice at most: the original may be stored between the update and the read.
-        for _ in 0..2 {
-            let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
-                .bind(wamid)
-                .bind(org_id)
-                .bind(text)
-                .bind(Json(content))
-                .bind(at)
-                .bind(now)
-                .fetch_optional(pool)
-                .await)?;
-            if let Some(r) = row {
-                return Ok(Some(r.into()));
-            }
-            match self.message_by_wamid(org_id, wamid).await? {
-                Some(m)
-                    if m.direction == Direction::Inbound
-                        && m.revoked_at.is_none()
-                        && m.edited_at.is_none_or(|e| e < at) => {}
-                current => return Ok(current),
-            }
-        }
-        self.message_by_wamid(org_id, wamid).await
+        let mut tx = self.begin().await?;
+        let r = tx
+            .edit_inbound_message(org_id, wamid, text, content, at, now)
+            .await?;
+        tx.commit().await?;
+        Ok(r.map(|t| t.message))
     }
 
-    /// The customer deleted their message `wamid` at `at`: `text` and `content` are
-    /// cleared and `revoked_at` is set (once). Returns the message as it is now.
+    /// The customer deleted their message `wamid` at `at` (see
+    /// [`Tx::revoke_inbound_message`]). Returns the message as it is now.
     pub async fn revoke_inbound_message(
         &self,
         org_id: Uuid,
@@ -321,41 +283,10 @@ impl Db {
         at: i64,
         now: i64,
     ) -> Result<Option<Message>> {
-        const SQL: &str = concat!(
-            "UPDATE messages SET text = NULL, content = NULL, revoked_at = $3, \
-             updated_at = CASE WHEN $4 > updated_at THEN $4 ELSE updated_at + 1 END \
-             WHERE wamid = $1 AND org_id = $2 AND direction = 'inbound' AND revoked_at IS NULL \
-             RETURNING ",
-            message_columns!()
-        );
-        // Twice at most: the original may be stored between the update and the read.
-        for _ in 0..2 {
-            let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL)
-                .bind(wamid)
-                .bind(org_id)
-                .bind(at)
-                .bind(now)
-                .fetch_optional(pool)
-                .await)?;
-            if let Some(r) = row {
-                return Ok(Some(r.into()));
-            }
-            match self.message_by_wamid(org_id, wamid).await? {
-                Some(m) if m.direction == Direction::Inbound && m.revoked_at.is_none() => {}
-                current => return Ok(current),
-            }
-        }
-        self.message_by_wamid(org_id, wamid).await
-    }
-
-    async fn message_by_wamid(&self, org_id: Uuid, wamid: &str) -> Result<Option<Message>> {
-        const SQL: &str = concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages WHERE wamid = $1 AND org_id = $2"
-        );
-        let row: Option<Row> = with_pool!(self, pool => sqlx::query_as(SQL).bind(wamid).bind(org_id).fetch_optional(pool).await)?;
-        Ok(row.map(Message::from))
+        let mut tx = self.begin().await?;
+        let r = tx.revoke_inbound_message(org_id, wamid, at, now).await?;
+        tx.commit().await?;
+        Ok(r.map(|t| t.message))
     }
 
     /// [`Tx::update_message_status`] in a transaction of its own.
@@ -405,6 +336,175 @@ impl Db {
 }
 
 impl Tx {
+    /// [`Db::get_message`] in this transaction (a change's event carries the row as written).
+    pub async fn get_message(&mut self, org_id: Uuid, id: Uuid) -> Result<Option<Message>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE org_id = $1 AND id = $2"
+        );
+        let row: Option<Row> = with_tx!(self, conn => sqlx::query_as(SQL).bind(org_id).bind(id).fetch_optional(&mut **conn).await)?;
+        Ok(row.map(Message::from))
+    }
+
+    /// The customer edited their message `wamid` at `at` (the network's time): its `text`
+    /// and `content` become the new ones and `edited_at` is set. An edit older than the
+    /// last one applied, or of a deleted message, changes nothing. Returns the message as
+    /// it is now (`None`: Tern does not hold it).
+    pub async fn edit_inbound_message(
+        &mut self,
+        org_id: Uuid,
+        wamid: &str,
+        text: Option<&str>,
+        content: &Value,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Touched>> {
+        const SQL: &str = concat!(
+            "UPDATE messages SET text = $3, content = $4, edited_at = $5, \
+             updated_at = CASE WHEN $6 > updated_at THEN $6 ELSE updated_at + 1 END \
+             WHERE wamid = $1 AND org_id = $2 AND direction = 'inbound' AND revoked_at IS NULL \
+               AND (edited_at IS NULL OR edited_at < $5) RETURNING ",
+            message_columns!()
+        );
+        // Twice at most: the original may be stored between the update and the read.
+        for _ in 0..2 {
+            let row: Option<Row> = with_tx!(self, conn => sqlx::query_as(SQL)
+                .bind(wamid)
+                .bind(org_id)
+                .bind(text)
+                .bind(Json(content))
+                .bind(at)
+                .bind(now)
+                .fetch_optional(&mut **conn)
+                .await)?;
+            if let Some(r) = row {
+                return Ok(Some(Touched {
+                    message: r.into(),
+                    changed: true,
+                }));
+            }
+            match self.message_by_wamid(org_id, wamid).await? {
+                Some(m)
+                    if m.direction == Direction::Inbound
+                        && m.revoked_at.is_none()
+                        && m.edited_at.is_none_or(|e| e < at) => {}
+                current => return Ok(current.map(Touched::unchanged)),
+            }
+        }
+        Ok(self
+            .message_by_wamid(org_id, wamid)
+            .await?
+            .map(Touched::unchanged))
+    }
+
+    /// The customer deleted their message `wamid` at `at`: `text` and `content` are
+    /// cleared and `revoked_at` is set (once). Returns the message as it is now and whether
+    /// this changed it.
+    pub async fn revoke_inbound_message(
+        &mut self,
+        org_id: Uuid,
+        wamid: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Touched>> {
+        const SQL: &str = concat!(
+            "UPDATE messages SET text = NULL, content = NULL, revoked_at = $3, \
+             updated_at = CASE WHEN $4 > updated_at THEN $4 ELSE updated_at + 1 END \
+             WHERE wamid = $1 AND org_id = $2 AND direction = 'inbound' AND revoked_at IS NULL \
+             RETURNING ",
+            message_columns!()
+        );
+        // Twice at most: the original may be stored between the update and the read.
+        for _ in 0..2 {
+            let row: Option<Row> = with_tx!(self, conn => sqlx::query_as(SQL)
+                .bind(wamid)
+                .bind(org_id)
+                .bind(at)
+                .bind(now)
+                .fetch_optional(&mut **conn)
+                .await)?;
+            if let Some(r) = row {
+                return Ok(Some(Touched {
+                    message: r.into(),
+                    changed: true,
+                }));
+            }
+            match self.message_by_wamid(org_id, wamid).await? {
+                Some(m) if m.direction == Direction::Inbound && m.revoked_at.is_none() => {}
+                current => return Ok(current.map(Touched::unchanged)),
+            }
+        }
+        Ok(self
+            .message_by_wamid(org_id, wamid)
+            .await?
+            .map(Touched::unchanged))
+    }
+
+    async fn message_by_wamid(&mut self, org_id: Uuid, wamid: &str) -> Result<Option<Message>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE wamid = $1 AND org_id = $2"
+        );
+        let row: Option<Row> = with_tx!(self, conn => sqlx::query_as(SQL).bind(wamid).bind(org_id).fetch_optional(&mut **conn).await)?;
+        Ok(row.map(Message::from))
+    }
+
+    /// [`Db::insert_message`] in this transaction, telling a new message from an original
+    /// that filled in the row its edit or deletion created, and from a duplicate.
+    pub async fn insert_message(&mut self, m: &Message) -> Result<Inserted> {
+        const SQL: &str = concat!(
+            "INSERT INTO messages (",
+            message_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) \
+             ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO UPDATE SET \
+               created_at = excluded.created_at, type = excluded.type, request = excluded.request, \
+               reply_to = excluded.reply_to, referral = excluded.referral \
+             WHERE messages.direction = 'inbound' AND excluded.direction = 'inbound' \
+               AND messages.org_id = excluded.org_id \
+               AND (messages.edited_at IS NOT NULL OR messages.revoked_at IS NOT NULL) \
+               AND excluded.created_at < messages.created_at \
+             RETURNING id"
+        );
+        let id = with_tx!(self, conn => sqlx::query_scalar::<_, Uuid>(SQL)
+            .bind(m.id)
+            .bind(m.org_id)
+            .bind(m.conversation_id)
+            .bind(m.contact_id)
+            .bind(&m.phone_number_id)
+            .bind(m.direction.as_str())
+            .bind(&m.r#type)
+            .bind(m.status.as_str())
+            .bind(&m.template_name)
+            .bind(&m.template_language)
+            .bind(&m.text)
+            .bind(m.media_id)
+            .bind(&m.wamid)
+            .bind(Json(&m.request))
+            .bind(m.campaign_id)
+            .bind(m.created_at)
+            .bind(m.sent_at)
+            .bind(m.delivered_at)
+            .bind(m.read_at)
+            .bind(m.failed_at)
+            .bind(&m.failure_code)
+            .bind(m.failure.as_ref().map(Json))
+            .bind(m.updated_at)
+            .bind(m.content.as_ref().map(Json))
+            .bind(m.reply_to.as_ref().map(Json))
+            .bind(m.referral.as_ref().map(Json))
+            .bind(m.edited_at)
+            .bind(m.revoked_at)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        Ok(match id {
+            None => Inserted::Duplicate,
+            Some(id) if id == m.id => Inserted::New,
+            Some(_) => Inserted::FilledIn,
+        })
+    }
+
     /// Writes a status change if the message is still in `expected_status` (and still has
     /// the `expected_updated_at` it was read with). Returns `false` when someone else moved
     /// it first; the caller re-reads and decides again. A wamid is set only if none is

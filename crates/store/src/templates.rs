@@ -182,26 +182,12 @@ impl Db {
         reason: Option<&str>,
         at: i64,
     ) -> Result<Vec<Template>> {
-        let templates = with_pool!(self, pool => sqlx::query_as::<_, Template>(concat!(
-                "UPDATE templates SET status = $5, rejection_reason = $6, \
-                 network_id = COALESCE(network_id, $2), updated_at = $7 \
-                 WHERE waba_id = $1 \
-                   AND (network_id = $2 \
-                        OR ((network_id IS NULL OR $2 IS NULL) AND name = $3 \
-                            AND ($4 IS NULL OR language = $4))) \
-                   AND (status <> $5 OR COALESCE(rejection_reason, '') <> COALESCE($6, '') \
-                        OR network_id IS NULL AND $2 IS NOT NULL) \
-                 RETURNING ", template_columns!()))
-            .bind(waba_id)
-            .bind(network_id)
-            .bind(name)
-            .bind(language)
-            .bind(status.as_str())
-            .bind(reason)
-            .bind(at)
-            .fetch_all(pool)
-            .await)?;
-        Ok(templates)
+        let mut tx = self.begin().await?;
+        let r = tx
+            .apply_template_status(waba_id, network_id, name, language, status, reason, at)
+            .await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// The network changed a template's category (`template_category_update`): the WABA's
@@ -338,5 +324,44 @@ impl Db {
             .fetch_optional(pool)
             .await)?;
         Ok(template)
+    }
+}
+
+impl Tx {
+    /// [`Db::apply_template_status`] in this transaction (the `template.status` events join it).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "mirrors the network's webhook fields"
+    )]
+    pub async fn apply_template_status(
+        &mut self,
+        waba_id: &str,
+        network_id: Option<&str>,
+        name: &str,
+        language: Option<&str>,
+        status: TemplateStatus,
+        reason: Option<&str>,
+        at: i64,
+    ) -> Result<Vec<Template>> {
+        let templates = with_tx!(self, conn => sqlx::query_as::<_, Template>(concat!(
+                "UPDATE templates SET status = $5, rejection_reason = $6, \
+                 network_id = COALESCE(network_id, $2), updated_at = $7 \
+                 WHERE waba_id = $1 \
+                   AND (network_id = $2 \
+                        OR ((network_id IS NULL OR $2 IS NULL) AND name = $3 \
+                            AND ($4 IS NULL OR language = $4))) \
+                   AND (status <> $5 OR COALESCE(rejection_reason, '') <> COALESCE($6, '') \
+                        OR network_id IS NULL AND $2 IS NOT NULL) \
+                 RETURNING ", template_columns!()))
+            .bind(waba_id)
+            .bind(network_id)
+            .bind(name)
+            .bind(language)
+            .bind(status.as_str())
+            .bind(reason)
+            .bind(at)
+            .fetch_all(&mut **conn)
+            .await)?;
+        Ok(templates)
     }
 }

@@ -216,7 +216,9 @@ store_tests! {
 
         let jobs = db.claim_webhook_deliveries("a", T0 + 100, LEASE, 3, 2).await.unwrap();
         assert_eq!(subs_of(&jobs), [busy.id, busy.id, quiet.id]);
-        let next = db.claim_webhook_deliveries("b", T0 + 100, LEASE, 10, 2).await.unwrap();
+        // The busy subscription has 2 in flight (leased): no more of it for anyone.
+        assert!(db.claim_webhook_deliveries("b", T0 + 100, LEASE, 10, 2).await.unwrap().is_empty());
+        let next = db.claim_webhook_deliveries("b", T0 + 100, LEASE, 10, 4).await.unwrap();
         assert_eq!(subs_of(&next), [busy.id, busy.id]);
         assert!(jobs.iter().all(|j| !next.iter().any(|n| n.delivery_id == j.delivery_id)));
         assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 4));
@@ -329,7 +331,7 @@ store_tests! {
                     barrier.wait().await;
                     let mut mine = Vec::new();
                     for _ in 0..200 {
-                        let batch = db.claim_webhook_deliveries(&owner, T0 + 1_000, LEASE, 3, 2).await.unwrap();
+                        let batch = db.claim_webhook_deliveries(&owner, T0 + 1_000, LEASE, 3, 100).await.unwrap();
                         // Empty but some still due: another worker holds their locks right now.
                         if batch.is_empty() && !matches!(db.next_webhook_delivery_due().await.unwrap(), Some(t) if t <= T0 + 1_000) {
                             break;
