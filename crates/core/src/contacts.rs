@@ -84,10 +84,15 @@ pub async fn record_consent(
     source: Option<&str>,
     at: i64,
 ) -> Result<Contact> {
-    Ok(core
-        .db
+    let mut tx = core.db.begin().await?;
+    let (contact, changed) = tx
         .set_contact_consent(principal.org_id, id, status, source, at)
-        .await?)
+        .await?;
+    if changed {
+        crate::events::contact_consent(&mut tx, &contact).await?;
+    }
+    tx.commit().await?;
+    Ok(contact)
 }
 
 /// Adds normalised tags (idempotent).

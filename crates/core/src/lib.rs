@@ -13,6 +13,9 @@
 //! | [`templates`] | create, submit, sync, network status updates |
 //! | [`contacts`] | contact writes |
 //! | [`media`] | uploads, guarded imports, signed links, network uploads, inbound files, expiry |
+//! | [`events`] | events written in the transaction of the change they report |
+//! | [`webhooks`] | subscriptions, signed deliveries, test sends, replays |
+//! | [`views`] | the JSON of a Message, Contact and Template (API answers, event bodies) |
 //! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
 
 use std::sync::Arc;
@@ -25,6 +28,7 @@ use tokio::sync::Notify;
 
 pub mod admin;
 pub mod contacts;
+pub mod events;
 mod guarded;
 pub mod inbox;
 pub mod limits;
@@ -33,6 +37,7 @@ pub mod messages;
 pub mod numbers;
 pub mod principal;
 pub mod templates;
+pub mod views;
 pub mod webhooks;
 
 pub use principal::Principal;
@@ -58,6 +63,8 @@ pub struct Inner {
     pub dispatch_wakeup: Arc<Notify>,
     /// The media store, the address guard and the importer.
     pub media: Arc<media::MediaService>,
+    /// Event-webhook deliveries (the guarded client, kept alive per receiver).
+    pub webhooks: webhooks::send::Sender,
 }
 
 impl Core {
@@ -86,7 +93,16 @@ impl Core {
         dispatch_wakeup: Arc<Notify>,
         media: Arc<media::MediaService>,
     ) -> Core {
+        // The importer was built from the same guard and roots, so this client builds too.
+        #[allow(clippy::expect_used)]
+        let webhooks = webhooks::send::Sender::new(
+            media.shared_guard(),
+            media.extra_roots_pem(),
+            webhooks::send::DELIVERY_TIMEOUT,
+        )
+        .expect("event-webhook client");
         Core(Arc::new(Inner {
+            webhooks,
             media,
             acceptor: AcceptQueue::start(db.clone()),
             lookups: Lookups::start(db.clone()),

@@ -199,7 +199,8 @@ pub async fn apply_network_update(
         return Ok(0);
     };
     let reason = template_words::rejection_reason(u.reason.as_deref());
-    let changed = db
+    let mut tx = db.begin().await?;
+    let changed = tx
         .apply_template_status(
             waba,
             u.message_template_id.as_deref(),
@@ -210,6 +211,10 @@ pub async fn apply_network_update(
             now_ms(),
         )
         .await?;
+    for t in &changed {
+        crate::events::template_status(&mut tx, t).await?;
+    }
+    tx.commit().await?;
     Ok(changed.len())
 }
 

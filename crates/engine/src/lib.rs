@@ -7,3 +7,4 @@ pub mod housekeeping;
 pub mod inbox;
 pub mod media;
 pub mod templates;
+pub mod webhooks;

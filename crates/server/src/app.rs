@@ -126,7 +126,7 @@ impl Workers {
         state: &AppState,
         dispatch: tern_engine::dispatch::DispatchConfig,
     ) -> Workers {
-        Self::start_full(db, state, dispatch, Default::default())
+        Self::start_full(db, state, dispatch, Default::default(), Default::default())
     }
 
     /// Like [`Workers::start_with`] with the media worker's settings too.
@@ -135,6 +135,7 @@ impl Workers {
         state: &AppState,
         dispatch: tern_engine::dispatch::DispatchConfig,
         media: tern_engine::media::MediaWorkerConfig,
+        webhooks: tern_engine::webhooks::WebhookWorkerConfig,
     ) -> Workers {
         let cancel = CancellationToken::new();
         let handles = vec![
@@ -157,6 +158,12 @@ impl Workers {
             tokio::spawn(tern_engine::media::run(
                 state.core.clone(),
                 media,
+                cancel.clone(),
+            )),
+            // Event webhooks: signed deliveries, retried on the schedule.
+            tokio::spawn(tern_engine::webhooks::run(
+                state.core.clone(),
+                webhooks,
                 cancel.clone(),
             )),
             // Expired idempotency keys, old processed webhook batches and event keys.
@@ -182,6 +189,15 @@ impl Workers {
     }
 }
 
+/// The delivery workers' settings from the configuration.
+pub fn webhook_config(config: &Config) -> tern_engine::webhooks::WebhookWorkerConfig {
+    tern_engine::webhooks::WebhookWorkerConfig {
+        schedule: config.webhook_retry_schedule.clone(),
+        lease: config.webhook_lease,
+        ..Default::default()
+    }
+}
+
 /// The dispatcher's settings from the configuration.
 pub fn dispatch_config(config: &Config) -> tern_engine::dispatch::DispatchConfig {
     tern_engine::dispatch::DispatchConfig {
@@ -203,7 +219,13 @@ pub async fn serve(config: Config) -> Result<()> {
         .with_context(|| format!("cannot listen on {} (TERN_LISTEN)", config.listen))?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, backend = ?db.backend(), "tern listening");
-    let workers = Workers::start_with(&db, &state, dispatch_config(&config));
+    let workers = Workers::start_full(
+        &db,
+        &state,
+        dispatch_config(&config),
+        Default::default(),
+        webhook_config(&config),
+    );
     serve_on(listener, state, shutdown).await?;
     workers.stop().await;
     db.close().await;

@@ -29,6 +29,8 @@ struct Raw {
     log_format: Option<String>,
     dispatch_unknown_grace_secs: Option<NumberOrText>,
     media_import_timeout_secs: Option<NumberOrText>,
+    webhook_retry_schedule: Option<NumberOrText>,
+    webhook_lease_secs: Option<NumberOrText>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -78,6 +80,13 @@ pub struct Config {
     /// How long a send whose outcome is unknown waits for the network's status webhook
     /// before the message fails (`TERN_DISPATCH_UNKNOWN_GRACE_SECS`, default 900).
     pub dispatch_unknown_grace: std::time::Duration,
+    /// When failed event-webhook deliveries are tried again
+    /// (`TERN_WEBHOOK_RETRY_SCHEDULE`, comma-separated seconds; default 5 s … 10 h).
+    pub webhook_retry_schedule: tern_domain::events::RetrySchedule,
+    /// How long a delivery claimed by a process is held before another may attempt it
+    /// (`TERN_WEBHOOK_LEASE_SECS`, default 60; keep it above the 15 s delivery timeout, or
+    /// a slow receiver may get an attempt twice).
+    pub webhook_lease: std::time::Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -236,8 +245,37 @@ impl Config {
                 ),
             },
         };
+        let webhook_retry_schedule = match raw
+            .webhook_retry_schedule
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => tern_domain::events::RetrySchedule::default(),
+            Some(v) => tern_domain::events::RetrySchedule::parse(v).map_err(|e| {
+                anyhow::anyhow!(
+                    "TERN_WEBHOOK_RETRY_SCHEDULE must be comma-separated whole seconds, e.g. 5,300,1800: {e}"
+                )
+            })?,
+        };
+        let webhook_lease = match raw
+            .webhook_lease_secs
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => std::time::Duration::from_secs(60),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if (1..=3600).contains(&n) => std::time::Duration::from_secs(n),
+                _ => bail!(
+                    "TERN_WEBHOOK_LEASE_SECS must be a whole number of seconds from 1 to 3600, got {v:?}"
+                ),
+            },
+        };
         Ok(Config {
             dispatch_unknown_grace,
+            webhook_retry_schedule,
+            webhook_lease,
             database_url,
             listen,
             public_url,

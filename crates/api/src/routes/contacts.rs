@@ -16,78 +16,9 @@ use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem, phone};
 use tern_store::ContactKey;
 use utoipa::ToSchema;
+
+pub use tern_core::views::{Consent, Contact};
 use uuid::Uuid;
-
-/// A contact's consent to business-initiated messages.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Consent {
-    /// `opted_in`, `opted_out` or `unknown`.
-    #[schema(example = "opted_in")]
-    pub status: String,
-    #[schema(format = DateTime)]
-    pub updated_at: Option<String>,
-    /// Where the decision was collected, as given when it was recorded.
-    pub source: Option<String>,
-}
-
-/// A customer of the organisation.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Contact {
-    #[schema(format = Uuid)]
-    pub id: String,
-    /// The phone number's digits without `+`; null for a customer known only by
-    /// `user_id` (the network withholds the phone of some username users).
-    #[schema(example = "447700900123")]
-    pub wa_id: Option<String>,
-    /// E.164; null like `wa_id`.
-    #[schema(example = "+447700900123")]
-    pub phone: Option<String>,
-    /// The business-scoped user id the network gives the customer (stable for this
-    /// business; replaced when the customer changes number).
-    #[schema(example = "US.13491208655302741918")]
-    pub user_id: Option<String>,
-    /// The parent business-scoped user id, shared across a managed business's portfolios.
-    pub parent_user_id: Option<String>,
-    /// The customer's WhatsApp username, when they have one.
-    pub username: Option<String>,
-    pub name: Option<String>,
-    /// Values of the organisation's custom contact fields, by key.
-    #[schema(value_type = Object)]
-    pub custom_fields: Value,
-    pub tags: Vec<String>,
-    pub consent: Consent,
-    /// When the customer last wrote (the network's time); the 24-hour window runs from it.
-    #[schema(format = DateTime)]
-    pub last_inbound_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
-}
-
-impl From<tern_store::Contact> for Contact {
-    fn from(c: tern_store::Contact) -> Self {
-        Contact {
-            id: c.id.to_string(),
-            phone: c.wa_id.as_ref().map(|w| format!("+{w}")),
-            wa_id: c.wa_id,
-            user_id: c.user_id,
-            parent_user_id: c.parent_user_id,
-            username: c.username,
-            name: c.name,
-            custom_fields: c.custom_fields,
-            tags: c.tags,
-            consent: Consent {
-                status: c.consent_status.as_str().to_string(),
-                updated_at: c.consent_updated_at.map(format_ms),
-                source: c.consent_source,
-            },
-            last_inbound_at: c.last_inbound_at.map(format_ms),
-            created_at: format_ms(c.created_at),
-            updated_at: format_ms(c.updated_at),
-        }
-    }
-}
 
 /// Create a contact, or update the one with this phone number or user id. Exactly one of
 /// `phone` and `user_id`.

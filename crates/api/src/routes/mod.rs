@@ -54,6 +54,9 @@ pub fn public_api() -> OpenApiRouter<AppState> {
             webhooks::delete_subscription
         ))
         .routes(routes!(webhooks::rotate_secret))
+        .routes(routes!(webhooks::test_subscription))
+        .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(webhooks::replay))
         .routes(routes!(media::get_media))
         .routes(routes!(media::download_media))
         // Uploads read up to the file ceiling, not the JSON limit (this inner layer wins).

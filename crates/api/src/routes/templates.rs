@@ -9,87 +9,14 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use tern_domain::template::{self as rules, Category, Draft};
-use tern_domain::time::format_ms;
 use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
 
-/// `draft` (created in Tern, not yet submitted) → `pending` (in review) → `approved` or
-/// `rejected`; an approved template may later be `paused` or `disabled` by the network.
-#[derive(Debug, ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-pub enum TemplateStatus {
-    Draft,
-    Pending,
-    Approved,
-    Rejected,
-    Paused,
-    Disabled,
-}
-
-/// The template's category; the network prices template messages by it.
-#[derive(Debug, ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-pub enum TemplateCategory {
-    Marketing,
-    Utility,
-    Authentication,
-}
-
-/// A message template of one of the organisation's WhatsApp Business Accounts.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Template {
-    #[schema(format = Uuid)]
-    pub id: String,
-    /// Lowercase letters, digits and underscores; unique per language and WABA.
-    #[schema(example = "order_shipped")]
-    pub name: String,
-    #[schema(example = "en_US")]
-    pub language: String,
-    #[schema(value_type = TemplateCategory)]
-    pub category: String,
-    #[schema(value_type = TemplateStatus)]
-    pub status: String,
-    /// The network's components (`HEADER`, `BODY`, `FOOTER`, `BUTTONS`).
-    #[schema(value_type = Vec<Object>)]
-    pub components: Value,
-    /// The network's reason when the template was rejected (e.g. `INVALID_FORMAT`).
-    pub rejection_reason: Option<String>,
-    /// The WhatsApp Business Account the template belongs to.
-    pub waba_id: String,
-    /// A ready-to-send `POST /messages` body filled from the template's examples; replace
-    /// its `to` (`"+<RECIPIENT_PHONE>"`) and the values.
-    #[schema(value_type = Object)]
-    pub example: Value,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
-}
-
-impl From<tern_store::Template> for Template {
-    fn from(t: tern_store::Template) -> Self {
-        let example = rules::example_message(&t.name, &t.language, &t.components);
-        Template {
-            id: t.id.to_string(),
-            name: t.name,
-            language: t.language,
-            category: t.category.as_str().to_string(),
-            status: t.status.as_str().to_string(),
-            components: t.components,
-            rejection_reason: t.rejection_reason,
-            waba_id: t.waba_id,
-            example,
-            created_at: format_ms(t.created_at),
-            updated_at: format_ms(t.updated_at),
-        }
-    }
-}
+pub use tern_core::views::{Template, TemplateCategory, TemplateStatus};
 
 /// A new draft template in the network's component format.
 // The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.

@@ -11,10 +11,12 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tern_core::webhooks::deliver;
 use tern_core::webhooks::subscriptions::{self, WithSecret};
 use tern_domain::Problem;
 use tern_domain::events::subscription::{MAX_DESCRIPTION_CHARS, MAX_URL_LEN};
 use tern_domain::time::{format_ms, now_ms};
+use tern_store::AttemptStatus;
 use utoipa::ToSchema;
 
 /// Where Tern pushes events, and which.
@@ -249,4 +251,187 @@ pub async fn rotate_secret(
     let id = path_id(&id)?;
     let rotated = subscriptions::rotate(&state.core, &auth, id, now_ms()).await?;
     Ok((StatusCode::CREATED, Json(rotated.into())))
+}
+
+/// One attempt to deliver an event to a subscription.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookAttempt {
+    #[schema(format = Uuid)]
+    pub id: String,
+    /// The event (`webhook-id`, the body's `id`), the same on every attempt.
+    #[schema(format = Uuid)]
+    pub event_id: String,
+    #[schema(example = "message.status")]
+    pub event_type: String,
+    /// 1 for the first attempt of a delivery, then 2, 3, …
+    pub attempt: i64,
+    /// `succeeded` or `failed`.
+    #[schema(example = "succeeded")]
+    pub status: String,
+    /// The receiver's HTTP status; null when it did not answer.
+    pub response_status: Option<i64>,
+    pub latency_ms: i64,
+    /// Why it failed (e.g. `HTTP 500`, `no answer within 15 s`), else null.
+    pub error: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl From<tern_store::WebhookAttempt> for WebhookAttempt {
+    fn from(a: tern_store::WebhookAttempt) -> Self {
+        WebhookAttempt {
+            id: a.id.to_string(),
+            event_id: a.event_id.to_string(),
+            event_type: a.event_type,
+            attempt: a.attempt,
+            status: a.status.as_str().to_string(),
+            response_status: a.response_status,
+            latency_ms: a.latency_ms,
+            error: a.error,
+            created_at: format_ms(a.created_at),
+        }
+    }
+}
+
+/// `POST /webhook-subscriptions/{id}/test` (the body is optional).
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct TestRequest {
+    /// A sample event of this type instead of `webhook.test`.
+    pub event_type: Option<EventTypeName>,
+}
+
+/// Send one test event to the subscription now (`webhook.test`, or a sample event of
+/// `event_type`), even when it is disabled; the answer is the attempt. Not retried.
+#[utoipa::path(
+    post,
+    path = "/webhook-subscriptions/{webhook_id}/test",
+    tag = "Webhooks",
+    operation_id = "testWebhookSubscription",
+    params(("webhook_id" = String, Path, format = Uuid)),
+    request_body(content = Option<TestRequest>, content_type = "application/json"),
+    responses((status = 200, description = "The attempt (succeeded or failed).", body = WebhookAttempt)),
+    security(("bearer" = []))
+)]
+pub async fn test_subscription(
+    auth: Authed<perm::DeveloperWebhooksManage>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<WebhookAttempt>, ApiError> {
+    let id = path_id(&id)?;
+    let body: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(crate::extract::parse_json(&body)?)
+    };
+    let kind = tern_domain::events::subscription::parse_test(body.as_ref())?;
+    let attempt = deliver::test(&state.core, &auth, id, kind).await?;
+    Ok(Json(attempt.into()))
+}
+
+/// The subscription's delivery attempts, newest first.
+#[utoipa::path(
+    get,
+    path = "/webhook-subscriptions/{webhook_id}/deliveries",
+    tag = "Webhooks",
+    operation_id = "listWebhookDeliveries",
+    params(
+        ("webhook_id" = String, Path, format = Uuid),
+        ("status" = Option<String>, Query, description = "`succeeded` or `failed`"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100),
+        ("cursor" = Option<String>, Query),
+    ),
+    responses((status = 200, description = "A page of attempts (newest first).", body = Page<WebhookAttempt>)),
+    security(("bearer" = []))
+)]
+pub async fn list_deliveries(
+    auth: Authed<perm::DeveloperWebhooksManage>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Page<WebhookAttempt>>, ApiError> {
+    let id = path_id(&id)?;
+    let params = QueryParams::parse(query.as_deref(), &["status", "limit", "cursor"])?;
+    let status_raw = params.get("status");
+    let status = match status_raw {
+        None => None,
+        Some(s) => Some(AttemptStatus::parse(s).ok_or_else(|| {
+            ApiError(Problem::field("status", "must be one of succeeded, failed"))
+        })?),
+    };
+    let list = ListRequest::parse(
+        &state,
+        &auth,
+        &params,
+        "webhook-deliveries",
+        &[
+            ("webhook_id", Some(&id.to_string())),
+            ("status", status_raw),
+        ],
+    )?;
+    let before = list.after_ts_id()?;
+    state
+        .db
+        .get_webhook_subscription(auth.org_id, auth.key_id, id)
+        .await?
+        .ok_or_else(Problem::not_found)?;
+    let rows = state
+        .db
+        .list_webhook_attempts(
+            auth.org_id,
+            auth.key_id,
+            id,
+            status,
+            before,
+            list.fetch_limit(),
+        )
+        .await?;
+    Ok(Json(list.page(
+        &state,
+        &auth,
+        rows,
+        |a| vec![a.created_at.to_string(), a.id.to_string()],
+        WebhookAttempt::from,
+    )))
+}
+
+/// `POST /webhook-subscriptions/{id}/replay`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ReplayRequest {
+    /// Failed deliveries of events created at or after this time are sent again.
+    #[schema(format = DateTime)]
+    pub since: String,
+}
+
+/// How many deliveries a replay queued.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayResult {
+    pub count: u64,
+}
+
+/// Send the subscription's failed deliveries of events created since `since` again, with
+/// the whole retry schedule.
+#[utoipa::path(
+    post,
+    path = "/webhook-subscriptions/{webhook_id}/replay",
+    tag = "Webhooks",
+    operation_id = "replayWebhookDeliveries",
+    params(("webhook_id" = String, Path, format = Uuid)),
+    request_body = ReplayRequest,
+    responses((status = 202, description = "Queued; `count` deliveries will be sent again.", body = ReplayResult)),
+    security(("bearer" = []))
+)]
+pub async fn replay(
+    auth: Authed<perm::DeveloperWebhooksManage>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<(StatusCode, Json<ReplayResult>), ApiError> {
+    let id = path_id(&id)?;
+    let now = now_ms();
+    let since = tern_domain::events::subscription::parse_replay(&body, now)?;
+    let count = deliver::replay(&state.core, &auth, id, since).await?;
+    Ok((StatusCode::ACCEPTED, Json(ReplayResult { count })))
 }

@@ -8,10 +8,11 @@ use serde_json::Value;
 use tern_cloudapi::{InboundContent, InboundMedia, InboundMessage, MessagesValue};
 use tern_domain::message::{Direction, Status};
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Message, NewInboundMedia, ReplyTo, StoreError};
+use tern_store::{Db, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched};
 use uuid::Uuid;
 
 use super::{Report, identity};
+use crate::events;
 
 /// Stores one inbound message (or applies an edit or deletion).
 pub(super) async fn store(
@@ -33,16 +34,16 @@ pub(super) async fn store(
         } => {
             let new_content = m.content_object().unwrap_or(Value::Null);
             let text = text_of(content);
-            let edited = db
-                .edit_inbound_message(
-                    org_id,
-                    original,
-                    text.as_deref(),
-                    &new_content,
-                    sent_at,
-                    now,
-                )
-                .await?;
+            let edited = edit(
+                db,
+                org_id,
+                original,
+                text.as_deref(),
+                &new_content,
+                sent_at,
+                now,
+            )
+            .await?;
             if edited.is_some() {
                 report.messages_updated += 1;
                 return Ok(());
@@ -54,9 +55,7 @@ pub(super) async fn store(
         InboundContent::Revoke {
             original_id: Some(original),
         } => {
-            let revoked = db
-                .revoke_inbound_message(org_id, original, sent_at, now)
-                .await?;
+            let revoked = revoke(db, org_id, original, sent_at, now).await?;
             if revoked.is_some() {
                 report.messages_updated += 1;
                 return Ok(());
@@ -193,7 +192,12 @@ pub(super) async fn store(
         edited_at,
         revoked_at,
     };
-    let inserted = db.insert_message(&row).await?;
+    let mut tx = db.begin().await?;
+    let inserted = tx.insert_message(&row).await?;
+    if inserted == Inserted::New {
+        events::message_received(&mut tx, &row).await?;
+    }
+    tx.commit().await?;
     // After the message (the finished download links to it), and also when it was stored
     // before: a batch applied again after a crash between the two writes still gets its
     // job (keyed by the wamid, written once).
@@ -215,7 +219,7 @@ pub(super) async fn store(
         )
         .await?;
     }
-    if inserted {
+    if inserted != Inserted::Duplicate {
         metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
         report.inbound_stored += 1;
         return Ok(());
@@ -226,23 +230,22 @@ pub(super) async fn store(
         InboundContent::Edit {
             original_id: Some(original),
             ..
-        } => db
-            .edit_inbound_message(
-                org_id,
-                original,
-                row.text.as_deref(),
-                row.content.as_ref().unwrap_or(&Value::Null),
-                sent_at,
-                now,
-            )
-            .await?
-            .is_some_and(|m| m.edited_at == Some(sent_at)),
+        } => edit(
+            db,
+            org_id,
+            original,
+            row.text.as_deref(),
+            row.content.as_ref().unwrap_or(&Value::Null),
+            sent_at,
+            now,
+        )
+        .await?
+        .is_some_and(|t| t.changed || t.message.edited_at == Some(sent_at)),
         InboundContent::Revoke {
             original_id: Some(original),
-        } => db
-            .revoke_inbound_message(org_id, original, sent_at, now)
+        } => revoke(db, org_id, original, sent_at, now)
             .await?
-            .is_some_and(|m| m.revoked_at == Some(sent_at)),
+            .is_some_and(|t| t.changed || t.message.revoked_at == Some(sent_at)),
         _ => false,
     };
     if applied {
@@ -251,6 +254,50 @@ pub(super) async fn store(
         report.inbound_duplicates += 1;
     }
     Ok(())
+}
+
+/// Applies a customer's edit of `wamid` with the `message.updated` event in one
+/// transaction. `None`: Tern does not hold the message.
+async fn edit(
+    db: &Db,
+    org_id: Uuid,
+    wamid: &str,
+    text: Option<&str>,
+    content: &Value,
+    at: i64,
+    now: i64,
+) -> Result<Option<Touched>, StoreError> {
+    let mut tx = db.begin().await?;
+    let t = tx
+        .edit_inbound_message(org_id, wamid, text, content, at, now)
+        .await?;
+    if let Some(t) = &t
+        && t.changed
+    {
+        events::message_updated(&mut tx, &t.message).await?;
+    }
+    tx.commit().await?;
+    Ok(t)
+}
+
+/// Applies a customer's deletion of `wamid` with the `message.updated` event in one
+/// transaction. `None`: Tern does not hold the message.
+async fn revoke(
+    db: &Db,
+    org_id: Uuid,
+    wamid: &str,
+    at: i64,
+    now: i64,
+) -> Result<Option<Touched>, StoreError> {
+    let mut tx = db.begin().await?;
+    let t = tx.revoke_inbound_message(org_id, wamid, at, now).await?;
+    if let Some(t) = &t
+        && t.changed
+    {
+        events::message_updated(&mut tx, &t.message).await?;
+    }
+    tx.commit().await?;
+    Ok(t)
 }
 
 /// The file of a media message (downloaded by the inbound-media job).

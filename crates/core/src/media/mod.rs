@@ -80,6 +80,8 @@ impl MediaConfig {
 pub struct MediaService {
     pub blobs: Blobs,
     guard: Arc<Guard>,
+    /// `TERN_EXTRA_CA_FILE`, also trusted by event-webhook deliveries.
+    extra_roots_pem: Option<Vec<u8>>,
     importer: reqwest::Client,
     import_timeout: Duration,
     /// This process, as holder of import slots.
@@ -95,12 +97,23 @@ impl MediaService {
         &self.guard
     }
 
+    /// The guard, shared (event-webhook deliveries).
+    pub fn shared_guard(&self) -> Arc<Guard> {
+        Arc::clone(&self.guard)
+    }
+
+    /// The operator's extra trusted CAs (PEM), if any.
+    pub fn extra_roots_pem(&self) -> Option<&[u8]> {
+        self.extra_roots_pem.as_deref()
+    }
+
     pub fn new(config: MediaConfig) -> std::result::Result<MediaService, String> {
         let guard = Arc::new(Guard::new(config.allow_networks));
         Ok(MediaService {
             blobs: Blobs::open(&config.location)?,
             importer: import::client(Arc::clone(&guard), config.extra_roots_pem.as_deref())?,
             guard,
+            extra_roots_pem: config.extra_roots_pem,
             import_timeout: config.import_timeout,
             holder: format!("import-{}", Uuid::new_v4()),
             public_url: config.public_url.trim_end_matches('/').to_string(),

@@ -13,9 +13,9 @@
 //! first). So statuses only move forward, a late report still fills its `*_at` with the
 //! earliest time of that step, and `failed` is terminal.
 //!
-//! Each decided change is written in a transaction ([`tern_store::Tx`]): the place where the
-//! event reporting it (`events::emit(&mut tx, …)`, the event webhooks capability) joins the
-//! same commit, so an event exists exactly when its change does. A failure that gives the
+//! Each decided change is written in a transaction ([`tern_store::Tx`]) that the
+//! `message.status` event reporting it ([`crate::events::message_status`]) joins, so an
+//! event exists exactly when its change does. A failure that gives the
 //! wallet debit back commits the refund in that same transaction.
 
 use tern_domain::message::{self, Precision, Status, Times};
@@ -27,6 +27,7 @@ use tern_store::{
 use uuid::Uuid;
 
 use super::failure::Failure;
+use crate::events;
 
 /// Compare-and-set rounds against concurrent writers before giving up.
 const CAS_ROUNDS: usize = 8;
@@ -117,6 +118,7 @@ pub async fn apply_report(
             .update_message_status(msg.id, msg.status, msg.updated_at, &change, now_ms())
             .await?
         {
+            events::message_status(&mut tx, msg.status, &written(&msg, &change)).await?;
             tx.commit().await?;
             return Ok(Applied::Changed);
         }
@@ -162,6 +164,7 @@ pub async fn record_send(
                 } else {
                     0
                 };
+                events::message_status(&mut tx, msg.status, &written(&msg, &change)).await?;
                 tx.commit().await?;
                 return Ok(Recorded::Written { refunded_minor });
             }
@@ -170,6 +173,21 @@ pub async fn record_send(
         }
     }
     Err(contention())
+}
+
+/// The message as `change` left it (the event's `data`: the Message at that moment).
+fn written(msg: &Message, change: &StatusChange) -> Message {
+    Message {
+        status: change.status,
+        wamid: msg.wamid.clone().or_else(|| change.wamid.clone()),
+        sent_at: change.sent_at,
+        delivered_at: change.delivered_at,
+        read_at: change.read_at,
+        failed_at: change.failed_at,
+        failure_code: change.failure_code.clone(),
+        failure: change.failure.clone(),
+        ..msg.clone()
+    }
 }
 
 fn unchanged(msg: &Message) -> StatusChange {
@@ -200,7 +218,22 @@ pub async fn expire_unknown(
     failure: &Failure,
     limit: i64,
 ) -> Result<DispatchSweep, StoreError> {
-    db.sweep_dispatch(now, &failure.code, failure, limit).await
+    let (abandoned, released) = db.release_dispatch(now).await?;
+    let mut tx = db.begin().await?;
+    let expired = tx
+        .expire_dispatch(now, &failure.code, failure, limit)
+        .await?;
+    for e in &expired {
+        if let Some(m) = tx.get_message(e.org_id, e.id).await? {
+            events::message_status(&mut tx, Status::Sending, &m).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(DispatchSweep {
+        abandoned,
+        released,
+        expired,
+    })
 }
 
 fn contention() -> StoreError {

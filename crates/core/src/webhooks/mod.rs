@@ -1,10 +1,16 @@
-//! Event webhooks: what Tern pushes to customers' receivers (issue 14, in progress).
+//! Event webhooks: what Tern pushes to customers' receivers.
 //!
 //! | part | where |
 //! |---|---|
 //! | event types, body, signing, retry schedule, subscription bodies | `tern_domain::events` |
+//! | events written with the change they report | [`crate::events`] |
 //! | subscriptions: create (plan limit), change, rotate, delete | [`subscriptions`] |
 //! | one signed delivery attempt | [`send`] |
+//! | a claimed delivery made and decided, test sends, replays | [`deliver`] |
+//! | the data of test events | [`samples`] |
+//! | the delivery workers (claim, lease, batch the records) | `tern_engine::webhooks` |
 
+pub mod deliver;
+pub mod samples;
 pub mod send;
 pub mod subscriptions;

@@ -119,6 +119,11 @@ impl Default for RetrySchedule {
 }
 
 impl RetrySchedule {
+    /// No retries: the first failed attempt is final (test sends).
+    pub fn none() -> RetrySchedule {
+        RetrySchedule(Vec::new())
+    }
+
     /// `TERN_WEBHOOK_RETRY_SCHEDULE`: comma-separated whole seconds, e.g. `1,1,2`.
     pub fn parse(s: &str) -> Result<RetrySchedule, String> {
         let delays = s

@@ -57,6 +57,55 @@ pub fn parse_new(body: &Value, guard: &Guard) -> Result<NewSubscription, Problem
     }
 }
 
+/// Reads the optional body of `POST /webhook-subscriptions/{id}/test`: `{"event_type": T}`
+/// asks for a sample event of type T; no body (or `{}`) for `webhook.test`.
+pub fn parse_test(body: Option<&Value>) -> Result<EventType, Problem> {
+    let Some(body) = body else {
+        return Ok(EventType::WebhookTest);
+    };
+    let mut f = Fields::new(body)?;
+    let kind: Option<String> = f.optional("event_type");
+    let kind = match kind {
+        None => Some(EventType::WebhookTest),
+        Some(k) => {
+            let parsed = EventType::parse(&k);
+            if parsed.is_none() {
+                f.errors().push(FieldError::new(
+                    "event_type",
+                    format!("must be one of {}", EventType::names()),
+                ));
+            }
+            parsed
+        }
+    };
+    f.finish()?;
+    kind.ok_or_else(|| Problem::field("event_type", "is not an event type"))
+}
+
+/// Reads the body of `POST /webhook-subscriptions/{id}/replay`: `{"since": T}` (RFC 3339,
+/// not in the future at `now`) → epoch ms.
+pub fn parse_replay(body: &Value, now: i64) -> Result<i64, Problem> {
+    let mut f = Fields::new(body)?;
+    let since: Option<String> = f.required("since");
+    let since = since.and_then(|s| match crate::time::parse_rfc3339_ms(&s) {
+        Some(ms) if ms <= now => Some(ms),
+        Some(_) => {
+            f.errors()
+                .push(FieldError::new("since", "must not be in the future"));
+            None
+        }
+        None => {
+            f.errors().push(FieldError::new(
+                "since",
+                "must be an RFC 3339 date-time, e.g. 2026-01-31T12:00:00Z",
+            ));
+            None
+        }
+    });
+    f.finish()?;
+    since.ok_or_else(|| Problem::field("since", "is required"))
+}
+
 /// Reads a `PATCH` body.
 pub fn parse_change(body: &Value, guard: &Guard) -> Result<SubscriptionChange, Problem> {
     let mut f = Fields::new(body)?;

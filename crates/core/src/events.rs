@@ -1,0 +1,100 @@
+//! Events, written in the transaction of the change they report (CORE.md rule 3): the
+//! status writer, the inbox (customers' messages, edits and deletions), template status
+//! updates and consent changes call these with their open [`Tx`], so an event and its
+//! deliveries exist exactly when the change does: a process that dies between the change
+//! and the send loses nothing (the delivery workers find the stored deliveries).
+//!
+//! An event is stored only when a subscription wants it: with none, emitting costs one
+//! indexed read and the body is never built.
+
+use serde::Serialize;
+use tern_domain::events::{EventType, event_body};
+use tern_domain::message::Status;
+use tern_domain::new_id;
+use tern_domain::time::now_ms;
+use tern_store::{Message, NewEvent, StoreError, Tx};
+use uuid::Uuid;
+
+use crate::views;
+
+/// Stores an event of `kind` whose `data` is `data()` for every subscription of the
+/// organisation that lists `kind`, in `tx`. Returns how many deliveries were queued.
+pub async fn emit<T: Serialize>(
+    tx: &mut Tx,
+    org_id: Uuid,
+    kind: EventType,
+    data: impl FnOnce() -> T,
+) -> Result<usize, StoreError> {
+    let subscribers = tx.webhook_subscribers(org_id, kind.as_str()).await?;
+    if subscribers.is_empty() {
+        return Ok(0);
+    }
+    let id = new_id();
+    let created_at = now_ms();
+    let data = serde_json::to_value(data()).unwrap_or_default();
+    let payload = event_body(&id.to_string(), kind, created_at, &data);
+    let event = NewEvent {
+        id,
+        org_id,
+        event_type: kind.as_str().to_string(),
+        // The body is JSON text built by serde_json: always UTF-8.
+        payload: String::from_utf8(payload).unwrap_or_default(),
+        created_at,
+    };
+    tx.insert_event(&event, &subscribers).await?;
+    metrics::counter!("tern_events_total", "type" => kind.as_str()).increment(1);
+    Ok(subscribers.len())
+}
+
+/// `message.status`: the message, as written, reached `sent`, `delivered`, `read` or
+/// `failed` (a step the network skipped fires nothing; an earlier time filled in for a step
+/// already passed is not a new status).
+pub async fn message_status(tx: &mut Tx, before: Status, msg: &Message) -> Result<(), StoreError> {
+    let reported = matches!(
+        msg.status,
+        Status::Sent | Status::Delivered | Status::Read | Status::Failed
+    );
+    if reported && msg.status != before {
+        emit(tx, msg.org_id, EventType::MessageStatus, || {
+            views::Message::from(msg.clone())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// `message.received`: a customer's new message.
+pub async fn message_received(tx: &mut Tx, msg: &Message) -> Result<(), StoreError> {
+    emit(tx, msg.org_id, EventType::MessageReceived, || {
+        views::Message::from(msg.clone())
+    })
+    .await
+    .map(drop)
+}
+
+/// `message.updated`: the message after a customer's edit or deletion.
+pub async fn message_updated(tx: &mut Tx, msg: &Message) -> Result<(), StoreError> {
+    emit(tx, msg.org_id, EventType::MessageUpdated, || {
+        views::Message::from(msg.clone())
+    })
+    .await
+    .map(drop)
+}
+
+/// `template.status`: a template's review status changed.
+pub async fn template_status(tx: &mut Tx, t: &tern_store::Template) -> Result<(), StoreError> {
+    emit(tx, t.org_id, EventType::TemplateStatus, || {
+        views::Template::from(t.clone())
+    })
+    .await
+    .map(drop)
+}
+
+/// `contact.consent`: a contact's consent changed.
+pub async fn contact_consent(tx: &mut Tx, c: &tern_store::Contact) -> Result<(), StoreError> {
+    emit(tx, c.org_id, EventType::ContactConsent, || {
+        views::Contact::from(c.clone())
+    })
+    .await
+    .map(drop)
+}

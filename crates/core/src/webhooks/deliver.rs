@@ -1,0 +1,229 @@
+//! Making deliveries: one claimed delivery attempted and its fate decided (the delivery
+//! workers call [`attempt`] and record what it returns in batches), a test send made at once
+//! (`POST /webhook-subscriptions/{id}/test`), and a replay of failed deliveries.
+//!
+//! | answer | the delivery | the subscription |
+//! |---|---|---|
+//! | 2xx within 15 s | `succeeded` | |
+//! | `410 Gone` | `failed` | disabled, `disabled_reason = "gone"` |
+//! | anything else, no answer, refused address | due again after the schedule's next delay (a 429/503 `Retry-After` honoured, capped), `failed` once the schedule is spent | |
+//! | (subscription disabled before the attempt) | `failed`, not sent | |
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tern_domain::events::{EventType, RetrySchedule, event_body};
+use tern_domain::time::now_ms;
+use tern_domain::{Problem, new_id};
+use tern_store::{
+    AttemptRecord, DeliveryJob, DeliveryOutcome, NewEvent, Recording, WebhookAttempt,
+};
+use uuid::Uuid;
+
+use super::samples;
+use super::send::{Delivery, Outcome};
+use super::subscriptions::signing_keys;
+use crate::{Core, Principal, Result};
+
+/// `disabled_reason` of a subscription whose receiver answered `410 Gone`.
+pub const GONE: &str = "gone";
+
+/// What became of one claimed delivery, to record.
+#[derive(Debug, Clone)]
+pub struct Made {
+    pub delivery_id: Uuid,
+    pub attempt: AttemptRecord,
+    pub outcome: DeliveryOutcome,
+}
+
+impl Made {
+    /// The recording of this attempt by the claimer `owner`.
+    pub fn recording<'a>(&'a self, owner: &'a str) -> Recording<'a> {
+        Recording {
+            delivery_id: self.delivery_id,
+            owner,
+            attempt: &self.attempt,
+            outcome: self.outcome,
+        }
+    }
+}
+
+/// Attempts a claimed delivery now and decides what becomes of it (nothing is recorded
+/// here; a `410` disables the subscription at once).
+pub async fn attempt(core: &Core, job: &DeliveryJob, schedule: &RetrySchedule) -> Made {
+    let started = now_ms();
+    let record = |error: &str| AttemptRecord {
+        id: Uuid::now_v7(),
+        response_status: None,
+        latency_ms: 0,
+        error: Some(error.to_string()),
+        created_at: started,
+    };
+    if !job.enabled {
+        return Made {
+            delivery_id: job.delivery_id,
+            attempt: record("not sent: the subscription is disabled"),
+            outcome: DeliveryOutcome::Failed,
+        };
+    }
+    let keys = signing_keys(
+        core,
+        &job.secret_enc,
+        job.previous_secret_enc
+            .as_deref()
+            .zip(job.previous_secret_expires_at),
+        started,
+    );
+    if keys.is_empty() {
+        return Made {
+            delivery_id: job.delivery_id,
+            attempt: record("not sent: the signing secret cannot be read with this service key"),
+            outcome: DeliveryOutcome::Failed,
+        };
+    }
+    let event_id = job.event_id.to_string();
+    let delivery = Delivery {
+        url: &job.url,
+        event_id: &event_id,
+        body: job.payload.as_bytes(),
+        keys: keys.iter().map(Vec::as_slice).collect(),
+    };
+    let a = core.webhooks.attempt(&delivery, started / 1000).await;
+    let outcome = match a.outcome {
+        Outcome::Succeeded => DeliveryOutcome::Succeeded,
+        Outcome::Gone => {
+            if let Err(e) = core
+                .db
+                .disable_webhook_subscription(job.subscription_id, GONE, now_ms())
+                .await
+            {
+                tracing::warn!(error = %e, subscription_id = %job.subscription_id,
+                    "could not disable a subscription whose receiver answered 410");
+            }
+            DeliveryOutcome::Failed
+        }
+        Outcome::Failed => {
+            let attempt = usize::try_from(job.attempt).unwrap_or(usize::MAX);
+            match schedule.delay_after(attempt, rand::random::<f64>(), a.retry_after) {
+                Some(delay) => DeliveryOutcome::Retry {
+                    next_attempt_at: now_ms().saturating_add(millis(delay)),
+                },
+                None => DeliveryOutcome::Failed,
+            }
+        }
+    };
+    metrics::counter!("tern_webhook_attempts_total", "outcome" => match outcome {
+        DeliveryOutcome::Succeeded => "succeeded",
+        DeliveryOutcome::Retry { .. } => "retry",
+        DeliveryOutcome::Failed => "failed",
+    })
+    .increment(1);
+    Made {
+        delivery_id: job.delivery_id,
+        attempt: AttemptRecord {
+            id: Uuid::now_v7(),
+            response_status: a.response_status.map(i64::from),
+            latency_ms: a.latency_ms,
+            error: a.error,
+            created_at: started,
+        },
+        outcome,
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// How long a test send holds its delivery before a worker may take it (should the
+/// process die mid-send): longer than any attempt.
+const TEST_LEASE_MS: i64 = 60_000;
+
+/// `POST /webhook-subscriptions/{id}/test`: one event of `kind` (`webhook.test`, or a
+/// sample of another type) delivered to the key's subscription now, whether it is enabled
+/// or not, and its attempt returned. A test is attempted once, never retried; a `410`
+/// disables the subscription as any delivery's would.
+pub async fn test(core: &Core, p: &Principal, id: Uuid, kind: EventType) -> Result<WebhookAttempt> {
+    let sub = core
+        .db
+        .get_webhook_subscription(p.org_id, p.key_id, id)
+        .await?
+        .ok_or_else(Problem::not_found)?;
+    let event_id = new_id();
+    let created_at = now_ms();
+    let data: Value = samples::data(kind, sub.id, created_at);
+    let payload = event_body(&event_id.to_string(), kind, created_at, &data);
+    let event = NewEvent {
+        id: event_id,
+        org_id: p.org_id,
+        event_type: kind.as_str().to_string(),
+        payload: String::from_utf8(payload).unwrap_or_default(),
+        created_at,
+    };
+    let owner = format!("test-{}", Uuid::new_v4());
+    let delivery_id = core
+        .db
+        .insert_leased_event_for_subscription(&event, sub.id, &owner, created_at + TEST_LEASE_MS)
+        .await?;
+    let job = DeliveryJob {
+        delivery_id,
+        subscription_id: sub.id,
+        org_id: p.org_id,
+        event_id,
+        event_type: event.event_type.clone(),
+        payload: event.payload,
+        event_created_at: created_at,
+        attempt: 1,
+        lease_owner: owner.clone(),
+        locked_until: created_at + TEST_LEASE_MS,
+        url: sub.url,
+        secret_enc: sub.secret_enc,
+        previous_secret_enc: sub.previous_secret_enc,
+        previous_secret_expires_at: sub.previous_secret_expires_at,
+        // A test is sent even to a disabled subscription: that is how one checks a fix.
+        enabled: true,
+    };
+    // An empty schedule: the first failure is final.
+    let mut made = attempt(core, &job, &RetrySchedule::none()).await;
+    if let DeliveryOutcome::Retry { .. } = made.outcome {
+        made.outcome = DeliveryOutcome::Failed;
+    }
+    core.db
+        .record_webhook_attempts(&[made.recording(&owner)])
+        .await?;
+    Ok(WebhookAttempt {
+        id: made.attempt.id,
+        delivery_id,
+        subscription_id: sub.id,
+        event_id,
+        event_type: event.event_type,
+        attempt: 1,
+        status: match made.outcome {
+            DeliveryOutcome::Succeeded => tern_store::AttemptStatus::Succeeded,
+            _ => tern_store::AttemptStatus::Failed,
+        },
+        response_status: made.attempt.response_status,
+        latency_ms: made.attempt.latency_ms,
+        error: made.attempt.error,
+        created_at: made.attempt.created_at,
+    })
+}
+
+/// `POST /webhook-subscriptions/{id}/replay`: the key's subscription's failed deliveries of
+/// events created since `since` are due again now, with the whole retry schedule. Returns
+/// how many.
+pub async fn replay(core: &Core, p: &Principal, id: Uuid, since: i64) -> Result<u64> {
+    let sub = core
+        .db
+        .get_webhook_subscription(p.org_id, p.key_id, id)
+        .await?
+        .ok_or_else(Problem::not_found)?;
+    let n = core
+        .db
+        .replay_failed_deliveries(sub.id, since, now_ms())
+        .await?;
+    if n > 0 {
+        core.db.deliveries_queued().notify_one();
+    }
+    Ok(n)
+}
