@@ -114,6 +114,7 @@ impl TestApp {
                     poll_interval: std::time::Duration::from_millis(100),
                     ..Default::default()
                 },
+                tern::app::webhook_config(&config),
             )
         });
         let (tx, rx) = oneshot::channel::<()>();

@@ -81,6 +81,8 @@ struct St {
     hold: Arc<Semaphore>,
     held: Arc<AtomicUsize>,
     hooks: Received,
+    /// Requests so far per `/flaky/{name}`.
+    flaky: Arc<Mutex<std::collections::HashMap<String, u32>>>,
 }
 
 impl FileServer {
@@ -124,6 +126,7 @@ impl FileServer {
             hold: Arc::clone(&hold),
             held: Arc::clone(&held),
             hooks: Arc::clone(&hooks),
+            flaky: Arc::default(),
         };
         let app = Router::new()
             .route("/file/{len}", get(file))
@@ -136,6 +139,8 @@ impl FileServer {
             .route("/hold", get(held_file))
             .route("/lying", get(lying))
             .route("/hook/{status}", axum::routing::post(hook))
+            .route("/flaky/{name}/{n}", axum::routing::post(flaky))
+            .route("/hold-hook", axum::routing::post(hold_hook))
             .with_state(st);
         let handle = axum_server::Handle::new();
         let h = handle.clone();
@@ -232,9 +237,10 @@ async fn held_file(State(st): State<St>) -> Response {
 async fn hook(
     State(st): State<St>,
     Path(status): Path<u16>,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    headers.insert("x-test-path", format!("/hook/{status}").parse().unwrap());
     st.hooks.lock().unwrap().push((headers, body.to_vec()));
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT);
     match status {
@@ -242,6 +248,44 @@ async fn hook(
         302 => (code, [(header::LOCATION, "/hook/200")]).into_response(),
         _ => code.into_response(),
     }
+}
+
+/// A webhook receiver that fails: the first `n` requests to `/flaky/{name}/{n}` are
+/// answered 500, the rest 204. Each is recorded, with its path in `x-test-path`.
+async fn flaky(
+    State(st): State<St>,
+    Path((name, n)): Path<(String, u32)>,
+    mut headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let seen = {
+        let mut m = st.flaky.lock().unwrap();
+        let c = m.entry(name.clone()).or_insert(0);
+        *c += 1;
+        *c
+    };
+    headers.insert("x-test-path", format!("/flaky/{name}/{n}").parse().unwrap());
+    st.hooks.lock().unwrap().push((headers, body.to_vec()));
+    if seen <= n {
+        StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+/// A webhook receiver that hangs: each request counts in `held` and waits for a permit of
+/// `hold` (tests release them), then is recorded and answered 204.
+async fn hold_hook(
+    State(st): State<St>,
+    mut headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    st.held.fetch_add(1, Ordering::SeqCst);
+    let permit = st.hold.acquire().await.unwrap();
+    permit.forget();
+    headers.insert("x-test-path", "/hold-hook".parse().unwrap());
+    st.hooks.lock().unwrap().push((headers, body.to_vec()));
+    StatusCode::NO_CONTENT.into_response()
 }
 
 /// Says JPEG, sends a PDF.

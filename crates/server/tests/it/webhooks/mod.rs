@@ -2,6 +2,7 @@
 //! HTTPS receiver, each delivery checked by the official Standard Webhooks library
 //! (PyPI `standardwebhooks`, installed into .venv by scripts/test.sh).
 
+mod delivery;
 mod subscriptions;
 
 use crate::media::fixture::FileServer;
@@ -15,6 +16,60 @@ fn sender(files: &FileServer, timeout: Duration) -> Sender {
     let pem = std::fs::read(files.ca_file.path()).unwrap();
     let guard = Arc::new(Guard::new(vec!["127.0.0.1/32".parse().unwrap()]));
     Sender::new(guard, Some(&pem), timeout).unwrap()
+}
+
+/// Verifies received deliveries with the official library, all in one Python process:
+/// one verdict per `(secret, headers, body)`.
+pub(crate) fn python_verifies_all(items: &[(String, axum::http::HeaderMap, Vec<u8>)]) -> Vec<bool> {
+    use base64::Engine as _;
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/python");
+    let script = "import sys, json, base64\n\
+        from standardwebhooks.webhooks import Webhook\n\
+        for line in sys.stdin:\n\
+        \x20   d = json.loads(line)\n\
+        \x20   try:\n\
+        \x20       Webhook(d['secret']).verify(base64.b64decode(d['body']), d['headers'])\n\
+        \x20       print('ok')\n\
+        \x20   except Exception as e:\n\
+        \x20       print('bad', e)\n";
+    let mut input = String::new();
+    for (secret, headers, body) in items {
+        let h = |n: &str| {
+            headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let line = serde_json::json!({
+            "secret": secret,
+            "headers": {"webhook-id": h("webhook-id"), "webhook-timestamp": h("webhook-timestamp"), "webhook-signature": h("webhook-signature")},
+            "body": base64::engine::general_purpose::STANDARD.encode(body),
+        });
+        input.push_str(&line.to_string());
+        input.push('\n');
+    }
+    let mut child = std::process::Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python in .venv (scripts/test.sh installs standardwebhooks)");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the verifier failed");
+    let verdicts: Vec<bool> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l == "ok")
+        .collect();
+    assert_eq!(verdicts.len(), items.len());
+    verdicts
 }
 
 /// Verifies a received delivery with the official library; returns its verdict.
