@@ -19,8 +19,11 @@ pub fn base() -> OpenApi {
          to `read` or `failed`, read conversations and what customers write (every message type's \
          `content`, edits and deletions included), and manage contacts — known by phone number, \
          business-scoped user id and username — and templates of one organisation. The organisation is derived from the API \
-         key. Errors share one body: see /docs/errors. Webhook subscriptions can be \
-         managed; event deliveries are not sent yet. Not yet available: campaigns."
+         key. Errors share one body: see /docs/errors. Event webhooks push what happens \
+         (`message.status`, `message.received`, `message.updated`, `template.status`, \
+         `contact.consent`), signed as Standard Webhooks say (`webhook-id`, \
+         `webhook-timestamp`, `webhook-signature`), retried for about 27 hours, with a \
+         delivery log, test sends and replays. Not yet available: campaigns."
             .into(),
     );
     let components = doc.components.get_or_insert_with(Default::default);

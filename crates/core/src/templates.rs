@@ -133,10 +133,14 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
         .as_deref()
         .and_then(template_words::template_status)
         .unwrap_or(TemplateStatus::Pending);
-    let updated = core
-        .db
+    let mut tx = core.db.begin().await?;
+    let updated = tx
         .set_template_submitted(principal.org_id, id, &created.id, status, now_ms())
         .await?;
+    if updated.status != t.status {
+        crate::events::template_status(&mut tx, &updated).await?;
+    }
+    tx.commit().await?;
     tracing::info!(template_id = %id, network_id = %created.id, status = status.as_str(), "template submitted");
     Ok(updated)
 }
@@ -374,7 +378,11 @@ async fn upsert_synced(
     } else {
         None
     };
-    let (row, created) = db
+    let mut tx = db.begin().await?;
+    let before = tx
+        .template_status_of(org_id, waba, &t.name, &t.language)
+        .await?;
+    let (row, created) = tx
         .upsert_synced_template(
             org_id,
             waba,
@@ -389,6 +397,11 @@ async fn upsert_synced(
             at,
         )
         .await?;
+    // A status learned by the sync (its webhook was missed) is reported like the webhook's.
+    if before.is_some_and(|b| b != row.status) {
+        crate::events::template_status(&mut tx, &row).await?;
+    }
+    tx.commit().await?;
     report.synced += 1;
     if created {
         report.created += 1;

@@ -635,6 +635,21 @@ impl Db {
         }
     }
 
+    /// Every delivery's event and status (operators, tests: is everything delivered?).
+    pub async fn webhook_delivery_states(&self) -> Result<Vec<(Uuid, DeliveryStatus)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            event_id: Uuid,
+            #[sqlx(try_from = "String")]
+            status: DeliveryStatus,
+        }
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, Row>(
+                "SELECT event_id, status FROM webhook_deliveries ORDER BY event_id")
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows.into_iter().map(|r| (r.event_id, r.status)).collect())
+    }
+
     /// The deliveries of an event, by subscription id (operators, tests).
     pub async fn webhook_deliveries_of_event(&self, event_id: Uuid) -> Result<Vec<Delivery>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, Delivery>(

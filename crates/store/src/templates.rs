@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
-use crate::sql::split_after;
+use crate::sql::{lock_for_write, split_after};
 use tern_domain::template::{Category, TemplateStatus};
 
 /// A template of one WhatsApp Business Account, per (name, language).
@@ -143,21 +143,12 @@ impl Db {
         status: TemplateStatus,
         at: i64,
     ) -> Result<Template> {
-        let template = with_pool!(self, pool => sqlx::query_as::<_, Template>(concat!(
-                "UPDATE templates SET network_id = $3, \
-                 status = CASE WHEN status IN ('draft', 'rejected') THEN $4 ELSE status END, \
-                 rejection_reason = CASE WHEN status IN ('draft', 'rejected') THEN NULL \
-                   ELSE rejection_reason END, \
-                 updated_at = $5 \
-                 WHERE id = $1 AND org_id = $2 RETURNING ", template_columns!()))
-            .bind(id)
-            .bind(org_id)
-            .bind(network_id)
-            .bind(status.as_str())
-            .bind(at)
-            .fetch_optional(pool)
-            .await)?;
-        template.ok_or(StoreError::NotFound)
+        let mut tx = self.begin().await?;
+        let r = tx
+            .set_template_submitted(org_id, id, network_id, status, at)
+            .await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// Applies a status reported by the network (`message_template_status_update`) and
@@ -241,51 +232,24 @@ impl Db {
         new_id: Uuid,
         at: i64,
     ) -> Result<(Template, bool)> {
-        let upserted = with_pool!(self, pool => sqlx::query_as::<_, Template>(concat!(
-                "INSERT INTO templates (", template_columns!(), ") \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) \
-                 ON CONFLICT (org_id, waba_id, name, language) DO UPDATE SET \
-                 category = excluded.category, status = excluded.status, \
-                 components = excluded.components, \
-                 rejection_reason = excluded.rejection_reason, \
-                 network_id = COALESCE(excluded.network_id, templates.network_id), \
-                 updated_at = excluded.updated_at \
-                 WHERE templates.category <> excluded.category \
-                    OR templates.status <> excluded.status \
-                    OR templates.components <> excluded.components \
-                    OR COALESCE(templates.rejection_reason, '') \
-                       <> COALESCE(excluded.rejection_reason, '') \
-                    OR COALESCE(templates.network_id, '') \
-                       <> COALESCE(excluded.network_id, templates.network_id, '') \
-                 RETURNING ", template_columns!()))
-            .bind(new_id)
-            .bind(org_id)
-            .bind(waba_id)
-            .bind(name)
-            .bind(language)
-            .bind(category.as_str())
-            .bind(status.as_str())
-            .bind(Json(components))
-            .bind(rejection_reason)
-            .bind(network_id)
-            .bind(at)
-            .fetch_optional(pool)
-            .await)?;
-        if let Some(template) = upserted {
-            let created = template.id == new_id;
-            return Ok((template, created));
-        }
-        // Unchanged: read the row as it is.
-        let template = with_pool!(self, pool => sqlx::query_as::<_, Template>(concat!(
-                "SELECT ", template_columns!(), " FROM templates \
-                 WHERE org_id = $1 AND waba_id = $2 AND name = $3 AND language = $4"))
-            .bind(org_id)
-            .bind(waba_id)
-            .bind(name)
-            .bind(language)
-            .fetch_optional(pool)
-            .await)?;
-        Ok((template.ok_or(StoreError::NotFound)?, false))
+        let mut tx = self.begin().await?;
+        let r = tx
+            .upsert_synced_template(
+                org_id,
+                waba_id,
+                name,
+                language,
+                category,
+                status,
+                components,
+                network_id,
+                rejection_reason,
+                new_id,
+                at,
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(r)
     }
 
     /// Organisations with at least one phone number (whose WABAs may hold templates to
@@ -363,5 +327,119 @@ impl Tx {
             .fetch_all(&mut **conn)
             .await)?;
         Ok(templates)
+    }
+
+    /// [`Db::set_template_submitted`] in this transaction (the `template.status` event joins it).
+    pub async fn set_template_submitted(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        network_id: &str,
+        status: TemplateStatus,
+        at: i64,
+    ) -> Result<Template> {
+        let template = with_tx!(self, conn => sqlx::query_as::<_, Template>(concat!(
+                "UPDATE templates SET network_id = $3, \
+                 status = CASE WHEN status IN ('draft', 'rejected') THEN $4 ELSE status END, \
+                 rejection_reason = CASE WHEN status IN ('draft', 'rejected') THEN NULL \
+                   ELSE rejection_reason END, \
+                 updated_at = $5 \
+                 WHERE id = $1 AND org_id = $2 RETURNING ", template_columns!()))
+            .bind(id)
+            .bind(org_id)
+            .bind(network_id)
+            .bind(status.as_str())
+            .bind(at)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        template.ok_or(StoreError::NotFound)
+    }
+
+    /// [`Db::upsert_synced_template`] in this transaction (the `template.status` event joins it).
+    #[expect(clippy::too_many_arguments, reason = "one row's columns")]
+    pub async fn upsert_synced_template(
+        &mut self,
+        org_id: Uuid,
+        waba_id: &str,
+        name: &str,
+        language: &str,
+        category: Category,
+        status: TemplateStatus,
+        components: &Value,
+        network_id: Option<&str>,
+        rejection_reason: Option<&str>,
+        new_id: Uuid,
+        at: i64,
+    ) -> Result<(Template, bool)> {
+        let upserted = with_tx!(self, conn => sqlx::query_as::<_, Template>(concat!(
+                "INSERT INTO templates (", template_columns!(), ") \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) \
+                 ON CONFLICT (org_id, waba_id, name, language) DO UPDATE SET \
+                 category = excluded.category, status = excluded.status, \
+                 components = excluded.components, \
+                 rejection_reason = excluded.rejection_reason, \
+                 network_id = COALESCE(excluded.network_id, templates.network_id), \
+                 updated_at = excluded.updated_at \
+                 WHERE templates.category <> excluded.category \
+                    OR templates.status <> excluded.status \
+                    OR templates.components <> excluded.components \
+                    OR COALESCE(templates.rejection_reason, '') \
+                       <> COALESCE(excluded.rejection_reason, '') \
+                    OR COALESCE(templates.network_id, '') \
+                       <> COALESCE(excluded.network_id, templates.network_id, '') \
+                 RETURNING ", template_columns!()))
+            .bind(new_id)
+            .bind(org_id)
+            .bind(waba_id)
+            .bind(name)
+            .bind(language)
+            .bind(category.as_str())
+            .bind(status.as_str())
+            .bind(Json(components))
+            .bind(rejection_reason)
+            .bind(network_id)
+            .bind(at)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        if let Some(template) = upserted {
+            let created = template.id == new_id;
+            return Ok((template, created));
+        }
+        // Unchanged: read the row as it is.
+        let template = with_tx!(self, conn => sqlx::query_as::<_, Template>(concat!(
+                "SELECT ", template_columns!(), " FROM templates \
+                 WHERE org_id = $1 AND waba_id = $2 AND name = $3 AND language = $4"))
+            .bind(org_id)
+            .bind(waba_id)
+            .bind(name)
+            .bind(language)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        Ok((template.ok_or(StoreError::NotFound)?, false))
+    }
+
+    /// The status of the organisation's template `name`/`language` of the WABA, locked
+    /// until the transaction ends (PostgreSQL), or `None` when there is none: what a sync's
+    /// upsert changes it from.
+    pub async fn template_status_of(
+        &mut self,
+        org_id: Uuid,
+        waba_id: &str,
+        name: &str,
+        language: &str,
+    ) -> Result<Option<TemplateStatus>> {
+        let sql = lock_for_write!(
+            self,
+            "SELECT status FROM templates \
+             WHERE org_id = $1 AND waba_id = $2 AND name = $3 AND language = $4"
+        );
+        let status = with_tx!(self, conn => sqlx::query_scalar::<_, String>(sql)
+            .bind(org_id)
+            .bind(waba_id)
+            .bind(name)
+            .bind(language)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        Ok(status.and_then(|s| TemplateStatus::parse(&s)))
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use crate::fixtures::{T0, api_key, org_with_key};
 use tern_store::{
     AttemptRecord, AttemptStatus, Db, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
-    NewSubscription, StoreError, Subscription, SubscriptionPatch,
+    NewSubscription, Recording, StoreError, Subscription, SubscriptionPatch,
 };
 use uuid::Uuid;
 
@@ -380,6 +380,66 @@ mod in_transactions {
                 .unwrap();
             let event = NewEvent { id: Uuid::now_v7(), org_id: org.id, event_type: "message.status".into(), payload: "{}".into(), created_at: T0 };
             assert_eq!(db.emit_event(&event).await.unwrap(), 0);
+        },
+    }
+}
+
+mod batches_and_leases {
+    use super::*;
+
+    store_tests! {
+        attempts_are_recorded_together_each_by_its_holder => |db| async move {
+            let (org, _, key) = org_with_key(&db).await;
+            let s = sub(&db, org.id, key.id, &["message.status"]).await;
+            let a = db.insert_event_for_subscription(&event(org.id, "message.status", T0), s.id).await.unwrap();
+            let b = db.insert_event_for_subscription(&event(org.id, "message.status", T0 + 1), s.id).await.unwrap();
+            assert_eq!(db.claim_webhook_deliveries("w", T0 + 10, LEASE, 10, 10).await.unwrap().len(), 2);
+            let ok = attempt(T0 + 20, Some(204));
+            let retry = attempt(T0 + 20, Some(500));
+            let done = db.record_webhook_attempts(&[
+                Recording { delivery_id: a, owner: "w", attempt: &ok, outcome: DeliveryOutcome::Succeeded },
+                // Not this claimer's: nothing written for it, the other one still is.
+                Recording { delivery_id: b, owner: "intruder", attempt: &retry, outcome: DeliveryOutcome::Failed },
+            ]).await.unwrap();
+            assert_eq!(done, [true, false]);
+            let states: Vec<DeliveryStatus> = db.webhook_delivery_states().await.unwrap().into_iter().map(|(_, s)| s).collect();
+            assert_eq!(states.iter().filter(|s| **s == DeliveryStatus::Succeeded).count(), 1);
+            assert_eq!(states.iter().filter(|s| **s == DeliveryStatus::Pending).count(), 1);
+            let log = db.list_webhook_attempts(org.id, key.id, s.id, None, None, 10).await.unwrap();
+            assert_eq!(log.len(), 1);
+            assert!(db.record_webhook_attempts(&[]).await.unwrap().is_empty());
+        },
+
+        a_test_send_is_leased_to_its_sender => |db| async move {
+            let (org, _, key) = org_with_key(&db).await;
+            let s = sub(&db, org.id, key.id, &["message.status"]).await;
+            let e = event(org.id, "webhook.test", T0);
+            let id = db.insert_leased_event_for_subscription(&e, s.id, "test-1", T0 + LEASE).await.unwrap();
+            // No worker takes it while its sender holds it …
+            assert!(db.claim_webhook_deliveries("w", T0 + 1, LEASE, 10, 10).await.unwrap().is_empty());
+            assert!(db.record_webhook_attempt(id, "test-1", &attempt(T0 + 5, Some(204)), DeliveryOutcome::Succeeded).await.unwrap());
+            // … and one whose sender died is taken when the lease ends.
+            let e2 = event(org.id, "webhook.test", T0);
+            let id2 = db.insert_leased_event_for_subscription(&e2, s.id, "test-2", T0 + LEASE).await.unwrap();
+            let jobs = db.claim_webhook_deliveries("w", T0 + LEASE, LEASE, 10, 10).await.unwrap();
+            assert_eq!(jobs.iter().map(|j| j.delivery_id).collect::<Vec<_>>(), [id2]);
+        },
+
+        subscribers_are_read_and_events_written_in_the_callers_transaction => |db| async move {
+            let (org, _, key) = org_with_key(&db).await;
+            let mut tx = db.begin().await.unwrap();
+            assert!(tx.webhook_subscribers(org.id, "contact.consent").await.unwrap().is_empty());
+            tx.commit().await.unwrap();
+            let s = sub(&db, org.id, key.id, &["contact.consent"]).await;
+            let wakeup = db.deliveries_queued();
+            let mut tx = db.begin().await.unwrap();
+            let subs = tx.webhook_subscribers(org.id, "contact.consent").await.unwrap();
+            assert_eq!(subs, [s.id]);
+            tx.insert_event(&event(org.id, "contact.consent", T0), &subs).await.unwrap();
+            tx.commit().await.unwrap();
+            // The commit woke this process's workers.
+            tokio::time::timeout(std::time::Duration::from_secs(1), wakeup.notified()).await.unwrap();
+            assert_eq!(db.webhook_delivery_states().await.unwrap().len(), 1);
         },
     }
 }

@@ -121,6 +121,8 @@ pub(super) struct Fixture {
     pub(super) http: reqwest::Client,
     pub(super) logs: Vec<(String, PathBuf)>,
     pub(super) api_key: String,
+    /// More environment for every child (`tern serve`, `tern admin`).
+    pub(super) extra_env: Vec<(String, String)>,
     pub(super) dir: tempfile::TempDir,
 }
 
@@ -199,6 +201,7 @@ impl Fixture {
                 .unwrap(),
             logs: Vec::new(),
             api_key: String::new(),
+            extra_env: Vec::new(),
             dir,
         }
     }
@@ -311,7 +314,8 @@ impl Fixture {
     }
 
     pub(super) fn env(&self) -> Vec<(String, String)> {
-        vec![
+        let mut env = self.extra_env.clone();
+        env.extend([
             ("TERN_DATABASE_URL".into(), self.db_url.clone()),
             (
                 "TERN_GRAPH_URL".into(),
@@ -328,7 +332,8 @@ impl Fixture {
                 GRACE_SECS.to_string(),
             ),
             ("TERN_LOG".into(), "info".into()),
-        ]
+        ]);
+        env
     }
 
     /// `tern serve` on `port`.

@@ -48,6 +48,7 @@ const SENT: &[&str] = &["sent", "delivered", "read"];
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
 mod fixture;
+mod webhooks;
 use fixture::*;
 
 /// The Tern message id a send request carries: `biz_opaque_callback_data` of the body.
