@@ -1,0 +1,383 @@
+//! The deliveries queue of the event webhooks (see the parent module): deliveries inserted
+//! for one subscription (test sends, replays), claimed with leases and a per-subscription
+//! in-flight cap, attempts recorded in batches, the attempt log, replays.
+
+use uuid::Uuid;
+
+use super::{
+    AttemptRecord, AttemptStatus, Delivery, DeliveryJob, DeliveryOutcome, DeliveryStatus,
+    INSERT_EVENT, NewEvent, Recording, WebhookAttempt,
+};
+use crate::db::{BeginWrite as _, Db, Pool, with_pool};
+use crate::error::{Result, StoreError};
+use crate::sql::{bump_updated_at, split_after};
+
+/// Leases due deliveries, earliest first, `$1` at most in all, and at most `$5` in flight
+/// per subscription (deliveries already leased count): `$2` now, `$3` owner, `$4` lease
+/// end. The window function ranks each subscription's due deliveries; the middle select
+/// re-checks and (PostgreSQL) locks them, skipping rows another claimer holds.
+macro_rules! claim_sql {
+    ($($lock:literal)?) => {
+        concat!(
+            "UPDATE webhook_deliveries SET lease_owner = $3, locked_until = $4, \
+             next_attempt_at = $4 \
+             WHERE id IN (SELECT id FROM webhook_deliveries WHERE id IN ( \
+                 SELECT r.id FROM (SELECT id, subscription_id, next_attempt_at, ROW_NUMBER() OVER ( \
+                     PARTITION BY subscription_id ORDER BY next_attempt_at, id) AS rn \
+                   FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $2) r \
+                 LEFT JOIN (SELECT subscription_id, COUNT(*) AS n FROM webhook_deliveries \
+                   WHERE status = 'pending' AND locked_until > $2 GROUP BY subscription_id) b \
+                   ON b.subscription_id = r.subscription_id \
+                 WHERE r.rn + COALESCE(b.n, 0) <= $5 ORDER BY r.next_attempt_at, r.id LIMIT $1) \
+               AND status = 'pending' AND next_attempt_at <= $2", $(" ", $lock,)? ") \
+             AND status = 'pending' AND next_attempt_at <= $2 \
+             RETURNING id, subscription_id, event_id, attempts, lease_owner, locked_until"
+        )
+    };
+}
+
+/// The job of each delivery of `$from` (aliased `d`).
+macro_rules! job_sql {
+    ($from:literal, $where:literal) => {
+        concat!(
+            "SELECT d.id AS delivery_id, d.subscription_id, s.org_id, d.event_id, \
+             e.type AS event_type, e.payload, e.created_at AS event_created_at, \
+             d.attempts + 1 AS attempt, d.lease_owner, d.locked_until, s.url, s.secret_enc, \
+             s.previous_secret_enc, s.previous_secret_expires_at, s.enabled FROM ",
+            $from,
+            " d JOIN events e ON e.id = d.event_id \
+             JOIN webhook_subscriptions s ON s.id = d.subscription_id",
+            $where
+        )
+    };
+}
+
+impl Db {
+    /// Stores `event` with one pending delivery (due at its `created_at`) to the
+    /// organisation's subscription `subscription_id` only, whatever the types it lists or
+    /// whether it is enabled (test sends, replays). Returns the delivery's id; `NotFound`
+    /// (nothing stored) when the subscription is not the event's organisation's.
+    pub async fn insert_event_for_subscription(
+        &self,
+        event: &NewEvent,
+        subscription_id: Uuid,
+    ) -> Result<Uuid> {
+        self.insert_event_for_one(event, subscription_id, None)
+            .await
+    }
+
+    /// [`Db::insert_event_for_subscription`], the delivery already leased to `owner` until
+    /// `until` (a test send made at once by the caller, which records its attempt with
+    /// [`Db::record_webhook_attempts`]; should the caller die, a worker takes it then).
+    pub async fn insert_leased_event_for_subscription(
+        &self,
+        event: &NewEvent,
+        subscription_id: Uuid,
+        owner: &str,
+        until: i64,
+    ) -> Result<Uuid> {
+        self.insert_event_for_one(event, subscription_id, Some((owner, until)))
+            .await
+    }
+
+    async fn insert_event_for_one(
+        &self,
+        event: &NewEvent,
+        subscription_id: Uuid,
+        lease: Option<(&str, i64)>,
+    ) -> Result<Uuid> {
+        const DELIVERY: &str = "INSERT INTO webhook_deliveries (id, event_id, subscription_id, \
+             status, attempts, next_attempt_at, lease_owner, locked_until, created_at, updated_at) \
+             SELECT $1, $2, id, 'pending', 0, COALESCE($7, $4), $6, $7, $4, $4 \
+             FROM webhook_subscriptions WHERE id = $3 AND org_id = $5";
+        let delivery_id = Uuid::now_v7();
+        let (owner, until) = lease.unzip();
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(INSERT_EVENT)
+                .bind(event.id)
+                .bind(event.org_id)
+                .bind(&event.event_type)
+                .bind(&event.payload)
+                .bind(event.created_at)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query(DELIVERY)
+                .bind(delivery_id)
+                .bind(event.id)
+                .bind(subscription_id)
+                .bind(event.created_at)
+                .bind(event.org_id)
+                .bind(owner)
+                .bind(until)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 1 {
+                tx.commit().await?;
+            }
+            n
+        });
+        if n == 1 {
+            if lease.is_none() {
+                self.deliveries_queued.notify_one();
+            }
+            Ok(delivery_id)
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// Every delivery's event and status (operators, tests: is everything delivered?).
+    pub async fn webhook_delivery_states(&self) -> Result<Vec<(Uuid, DeliveryStatus)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            event_id: Uuid,
+            #[sqlx(try_from = "String")]
+            status: DeliveryStatus,
+        }
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, Row>(
+                "SELECT event_id, status FROM webhook_deliveries ORDER BY event_id")
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows.into_iter().map(|r| (r.event_id, r.status)).collect())
+    }
+
+    /// The deliveries of an event, by subscription id (operators, tests).
+    pub async fn webhook_deliveries_of_event(&self, event_id: Uuid) -> Result<Vec<Delivery>> {
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, Delivery>(
+                "SELECT id, event_id, subscription_id, status, attempts, next_attempt_at, \
+                 locked_until, lease_owner, last_status_code, last_error, created_at, updated_at \
+                 FROM webhook_deliveries WHERE event_id = $1 ORDER BY subscription_id")
+            .bind(event_id)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
+    }
+
+    /// Claims up to `limit` due deliveries for `owner`, earliest due first but at most
+    /// `per_subscription_limit` of any one subscription (one busy or slow receiver cannot
+    /// take every slot), leased until `now + lease_ms` (and due again then, should the
+    /// worker die). Safe with any number of workers and processes: a delivery is never
+    /// claimed by two at once (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite:
+    /// `BEGIN IMMEDIATE`).
+    pub async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        per_subscription_limit: i64,
+    ) -> Result<Vec<DeliveryJob>> {
+        if limit <= 0 || per_subscription_limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let lease_end = now.saturating_add(lease_ms.max(0));
+        let mut jobs = match &self.pool {
+            Pool::Sqlite(pool) => {
+                const JOB: &str = job_sql!("webhook_deliveries", " WHERE d.id = $1");
+                let mut tx = pool.begin_write().await?;
+                let ids = sqlx::query_scalar::<_, Uuid>(claim_sql!())
+                    .bind(limit)
+                    .bind(now)
+                    .bind(owner)
+                    .bind(lease_end)
+                    .bind(per_subscription_limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let mut jobs = Vec::with_capacity(ids.len());
+                for id in ids {
+                    jobs.push(
+                        sqlx::query_as::<_, DeliveryJob>(JOB)
+                            .bind(id)
+                            .fetch_one(&mut *tx)
+                            .await?,
+                    );
+                }
+                tx.commit().await?;
+                jobs
+            }
+            Pool::Postgres(pool) => {
+                const SQL: &str = concat!(
+                    "WITH claimed AS (",
+                    claim_sql!("FOR UPDATE SKIP LOCKED"),
+                    ") ",
+                    job_sql!("claimed", "")
+                );
+                let mut tx = pool.begin_write().await?;
+                let jobs = sqlx::query_as::<_, DeliveryJob>(SQL)
+                    .bind(limit)
+                    .bind(now)
+                    .bind(owner)
+                    .bind(lease_end)
+                    .bind(per_subscription_limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                jobs
+            }
+        };
+        // RETURNING does not keep the sub-select's order.
+        jobs.sort_by_key(|j| (j.event_created_at, j.delivery_id));
+        Ok(jobs)
+    }
+
+    /// Records an attempt at a claimed delivery and its `outcome` (see
+    /// [`Db::record_webhook_attempts`]).
+    pub async fn record_webhook_attempt(
+        &self,
+        delivery_id: Uuid,
+        owner: &str,
+        attempt: &AttemptRecord,
+        outcome: DeliveryOutcome,
+    ) -> Result<bool> {
+        let r = self
+            .record_webhook_attempts(&[Recording {
+                delivery_id,
+                owner,
+                attempt,
+                outcome,
+            }])
+            .await?;
+        Ok(r.first().copied().unwrap_or(false))
+    }
+
+    /// Records attempts at claimed deliveries, all in one transaction: for each, the attempt
+    /// row (numbered `attempts + 1`) and the delivery (attempts + 1, status, due time, lease
+    /// released). Per recording, `false` (nothing written for it) when its owner no longer
+    /// holds the delivery (its lease ended and another worker claimed it) or the delivery is
+    /// closed or gone (its subscription was deleted).
+    pub async fn record_webhook_attempts(&self, recordings: &[Recording<'_>]) -> Result<Vec<bool>> {
+        const DELIVERY: &str = concat!(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $3, \
+             next_attempt_at = $4, locked_until = NULL, lease_owner = NULL, \
+             last_status_code = $5, last_error = $6, updated_at = ",
+            bump_updated_at!("webhook_deliveries", "$7"),
+            " WHERE id = $1 AND lease_owner = $2 AND status = 'pending' \
+             RETURNING subscription_id, event_id, attempts"
+        );
+        const ATTEMPT: &str = "INSERT INTO webhook_attempts (id, delivery_id, subscription_id, \
+             event_id, event_type, attempt, status, response_status, latency_ms, error, created_at) \
+             SELECT $1, $2, $3, id, type, $5, $6, $7, $8, $9, $10 FROM events WHERE id = $4";
+        if recordings.is_empty() {
+            return Ok(Vec::new());
+        }
+        let done = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut done = Vec::with_capacity(recordings.len());
+            for r in recordings {
+                let (status, next, attempt_status) = match r.outcome {
+                    DeliveryOutcome::Succeeded => {
+                        (DeliveryStatus::Succeeded, None, AttemptStatus::Succeeded)
+                    }
+                    DeliveryOutcome::Retry { next_attempt_at } => (
+                        DeliveryStatus::Pending,
+                        Some(next_attempt_at),
+                        AttemptStatus::Failed,
+                    ),
+                    DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
+                };
+                let attempt = r.attempt;
+                let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
+                    .bind(r.delivery_id)
+                    .bind(r.owner)
+                    .bind(status.as_str())
+                    .bind(next)
+                    .bind(attempt.response_status)
+                    .bind(&attempt.error)
+                    .bind(attempt.created_at)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if let Some((subscription_id, event_id, number)) = row {
+                    sqlx::query(ATTEMPT)
+                        .bind(attempt.id)
+                        .bind(r.delivery_id)
+                        .bind(subscription_id)
+                        .bind(event_id)
+                        .bind(number)
+                        .bind(attempt_status.as_str())
+                        .bind(attempt.response_status)
+                        .bind(attempt.latency_ms)
+                        .bind(&attempt.error)
+                        .bind(attempt.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                done.push(row.is_some());
+            }
+            tx.commit().await?;
+            done
+        });
+        Ok(done)
+    }
+
+    /// The attempt log of the key's subscription, newest first (`created_at`, then id),
+    /// before the keyset position `before`, optionally only of one status. Empty when the
+    /// subscription is not the key's.
+    pub async fn list_webhook_attempts(
+        &self,
+        org_id: Uuid,
+        api_key_id: Uuid,
+        subscription_id: Uuid,
+        status: Option<AttemptStatus>,
+        before: Option<(i64, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<WebhookAttempt>> {
+        const SQL: &str = "SELECT a.id, a.delivery_id, a.subscription_id, a.event_id, \
+             a.event_type, a.attempt, a.status, a.response_status, a.latency_ms, a.error, \
+             a.created_at FROM webhook_attempts a \
+             JOIN webhook_subscriptions s ON s.id = a.subscription_id \
+             WHERE a.subscription_id = $1 AND s.org_id = $2 AND s.api_key_id = $3 \
+               AND ($4 IS NULL OR a.status = $4) \
+               AND ($5 IS NULL OR a.created_at < $5 OR (a.created_at = $5 AND a.id < $6)) \
+             ORDER BY a.created_at DESC, a.id DESC LIMIT $7";
+        let (before_at, before_id) = split_after(before);
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, WebhookAttempt>(SQL)
+            .bind(subscription_id)
+            .bind(org_id)
+            .bind(api_key_id)
+            .bind(status.map(AttemptStatus::as_str))
+            .bind(before_at)
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
+    }
+
+    /// Re-queues the subscription's failed deliveries of events created at or after `since`:
+    /// pending, due at `now`, with their attempt count reset so the replay gets the whole
+    /// retry schedule (the attempt log keeps the earlier attempts). Returns how many.
+    pub async fn replay_failed_deliveries(
+        &self,
+        subscription_id: Uuid,
+        since: i64,
+        now: i64,
+    ) -> Result<u64> {
+        const SQL: &str = concat!(
+            "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, \
+             next_attempt_at = $3, locked_until = NULL, lease_owner = NULL, updated_at = ",
+            bump_updated_at!("webhook_deliveries", "$3"),
+            " WHERE subscription_id = $1 AND status = 'failed' \
+               AND event_id IN (SELECT id FROM events WHERE created_at >= $2)"
+        );
+        let n = with_pool!(self, pool => sqlx::query(SQL)
+            .bind(subscription_id)
+            .bind(since)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+
+    /// When the next delivery is due (possibly in the past), or `None` when none is pending:
+    /// how long a worker may sleep. A leased delivery counts at the end of its lease.
+    pub async fn next_webhook_delivery_due(&self) -> Result<Option<i64>> {
+        let due = with_pool!(self, pool => sqlx::query_scalar::<_, Option<i64>>(
+                "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'")
+            .fetch_one(pool)
+            .await)?;
+        Ok(due)
+    }
+}
