@@ -1,6 +1,7 @@
 //! Deletes what has outlived its purpose: expired idempotency keys (remembered 24 h),
 //! processed network webhook batches, the dedupe keys of network events and finished
-//! inbound-media download jobs. Every step is a
+//! inbound-media download jobs, and event-webhook events (with their deliveries and
+//! attempts) older than 30 days that nothing waits for. Every step is a
 //! plain conditional `DELETE`, so running it in several processes at once is harmless.
 
 use std::time::Duration;
@@ -14,6 +15,10 @@ pub const INTERVAL: Duration = Duration::from_secs(10 * 60);
 /// webhook (7 days), so a late retry is recognised as a duplicate.
 pub const NETWORK_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 
+/// Events, their deliveries and the attempt log are kept 30 days (the retry schedule spans
+/// about 27 hours; a replay can reach back that far).
+pub const EVENT_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
 /// What one pass deleted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Pruned {
@@ -21,6 +26,7 @@ pub struct Pruned {
     pub inbox_batches: u64,
     pub network_event_keys: u64,
     pub inbound_media_jobs: u64,
+    pub events: u64,
 }
 
 /// One pass at `now`.
@@ -32,6 +38,7 @@ pub async fn once(db: &Db, now: i64) -> Result<Pruned, StoreError> {
         network_event_keys: db.prune_network_event_keys(cutoff).await?,
         // Kept as long as the batches: a webhook retried late finds its job and adds none.
         inbound_media_jobs: db.prune_inbound_media(cutoff).await?,
+        events: db.prune_events(now - EVENT_RETENTION_MS).await?,
     })
 }
 

@@ -380,4 +380,18 @@ impl Db {
             .await)?;
         Ok(due)
     }
+
+    /// Deletes events created before `cutoff` that no delivery waits for any more, with
+    /// their deliveries and attempts (cascade). Returns how many events.
+    pub async fn prune_events(&self, cutoff: i64) -> Result<u64> {
+        let n = with_pool!(self, pool => sqlx::query(
+                "DELETE FROM events WHERE created_at < $1 AND NOT EXISTS ( \
+                   SELECT 1 FROM webhook_deliveries d \
+                   WHERE d.event_id = events.id AND d.status = 'pending')")
+            .bind(cutoff)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
 }

@@ -441,5 +441,21 @@ mod batches_and_leases {
             tokio::time::timeout(std::time::Duration::from_secs(1), wakeup.notified()).await.unwrap();
             assert_eq!(db.webhook_delivery_states().await.unwrap().len(), 1);
         },
+
+    old_events_nothing_waits_for_are_pruned => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let s = sub(&db, org.id, key.id, &["message.status"]).await;
+        let done = db.insert_event_for_subscription(&event(org.id, "message.status", T0), s.id).await.unwrap();
+        let waiting = db.insert_event_for_subscription(&event(org.id, "message.status", T0 + 1), s.id).await.unwrap();
+        let recent = db.insert_event_for_subscription(&event(org.id, "message.status", T0 + DAY), s.id).await.unwrap();
+        db.claim_webhook_deliveries("w", T0 + 2, LEASE, 1, 10).await.unwrap();
+        assert!(db.record_webhook_attempt(done, "w", &attempt(T0 + 3, Some(204)), DeliveryOutcome::Succeeded).await.unwrap());
+        // Older than the cutoff: the delivered one goes (with its attempt), the pending one stays.
+        assert_eq!(db.prune_events(T0 + 100).await.unwrap(), 1);
+        assert!(db.list_webhook_attempts(org.id, key.id, s.id, None, None, 10).await.unwrap().is_empty());
+        let left: Vec<Uuid> = db.webhook_delivery_states().await.unwrap().into_iter().map(|(e, _)| e).collect();
+        assert_eq!(left.len(), 2);
+        let _ = (waiting, recent);
+    },
     }
 }

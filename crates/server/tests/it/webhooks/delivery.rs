@@ -655,8 +655,12 @@ async fn test_sends(backend: Backend) {
         .collect();
     assert_eq!(fields, ["event_type", "x"]);
     let (_, other) = app.owner_key("full_access").await;
-    let (s, _, _) = test(id.clone(), None, other).await;
+    let (s, _, _) = test(id.clone(), None, other.clone()).await;
     assert_eq!(s, 404);
+    let (s, h, b) = app
+        .get(&format!("{SUBS}/{id}/deliveries"), Some(&other))
+        .await;
+    assert_error(s, &h, &b, 404, "not_found");
 
     // After a rotation both secrets verify, each with the official library.
     let (s, _, r) = send(
