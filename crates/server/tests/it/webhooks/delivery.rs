@@ -339,6 +339,50 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     assert_eq!((inbound.len(), &inbound[0].1), (1, &ours.1));
     assert!(received(&files, "/hook/202").is_empty());
 
+    // A message the network takes, then fails: `sent`, then `failed` with its failure.
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--wallet-balance-minor",
+        "5000",
+    ])
+    .await
+    .unwrap();
+    sim.register_customer(CustomerSpec {
+        wa_id: Some("447700900778".into()),
+        behaviour: tern_simulator::Behaviour::NotOnWhatsapp,
+        ..CustomerSpec::default()
+    })
+    .unwrap();
+    let (s, _, m) = send(
+        app.http
+            .post(app.url(&format!("{API}/messages")))
+            .bearer_auth(&key)
+            .header("Idempotency-Key", "k-events-2")
+            .json(&json!({"to": "+447700900778", "type": "template",
+                "template": {"name": "order_update", "language": "en_US"}})),
+    )
+    .await;
+    assert_eq!(s, 202, "{m}");
+    let failed = eventually("the failed status", || async {
+        received(&files, "/hook/204").into_iter().find(|(_, _, v)| {
+            v["type"] == "message.status"
+                && v["data"]["id"] == m["id"]
+                && v["data"]["status"] == "failed"
+        })
+    })
+    .await;
+    assert_eq!(
+        (
+            failed.2["data"]["status"].as_str(),
+            failed.2["data"]["failure"]["code"].as_str()
+        ),
+        (Some("failed"), Some("recipient_not_on_whatsapp"))
+    );
+    let got = received(&files, "/hook/204");
+
     // Every attempt is in the log, succeeded at the first try.
     let log = eventually("the attempt log", || async {
         let log = attempts(&app, &key, &all_id, "").await;
