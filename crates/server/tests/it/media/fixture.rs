@@ -148,7 +148,7 @@ impl FileServer {
             axum_server::from_tcp_rustls(std_listener, tls)
                 .unwrap()
                 .handle(h)
-                .serve(app.into_make_service())
+                .serve(app.into_make_service_with_connect_info::<SocketAddr>())
                 .await
                 .unwrap();
         });
@@ -237,10 +237,13 @@ async fn held_file(State(st): State<St>) -> Response {
 async fn hook(
     State(st): State<St>,
     Path(status): Path<u16>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
     mut headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     headers.insert("x-test-path", format!("/hook/{status}").parse().unwrap());
+    // Which connection it came on (keep-alive checks).
+    headers.insert("x-test-peer", peer.to_string().parse().unwrap());
     st.hooks.lock().unwrap().push((headers, body.to_vec()));
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT);
     match status {

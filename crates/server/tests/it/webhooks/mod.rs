@@ -148,6 +148,34 @@ async fn a_delivery_is_signed_as_standard_webhooks_says() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_to_a_receiver_are_reused() {
+    let files = FileServer::start().await;
+    let s = sender(&files, Duration::from_secs(15));
+    let (key, _) = events::new_secret();
+    let url = files.url("/hook/204");
+    for i in 0..5 {
+        let id = format!("evt_{i}");
+        let d = Delivery {
+            url: &url,
+            event_id: &id,
+            body: b"{}",
+            keys: vec![&key],
+        };
+        assert_eq!(s.attempt(&d, 1).await.outcome, Outcome::Succeeded);
+    }
+    // One TLS connection (one client port) carried all five deliveries.
+    let peers: std::collections::HashSet<String> = files
+        .hooks
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(h, _)| h["x-test-peer"].to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(peers.len(), 1, "{peers:?}");
+    files.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receivers_answers_become_outcomes() {
     let files = FileServer::start().await;
     let s = sender(&files, Duration::from_secs(1));
