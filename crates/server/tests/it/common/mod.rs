@@ -407,3 +407,22 @@ macro_rules! both_backends {
         }
     };
 }
+
+/// Polls `probe` every 25 ms, at most `bound`, until it gives `Some`.
+pub async fn eventually_within<T, F, Fut>(bound: std::time::Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}

@@ -12,18 +12,12 @@ const PN: &str = "555000222";
 const API: &str = "/api/public/v1";
 
 /// Polls `probe` (bounded: 8 s) until it gives `Some`.
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    for _ in 0..320 {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out waiting for {what}");
+    crate::common::eventually_within(Duration::from_secs(8), what, probe).await
 }
 
 async fn get(app: &TestApp, key: &str, path: &str) -> Value {

@@ -26,18 +26,12 @@ const SUBS: &str = "/api/public/v1/webhook-subscriptions";
 const PN: &str = "555000333";
 
 /// Polls `probe` (bounded: 30 s) until it gives `Some`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    for _ in 0..600 {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+    crate::common::eventually_within(Duration::from_secs(30), what, probe).await
 }
 
 /// An app with workers whose deliveries may reach the receiver (its CA trusted, loopback
