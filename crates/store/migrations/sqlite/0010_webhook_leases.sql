@@ -5,3 +5,7 @@ CREATE INDEX webhook_deliveries_leased_idx ON webhook_deliveries (subscription_i
     WHERE status = 'pending' AND locked_until IS NOT NULL;
 -- Events by age: replays (events since T) and the 30-day pruning.
 CREATE INDEX events_created_at_idx ON events (created_at);
+-- A subscription's due deliveries, earliest first: claims take each subscription's first few
+-- through it, so a claim's cost does not grow with the backlog.
+CREATE INDEX webhook_deliveries_subscription_due_idx
+    ON webhook_deliveries (subscription_id, next_attempt_at, id) WHERE status = 'pending';

@@ -12,27 +12,33 @@ use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
 use crate::sql::{bump_updated_at, split_after};
 
-/// Leases due deliveries, earliest first, `$1` at most in all, and at most `$5` in flight
-/// per subscription (deliveries already leased count): `$2` now, `$3` owner, `$4` lease
-/// end. The window function ranks each subscription's due deliveries; the middle select
-/// re-checks and (PostgreSQL) locks them, skipping rows another claimer holds.
-macro_rules! claim_sql {
-    ($($lock:literal)?) => {
-        concat!(
-            "UPDATE webhook_deliveries SET lease_owner = $3, locked_until = $4, \
-             next_attempt_at = $4 \
-             WHERE id IN (SELECT id FROM webhook_deliveries WHERE id IN ( \
-                 SELECT r.id FROM (SELECT id, subscription_id, next_attempt_at, ROW_NUMBER() OVER ( \
-                     PARTITION BY subscription_id ORDER BY next_attempt_at, id) AS rn \
-                   FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $2) r \
-                 LEFT JOIN (SELECT subscription_id, COUNT(*) AS n FROM webhook_deliveries \
-                   WHERE status = 'pending' AND locked_until > $2 GROUP BY subscription_id) b \
-                   ON b.subscription_id = r.subscription_id \
-                 WHERE r.rn + COALESCE(b.n, 0) <= $5 ORDER BY r.next_attempt_at, r.id LIMIT $1) \
-               AND status = 'pending' AND next_attempt_at <= $2", $(" ", $lock,)? ") \
-             AND status = 'pending' AND next_attempt_at <= $2 \
-             RETURNING id, subscription_id, event_id, attempts, lease_owner, locked_until"
-        )
+/// PostgreSQL's claim: for each subscription, its earliest due deliveries up to `$5` less
+/// those it has in flight (leased by anyone), through the per-subscription index, so a claim
+/// costs O(subscriptions × cap) however long the backlog; then the earliest `$1` of those,
+/// locked (skipping rows another claimer holds) and leased: `$2` now, `$3` owner, `$4`
+/// lease end.
+macro_rules! claim_postgres {
+    () => {
+        "\
+    WITH cand AS ( \
+      SELECT d.id, d.next_attempt_at FROM webhook_subscriptions s \
+      CROSS JOIN LATERAL ( \
+        SELECT id, next_attempt_at FROM webhook_deliveries d \
+        WHERE d.subscription_id = s.id AND d.status = 'pending' AND d.next_attempt_at <= $2 \
+        ORDER BY d.next_attempt_at, d.id \
+        LIMIT GREATEST($5 - (SELECT COUNT(*) FROM webhook_deliveries b \
+            WHERE b.subscription_id = s.id AND b.status = 'pending' AND b.locked_until > $2), 0) \
+      ) d \
+      ORDER BY d.next_attempt_at, d.id LIMIT $1 \
+    ), locked AS ( \
+      SELECT id FROM webhook_deliveries WHERE id = ANY(ARRAY(SELECT id FROM cand)) \
+        AND status = 'pending' AND next_attempt_at <= $2 FOR UPDATE SKIP LOCKED \
+    ), claimed AS ( \
+      UPDATE webhook_deliveries SET lease_owner = $3, locked_until = $4, next_attempt_at = $4 \
+      WHERE id = ANY(ARRAY(SELECT id FROM locked)) AND status = 'pending' \
+        AND next_attempt_at <= $2 \
+      RETURNING id, subscription_id, event_id, attempts, lease_owner, locked_until \
+    ) "
     };
 }
 
@@ -175,18 +181,48 @@ impl Db {
         let lease_end = now.saturating_add(lease_ms.max(0));
         let mut jobs = match &self.pool {
             Pool::Sqlite(pool) => {
+                // The same choice in steps (SQLite cannot limit a correlated subquery by an
+                // outer column); `BEGIN IMMEDIATE` makes them one atomic claim.
+                const SUBS: &str = "SELECT s.id, (SELECT COUNT(*) FROM webhook_deliveries b \
+                     WHERE b.subscription_id = s.id AND b.status = 'pending' \
+                       AND b.locked_until > $1) FROM webhook_subscriptions s \
+                     WHERE EXISTS (SELECT 1 FROM webhook_deliveries d \
+                       WHERE d.subscription_id = s.id AND d.status = 'pending' \
+                         AND d.next_attempt_at <= $1)";
+                const DUE: &str = "SELECT id, next_attempt_at FROM webhook_deliveries \
+                     WHERE subscription_id = $1 AND status = 'pending' AND next_attempt_at <= $2 \
+                     ORDER BY next_attempt_at, id LIMIT $3";
+                const LEASE: &str = "UPDATE webhook_deliveries SET lease_owner = $2, \
+                     locked_until = $3, next_attempt_at = $3 WHERE id = $1";
                 const JOB: &str = job_sql!("webhook_deliveries", " WHERE d.id = $1");
                 let mut tx = pool.begin_write().await?;
-                let ids = sqlx::query_scalar::<_, Uuid>(claim_sql!())
-                    .bind(limit)
+                let subs = sqlx::query_as::<_, (Uuid, i64)>(SUBS)
                     .bind(now)
-                    .bind(owner)
-                    .bind(lease_end)
-                    .bind(per_subscription_limit)
                     .fetch_all(&mut *tx)
                     .await?;
-                let mut jobs = Vec::with_capacity(ids.len());
-                for id in ids {
+                let mut due: Vec<(i64, Uuid)> = Vec::new();
+                for (sub, busy) in subs {
+                    let room = per_subscription_limit - busy;
+                    if room > 0 {
+                        let rows = sqlx::query_as::<_, (Uuid, i64)>(DUE)
+                            .bind(sub)
+                            .bind(now)
+                            .bind(room)
+                            .fetch_all(&mut *tx)
+                            .await?;
+                        due.extend(rows.into_iter().map(|(id, at)| (at, id)));
+                    }
+                }
+                due.sort_unstable();
+                due.truncate(usize::try_from(limit).unwrap_or(0));
+                let mut jobs = Vec::with_capacity(due.len());
+                for (_, id) in due {
+                    sqlx::query(LEASE)
+                        .bind(id)
+                        .bind(owner)
+                        .bind(lease_end)
+                        .execute(&mut *tx)
+                        .await?;
                     jobs.push(
                         sqlx::query_as::<_, DeliveryJob>(JOB)
                             .bind(id)
@@ -198,12 +234,7 @@ impl Db {
                 jobs
             }
             Pool::Postgres(pool) => {
-                const SQL: &str = concat!(
-                    "WITH claimed AS (",
-                    claim_sql!("FOR UPDATE SKIP LOCKED"),
-                    ") ",
-                    job_sql!("claimed", "")
-                );
+                const SQL: &str = concat!(claim_postgres!(), job_sql!("claimed", ""));
                 let mut tx = pool.begin_write().await?;
                 let jobs = sqlx::query_as::<_, DeliveryJob>(SQL)
                     .bind(limit)
