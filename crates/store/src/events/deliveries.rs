@@ -293,52 +293,45 @@ impl Db {
         if recordings.is_empty() {
             return Ok(Vec::new());
         }
-        let done = with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let mut done = Vec::with_capacity(recordings.len());
-            for r in recordings {
-                let (status, next, attempt_status) = match r.outcome {
-                    DeliveryOutcome::Succeeded => {
-                        (DeliveryStatus::Succeeded, None, AttemptStatus::Succeeded)
-                    }
-                    DeliveryOutcome::Retry { next_attempt_at } => (
-                        DeliveryStatus::Pending,
-                        Some(next_attempt_at),
-                        AttemptStatus::Failed,
-                    ),
-                    DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
-                };
-                let attempt = r.attempt;
-                let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
-                    .bind(r.delivery_id)
-                    .bind(r.owner)
-                    .bind(status.as_str())
-                    .bind(next)
-                    .bind(attempt.response_status)
-                    .bind(&attempt.error)
-                    .bind(attempt.created_at)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if let Some((subscription_id, event_id, number)) = row {
-                    sqlx::query(ATTEMPT)
-                        .bind(attempt.id)
+        let done = match &self.pool {
+            Pool::Postgres(pool) => return record_postgres(pool, recordings).await,
+            Pool::Sqlite(pool) => {
+                let mut tx = pool.begin_write().await?;
+                let mut done = Vec::with_capacity(recordings.len());
+                for r in recordings {
+                    let (status, next, attempt_status) = outcome_columns(r.outcome);
+                    let attempt = r.attempt;
+                    let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
                         .bind(r.delivery_id)
-                        .bind(subscription_id)
-                        .bind(event_id)
-                        .bind(number)
-                        .bind(attempt_status.as_str())
+                        .bind(r.owner)
+                        .bind(status.as_str())
+                        .bind(next)
                         .bind(attempt.response_status)
-                        .bind(attempt.latency_ms)
                         .bind(&attempt.error)
                         .bind(attempt.created_at)
-                        .execute(&mut *tx)
+                        .fetch_optional(&mut *tx)
                         .await?;
+                    if let Some((subscription_id, event_id, number)) = row {
+                        sqlx::query(ATTEMPT)
+                            .bind(attempt.id)
+                            .bind(r.delivery_id)
+                            .bind(subscription_id)
+                            .bind(event_id)
+                            .bind(number)
+                            .bind(attempt_status.as_str())
+                            .bind(attempt.response_status)
+                            .bind(attempt.latency_ms)
+                            .bind(&attempt.error)
+                            .bind(attempt.created_at)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    done.push(row.is_some());
                 }
-                done.push(row.is_some());
+                tx.commit().await?;
+                done
             }
-            tx.commit().await?;
-            done
-        });
+        };
         Ok(done)
     }
 
@@ -424,5 +417,76 @@ impl Db {
             .await
             .map(|r| r.rows_affected()))?;
         Ok(n)
+    }
+}
+
+/// [`Db::record_webhook_attempts`] on PostgreSQL: every recording in one statement (one
+/// round trip, not two per attempt: the workers record what finished while they wait).
+async fn record_postgres(pool: &sqlx::PgPool, recordings: &[Recording<'_>]) -> Result<Vec<bool>> {
+    let mut q = sqlx::QueryBuilder::new(
+        "WITH v (id, owner, status, next_at, code, err, at, attempt_id, attempt_status, latency) \
+         AS (",
+    );
+    q.push_values(recordings, |mut row, r| {
+        let (status, next, attempt_status) = outcome_columns(r.outcome);
+        row.push_bind(r.delivery_id)
+            .push_unseparated("::uuid")
+            .push_bind(r.owner.to_string())
+            .push_unseparated("::text")
+            .push_bind(status.as_str())
+            .push_unseparated("::text")
+            .push_bind(next)
+            .push_unseparated("::bigint")
+            .push_bind(r.attempt.response_status)
+            .push_unseparated("::bigint")
+            .push_bind(r.attempt.error.clone())
+            .push_unseparated("::text")
+            .push_bind(r.attempt.created_at)
+            .push_unseparated("::bigint")
+            .push_bind(r.attempt.id)
+            .push_unseparated("::uuid")
+            .push_bind(attempt_status.as_str())
+            .push_unseparated("::text")
+            .push_bind(r.attempt.latency_ms)
+            .push_unseparated("::bigint");
+    });
+    q.push(
+        "), upd AS (UPDATE webhook_deliveries d SET attempts = d.attempts + 1, status = v.status, \
+           next_attempt_at = v.next_at, locked_until = NULL, lease_owner = NULL, \
+           last_status_code = v.code, last_error = v.err, \
+           updated_at = CASE WHEN v.at > d.updated_at THEN v.at ELSE d.updated_at + 1 END \
+         FROM v WHERE d.id = v.id AND d.lease_owner = v.owner AND d.status = 'pending' \
+         RETURNING d.id, d.subscription_id, d.event_id, d.attempts) \
+         INSERT INTO webhook_attempts (id, delivery_id, subscription_id, event_id, event_type, \
+           attempt, status, response_status, latency_ms, error, created_at) \
+         SELECT v.attempt_id, upd.id, upd.subscription_id, upd.event_id, e.type, upd.attempts, \
+           v.attempt_status, v.code, v.latency, v.err, v.at \
+         FROM upd JOIN v ON v.id = upd.id JOIN events e ON e.id = upd.event_id \
+         RETURNING delivery_id",
+    );
+    let mut tx = pool.begin_write().await?;
+    let recorded: std::collections::HashSet<Uuid> = q
+        .build_query_scalar::<Uuid>()
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+    tx.commit().await?;
+    Ok(recordings
+        .iter()
+        .map(|r| recorded.contains(&r.delivery_id))
+        .collect())
+}
+
+/// The delivery's new status, due time and the attempt's status for an outcome.
+fn outcome_columns(o: DeliveryOutcome) -> (DeliveryStatus, Option<i64>, AttemptStatus) {
+    match o {
+        DeliveryOutcome::Succeeded => (DeliveryStatus::Succeeded, None, AttemptStatus::Succeeded),
+        DeliveryOutcome::Retry { next_attempt_at } => (
+            DeliveryStatus::Pending,
+            Some(next_attempt_at),
+            AttemptStatus::Failed,
+        ),
+        DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
     }
 }
