@@ -6,7 +6,8 @@
 //!        · the poll interval (deliveries queued by other processes)
 //!    └─► claim ≤ free slots, ≤ per_subscription in flight per subscription (leases count)
 //!          └─► one task per delivery: core::webhooks::deliver::attempt
-//!                └─► finished tasks recorded together, in one transaction
+//!                └─► finished attempts recorded together, in one transaction, by a
+//!                    recorder task (claiming and recording overlap)
 //! ```
 //!
 //! One subscription never holds more than `per_subscription` of the `max_in_flight` slots,
@@ -59,6 +60,9 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(60_000);
     let per_subscription = i64::try_from(config.per_subscription).unwrap_or(1);
     let mut backoff = Duration::ZERO;
+    // Finished attempts go to the recorder; a full channel holds the claimer back.
+    let (done_tx, done_rx) = tokio::sync::mpsc::channel::<Made>(4 * config.max_in_flight.max(1));
+    let recorder = tokio::spawn(recorder(core.clone(), owner.clone(), done_rx));
     loop {
         // Claim what is due, as far as slots allow.
         let mut idle_for = config.poll_interval;
@@ -101,7 +105,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             }
         }
         if cancel.is_cancelled() && tasks.is_empty() {
-            return;
+            break;
         }
         // Wait for a finished attempt, a wake-up or the next due time.
         let first = tokio::select! {
@@ -109,14 +113,29 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             done = tasks.join_next(), if !tasks.is_empty() => done,
             () = wakeup.notified(), if !cancel.is_cancelled() => None,
             () = tokio::time::sleep(idle_for), if !cancel.is_cancelled() => None,
-            () = cancel.cancelled(), if tasks.is_empty() => return,
+            () = cancel.cancelled(), if tasks.is_empty() => break,
         };
-        let mut made = Vec::new();
-        made.extend(first.and_then(|r| r.ok()));
-        while let Some(r) = tasks.try_join_next() {
-            made.extend(r.ok());
+        for made in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| tasks.try_join_next()))
+        {
+            if let Ok(m) = made {
+                // The recorder ends only when this sender is dropped.
+                let _ = done_tx.send(m).await;
+            }
         }
-        record(&core, &owner, &made).await;
+    }
+    // Everything finished is recorded before the worker ends.
+    drop(done_tx);
+    let _ = recorder.await;
+}
+
+/// Records finished attempts as they come, all that are waiting in one transaction.
+async fn recorder(core: Core, owner: String, mut done: tokio::sync::mpsc::Receiver<Made>) {
+    let mut batch = Vec::new();
+    while done.recv_many(&mut batch, 512).await > 0 {
+        record(&core, &owner, &batch).await;
+        batch.clear();
     }
 }
 
