@@ -115,14 +115,14 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             () = tokio::time::sleep(idle_for), if !cancel.is_cancelled() => None,
             () = cancel.cancelled(), if tasks.is_empty() => break,
         };
+        // A task that panicked made no attempt worth recording: its lease brings it back.
         for made in first
             .into_iter()
             .chain(std::iter::from_fn(|| tasks.try_join_next()))
+            .flatten()
         {
-            if let Ok(m) = made {
-                // The recorder ends only when this sender is dropped.
-                let _ = done_tx.send(m).await;
-            }
+            // The recorder ends only when this sender is dropped.
+            let _ = done_tx.send(made).await;
         }
     }
     // Everything finished is recorded before the worker ends.
