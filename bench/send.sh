@@ -18,6 +18,19 @@
 #   BENCH_PG_SAMPLE=0                 1: sample pg_stat_activity every 0.1 s during the POST run
 #                                     and print what PostgreSQL backends were doing (diagnostic;
 #                                     the sampling itself costs a little CPU)
+#   BENCH_WEBHOOK_SUBS=0              N > 0: event webhooks flow while wrk runs. The receiver
+#                                     (crates/server/examples/webhook_receiver.rs, built with
+#                                     tern) listens on loopback HTTPS before tern starts (tern
+#                                     trusts its CA: TERN_EXTRA_CA_FILE, TERN_ALLOW_NETWORKS=
+#                                     127.0.0.1/32); right before the POST run N subscriptions
+#                                     listing message.status are created (a second key,
+#                                     full_access), so every sent/delivered/read status of the
+#                                     POSTed messages is delivered N times while wrk runs.
+#                                     Reported: deliveries the receiver got during the POST run,
+#                                     their latency, the deliveries still pending afterwards,
+#                                     and the receiver's CPU. 0 (default): no receiver, as before.
+#   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
+#                                     compared on one build while the tree changes)
 #
 # Per backend:
 #   setup    simulator (no status delays, --no-window, no pacing), `tern admin` provisioning
@@ -34,6 +47,7 @@
 #   POST     wrk -t2 -c32 on POST /messages (unique Idempotency-Key per request, bench/send.lua);
 #            every non-202 is counted and must be 0 (else the script exits 1); rows in the
 #            database are cross-checked.
+#            With BENCH_WEBHOOK_SUBS, the deliveries go on after it (during the GET run too).
 #   GET      wrk -t2 -c32 on GET /messages/{id} over 1,000 accepted ids (bench/get.lua);
 #            every non-200 is counted and must be 0.
 #   RSS      VmHWM of the tern process (peak resident set) after each wrk run.
@@ -58,9 +72,14 @@ probe_gap=${BENCH_PROBE_GAP:-0.02}
 sent_wait=${BENCH_SENT_WAIT:-15}
 tern_mps=${BENCH_TERN_MPS:-1000}
 pg_sample=${BENCH_PG_SAMPLE:-0}
+webhook_subs=${BENCH_WEBHOOK_SUBS:-0}
+[[ $webhook_subs =~ ^[0-9]+$ && $webhook_subs -le 200 ]] || { echo "BENCH_WEBHOOK_SUBS must be 0 to 200" >&2; exit 2; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
 tern="$CARGO_TARGET_DIR/release/tern"
+receiver="$CARGO_TARGET_DIR/release/examples/webhook_receiver"
 out="$root/bench/results"
+tag="" # raw outputs: send-BACKEND[-whN]-post.txt …
+[[ $webhook_subs -gt 0 ]] && tag="-wh$webhook_subs"
 
 PNID=109000000000001
 WABA=209000000000001
@@ -136,18 +155,19 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
     snap["procs"][pid] = [st[st.index("(") + 1:st.rindex(")")], cmd[:100], int(rest[11]) + int(rest[12])]
 json.dump(snap, sys.stdout)'
 }
-# cpu_split BEFORE AFTER TERN_PID SIM_PID PG_DB WRK_SECONDS → one line: shares of 2 cores' time.
-# PostgreSQL = its shared processes + backends of the bench database; backends of other
-# databases and every other process count as "other" (the top three are named).
+# cpu_split BEFORE AFTER TERN_PID SIM_PID PG_DB WRK_SECONDS [RECEIVER_PID] → one line: shares of
+# 2 cores' time. PostgreSQL = its shared processes + backends of the bench database; backends
+# of other databases and every other process count as "other" (the top three are named).
 cpu_split() {
   python3 - "$@" <<'EOF'
 import json, os, sys
 before, after = (json.load(open(f)) for f in sys.argv[1:3])
 tern_pid, sim_pid, pg_db, wrk = sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])
+rx_pid = sys.argv[7] if len(sys.argv) > 7 else ""
 hz = os.sysconf("SC_CLK_TCK")
 busy = (after["machine"][0] - before["machine"][0]) / hz
 total = (after["machine"][1] - before["machine"][1]) / hz  # wall time × cores
-use = {"tern": 0.0, "postgres": 0.0, "simulator": 0.0}
+use = {"tern": 0.0, "postgres": 0.0, "simulator": 0.0, "receiver": 0.0}
 others = {}
 for pid, (comm, cmd, t) in after["procs"].items():
     d = (t - before["procs"].get(pid, [0, 0, 0])[2]) / hz
@@ -155,6 +175,8 @@ for pid, (comm, cmd, t) in after["procs"].items():
         use["tern"] += d
     elif pid == sim_pid:
         use["simulator"] += d
+    elif rx_pid and pid == rx_pid:
+        use["receiver"] += d
     elif comm == "postgres" and pg_db and (pg_db in cmd or ("(" not in cmd and "[local]" not in cmd)):
         use["postgres"] += d
     elif d > 0:
@@ -165,7 +187,8 @@ pct = lambda x: f"{100 * x / total:.0f}%" if total else "?"
 top = sorted(others.items(), key=lambda kv: -kv[1])[:3]
 named = ", ".join(f"{k} {pct(v)}" for k, v in top if 100 * v / total >= 1)
 print(f"tern {pct(use['tern'])} · wrk {pct(wrk)} · postgres {pct(use['postgres'])} · "
-      f"simulator {pct(use['simulator'])} · other {pct(other)}{' (' + named + ')' if named else ''} · "
+      f"simulator {pct(use['simulator'])} · "
+      f"{'receiver ' + pct(use['receiver']) + ' · ' if rx_pid else ''}other {pct(other)}{' (' + named + ')' if named else ''} · "
       f"idle {pct(total - busy)} (of {os.cpu_count()} cores)")
 EOF
 }
@@ -184,8 +207,17 @@ host_speed() { python3 -c 'import time;t=time.perf_counter();sum(i*i for i in ra
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; } # field NAME "RESULT …"
 
 # --- build -----------------------------------------------------------------------------------
-echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
-cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
+if [[ ${BENCH_SKIP_BUILD:-0} == 1 ]]; then
+  echo "not building: BENCH_SKIP_BUILD=1, $tern of $(date -ur "$tern" +%FT%TZ)"
+  [[ $webhook_subs -eq 0 || -x $receiver ]] || { echo "$receiver is missing" >&2; exit 1; }
+else
+  echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
+  if [[ $webhook_subs -gt 0 ]]; then
+    cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q --bins --example webhook_receiver
+  else
+    cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
+  fi
+fi
 mkdir -p "$out"
 "$root/scripts/services.sh" >/dev/null
 
@@ -227,6 +259,20 @@ run_backend() {
   local sim_pid=$!
   pids+=("$sim_pid")
   wait_http "$sim/_sim/health" simulator "$dir/simulator.log"
+
+  # The event-webhook receiver first: tern reads its CA at start.
+  local rx_pid="" rx_port rx_ctl wh_count="" wh_line=""
+  unset TERN_ALLOW_NETWORKS TERN_EXTRA_CA_FILE
+  if [[ $webhook_subs -gt 0 ]]; then
+    rx_port=$(free_port)
+    rx_ctl=$(free_port)
+    "$receiver" --https "127.0.0.1:$rx_port" --http "127.0.0.1:$rx_ctl" --ca-out "$dir/ca.pem" \
+      >"$dir/receiver.log" 2>&1 &
+    rx_pid=$!
+    pids+=("$rx_pid")
+    wait_http "http://127.0.0.1:$rx_ctl/count" "webhook receiver" "$dir/receiver.log"
+    export TERN_ALLOW_NETWORKS=127.0.0.1/32 TERN_EXTRA_CA_FILE="$dir/ca.pem"
+  fi
 
   unset TERN_REDIS_URL TERN_CONFIG
   export TERN_DATABASE_URL="$url" TERN_LISTEN="127.0.0.1:$tern_port" TERN_PUBLIC_URL="$base" \
@@ -340,9 +386,10 @@ for i in range(n):
     cpu_snapshot >"$dir/cpu0.json"
     /usr/bin/time -f '%U %S' -o "$dir/wrk.time" wrk "$@" >"$file" 2>&1 || {
       echo "wrk failed:" >&2; cat "$file" >&2; exit 1; }
+    [[ -z $rx_pid ]] || wh_count=$(curl -sf "http://127.0.0.1:$rx_ctl/count")
     cpu_snapshot >"$dir/cpu1.json"
     CPU=$(cpu_split "$dir/cpu0.json" "$dir/cpu1.json" "$tern_pid" "$sim_pid" "$pg_db" \
-      "$(awk 'END{print $1+$2}' "$dir/wrk.time")")
+      "$(awk 'END{print $1+$2}' "$dir/wrk.time")" $rx_pid)
     if [[ -n $sampler ]]; then
       kill "$sampler" 2>/dev/null || true
       wait "$sampler" 2>/dev/null || true
@@ -362,8 +409,17 @@ for i in range(n):
     echo "   CPU: $CPU"
   }
 
+  # Event webhooks: N subscriptions to message.status, created now (not during the probe).
+  if [[ $webhook_subs -gt 0 ]]; then
+    local wh_key
+    wh_key=$("$tern" admin key create --org "$org" --member "$member" --name webhooks --preset full_access | json key)
+    python3 "$root/bench/webhooks.py" subs "$base" "$wh_key" "https://127.0.0.1:$rx_port" "$webhook_subs" message.status >/dev/null
+    curl -sf -X POST "http://127.0.0.1:$rx_ctl/reset" >/dev/null
+    echo "-- $webhook_subs webhook subscriptions (message.status) to https://127.0.0.1:$rx_port/s/{1..$webhook_subs}"
+  fi
+
   local run_id="b$$${name:0:1}"
-  run_wrk "POST /messages (wrk -t$threads -c$conns -d${secs}s)" "$out/send-$name-post.txt" \
+  run_wrk "POST /messages (wrk -t$threads -c$conns -d${secs}s)" "$out/send-$name$tag-post.txt" \
     -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/send.lua" \
     "$base$API/messages" -- "$key" "$run_id" "$recipients" "+$CUSTOMER_PREFIX"
   local post_res=$RES post_cpu=$CPU post_hwm
@@ -375,10 +431,27 @@ for i in range(n):
   local after_post
   after_post=$(sql "SELECT status || '=' || count(*) FROM messages WHERE direction='outbound' AND text = 'bench $run_id' GROUP BY status ORDER BY status" | paste -sd' ')
   echo "   statuses of the POSTed messages right after the run: $after_post"
+  if [[ $webhook_subs -gt 0 ]]; then
+    curl -sf "http://127.0.0.1:$rx_ctl/stats" >"$dir/wh.json"
+    cp "$dir/wh.json" "$out/send-$name$tag-webhooks.json"
+    local wh_pending wh_events
+    wh_pending=$(sql "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")
+    wh_events=$(sql "SELECT count(*) FROM events WHERE type = 'message.status'")
+    wh_line=$(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+count, dups, p50, p99 = s["count"], s["duplicates"], s["latency_ms"]["p50"], s["latency_ms"]["p99"]
+n, secs = int(sys.argv[2]), float(sys.argv[3])
+print(f"{n} deliveries during the POST run ({n / secs:.0f}/s; {count} by the time of this line, "
+      f"{dups} duplicates, latency p50 {p50} ms p99 {p99} ms); "
+      f"{sys.argv[4]} message.status events so far, {sys.argv[5]} deliveries pending")
+' "$dir/wh.json" "$wh_count" "$secs" "$wh_events" "$wh_pending")
+    echo "   webhooks ($webhook_subs subscriptions): $wh_line"
+  fi
 
   sql "SELECT $id_expr FROM messages WHERE direction='outbound' AND text = 'bench $run_id' LIMIT 1000" >"$dir/ids.txt"
   run_wrk "GET /messages/{id} over $(wc -l <"$dir/ids.txt") ids (wrk -t$threads -c$conns -d${secs}s)" \
-    "$out/send-$name-get.txt" -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/get.lua" \
+    "$out/send-$name$tag-get.txt" -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/get.lua" \
     "$base$API/messages/" -- "$key" "$dir/ids.txt"
   local get_res=$RES get_cpu=$CPU hwm
   hwm=$(hwm_mib "$tern_pid")
@@ -390,10 +463,11 @@ for i in range(n):
 
   kill -TERM "$tern_pid" && wait "$tern_pid" || true
   kill -TERM "$sim_pid" && wait "$sim_pid" || true
+  [[ -z $rx_pid ]] || { kill -TERM "$rx_pid" && wait "$rx_pid" || true; }
   pids=()
   unset -f sql
 
-  summary+=("$name|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog")
+  summary+=("$name|${wh_line:-}|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog")
 }
 
 for b in $backends; do
@@ -411,10 +485,10 @@ for b in $backends; do
 done
 
 echo
-echo "=== summary: $(nproc) cores, wrk -t$threads -c$conns -d${secs}s, $recipients recipients, $(date -u +%FT%TZ) ==="
+echo "=== summary: $(nproc) cores, wrk -t$threads -c$conns -d${secs}s, $recipients recipients, $tern_mps mps$([[ $webhook_subs -gt 0 ]] && echo ", $webhook_subs webhook subscriptions (message.status)"), $(date -u +%FT%TZ) ==="
 printf '%-9s | %-26s | %-26s | %-8s | %s\n' backend "POST /messages rps p50/p99" "GET /messages/{id} rps p50/p99" "peak RSS" "accepted→sent p50/p99"
 for row in "${summary[@]}"; do
-  IFS='|' read -r n prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog <<<"$row"
+  IFS='|' read -r n whline prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog <<<"$row"
   if [[ $lp50 == "-" ]]; then lat="n/a"; else lat="${lp50} / ${lp99} ms"; fi
   printf '%-9s | %7s/s %6s/%-6s ms | %7s/s %6s/%-6s ms | %5s MiB | %s\n' \
     "$n" "$prps" "$pp50" "$pp99" "$grps" "$gp50" "$gp99" "$hwm" "$lat"
@@ -422,10 +496,11 @@ for row in "${summary[@]}"; do
   echo "          CPU during POST: $pcpu"
   echo "          CPU during GET:  $gcpu"
   echo "          POSTed messages by status (after POST → after GET): $backlog"
+  [[ -z $whline ]] || echo "          webhooks, $webhook_subs subscriptions: $whline"
 done
 failed=0
 for row in "${summary[@]}"; do
-  IFS='|' read -r n _ _ _ pbad _ _ _ gbad _ <<<"$row"
+  IFS='|' read -r n _ _ _ _ pbad _ _ _ gbad _ <<<"$row"
   if [[ $pbad != 0 || $gbad != 0 ]]; then
     echo "FAIL: $n answered $pbad POST requests with a status other than 202 and $gbad GET requests with one other than 200" >&2
     failed=1

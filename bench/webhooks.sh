@@ -1,0 +1,388 @@
+#!/usr/bin/env bash
+# Event-webhook benchmark: `contact.consent` events from a release build of `tern serve`
+# delivered (signed, Standard Webhooks headers) to a loopback HTTPS receiver
+# (crates/server/examples/webhook_receiver.rs), with 1 and with 50 subscriptions, on SQLite
+# and on PostgreSQL: deliveries per second, event → delivery latency, duplicates, and tern's
+# peak RSS and CPU.
+#
+# Usage: bench/webhooks.sh [deliveries per burst, default 20000]
+#   BENCH_BACKENDS="sqlite postgres"  backends to run (default both)
+#   BENCH_SUBS="1 50"                 subscription counts to run (1 to 200), each on a fresh
+#                                     database, tern and receiver
+#   BENCH_PACE=400                    deliveries per second aimed at in the paced run (the
+#                                     consent changes per second are BENCH_PACE / subscriptions)
+#   BENCH_PACE_SECS=10                length of the paced run (s)
+#   BENCH_CLIENTS=4                   concurrent keep-alive clients making consent changes
+#   BENCH_CONTACTS=200                contacts the changes go round-robin over (> clients)
+#   BENCH_WAIT=300                    most seconds to wait for a phase's deliveries
+#   BENCH_STALL=30                    … or seconds without a new delivery
+#   BENCH_RECEIVER_THREADS=2          worker threads of the receiver
+#   BENCH_RECEIVER_H2=0               1: the receiver offers HTTP/2 too (default HTTP/1.1 only)
+#   BENCH_PG_SAMPLE=0                 1: sample pg_stat_activity every 0.1 s during the burst and
+#                                     print what PostgreSQL backends were doing (diagnostic; the
+#                                     sampling itself costs a little CPU)
+#   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
+#                                     compared on one build while the tree changes)
+#
+# Per backend × subscription count:
+#   setup    the receiver (a CA and a leaf certificate made at start; tern trusts the CA
+#            through TERN_EXTRA_CA_FILE, TERN_ALLOW_NETWORKS=127.0.0.1/32 lets it deliver to
+#            loopback), `tern admin` provisioning (enterprise org, rate limits raised out of
+#            the way, an owner, a full_access key), `tern serve`, BENCH_CONTACTS contacts, N
+#            subscriptions listing contact.consent, each its own path (/s/1 … /s/N), then a
+#            warm-up (20 changes, every delivery awaited; the receiver is reset after it).
+#   paced    BENCH_PACE / N consent changes per second for BENCH_PACE_SECS s (open loop,
+#            on a schedule), then every delivery awaited: latency = arrival at the receiver −
+#            the event's created_at (same clock), p50/p99/max (nearest rank).
+#   burst    E = deliveries / N consent changes (at least 1) as fast as BENCH_CLIENTS
+#            clients make them, then every delivery awaited: deliveries/s = deliveries
+#            received / (last arrival − the earliest event's created_at); latency as above
+#            (under saturation it is mostly queueing: the last events wait for the backlog).
+#   checks   every change answered 200; distinct webhook-ids = changes answered 200;
+#            distinct (webhook-id, path) = changes × N; paths = N; every request signed with
+#            a created_at; duplicates (requests − distinct (id, path)) reported, 0 expected;
+#            the deliveries table: all succeeded. Any failure → exit 1 at the end.
+#   RSS      VmHWM of tern (and of the receiver) at the end.
+#   CPU      CPU seconds of tern, the receiver, PostgreSQL, the clients and everything else
+#            from the burst's start until its last delivery, as a share of all cores' time;
+#            tern's CPU per delivery (µs). "host loop": seconds a fixed Python loop took
+#            just before the burst (≈0.24 when the VM's host is quiet; slower = contended).
+# Loopback only (127.0.0.1); every wait is bounded. Raw outputs go to bench/results/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+burst_deliveries=${1:-20000}
+backends=${BENCH_BACKENDS:-sqlite postgres}
+subs_list=${BENCH_SUBS:-1 50}
+pace=${BENCH_PACE:-400}
+pace_secs=${BENCH_PACE_SECS:-10}
+clients=${BENCH_CLIENTS:-4}
+contacts_n=${BENCH_CONTACTS:-200}
+wait_max=${BENCH_WAIT:-300}
+stall=${BENCH_STALL:-30}
+recv_threads=${BENCH_RECEIVER_THREADS:-2}
+recv_h2=${BENCH_RECEIVER_H2:-0}
+pg_sample=${BENCH_PG_SAMPLE:-0}
+[[ $burst_deliveries =~ ^[0-9]+$ && $burst_deliveries -ge 1 ]] || { echo "deliveries per burst must be a positive integer" >&2; exit 2; }
+for s in $subs_list; do
+  [[ $s =~ ^[0-9]+$ && $s -ge 1 && $s -le 200 ]] || { echo "BENCH_SUBS: $s is not 1 to 200" >&2; exit 2; }
+done
+[[ $contacts_n -gt $clients ]] || { echo "BENCH_CONTACTS must exceed BENCH_CLIENTS" >&2; exit 2; }
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
+tern="$CARGO_TARGET_DIR/release/tern"
+receiver="$CARGO_TARGET_DIR/release/examples/webhook_receiver"
+out="$root/bench/results"
+APP_SECRET="bench-webhooks-secret-$$"
+PHONE_PREFIX=+4477009 # contacts: +4477009 + 5 digits
+API=/api/public/v1
+
+# --- tools -----------------------------------------------------------------------------------
+command -v sqlite3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null; }
+for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }; done
+[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (package time) is required" >&2; exit 1; }
+
+# --- cleanup ---------------------------------------------------------------------------------
+tmp=$(mktemp -d /tmp/tern-bench-webhooks.XXXXXX)
+pids=()
+pg_db=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && wait "$p" 2>/dev/null || true; done
+  if [[ -n "$pg_db" ]]; then
+    psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- helpers ---------------------------------------------------------------------------------
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
+wait_http() { # url what log
+  for _ in $(seq 1 200); do curl -sf -o /dev/null "$1" && return 0; sleep 0.05; done
+  echo "$2 did not come up ($1); last log lines:" >&2
+  tail -n 20 "$3" >&2 || true
+  exit 1
+}
+# CPU snapshot: the machine's busy/total ticks and every process's utime+stime (JSON).
+cpu_snapshot() {
+  python3 -c '
+import json, os, sys
+snap = {"procs": {}}
+with open("/proc/stat") as f:
+    v = [int(x) for x in f.readline().split()[1:]]
+busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # user nice system irq softirq steal
+snap["machine"] = [busy, busy + v[3] + v[4]]     # + idle iowait
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        continue
+    rest = st[st.rindex(")") + 2:].split()
+    snap["procs"][pid] = [st[st.index("(") + 1:st.rindex(")")], cmd[:100], int(rest[11]) + int(rest[12])]
+json.dump(snap, sys.stdout)'
+}
+# cpu_split BEFORE AFTER TERN_PID RECEIVER_PID PG_DB CLIENT_SECONDS DELIVERIES → one line:
+# shares of all cores' time, and tern's CPU µs per delivery. PostgreSQL = its shared
+# processes + backends of the bench database; everything else is "other" (top three named).
+cpu_split() {
+  python3 - "$@" <<'EOF'
+import json, os, sys
+before, after = (json.load(open(f)) for f in sys.argv[1:3])
+tern_pid, rx_pid, pg_db, client, deliveries = sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]), int(sys.argv[7])
+hz = os.sysconf("SC_CLK_TCK")
+busy = (after["machine"][0] - before["machine"][0]) / hz
+total = (after["machine"][1] - before["machine"][1]) / hz  # wall time × cores
+use = {"tern": 0.0, "postgres": 0.0, "receiver": 0.0}
+others = {}
+for pid, (comm, cmd, t) in after["procs"].items():
+    d = (t - before["procs"].get(pid, [0, 0, 0])[2]) / hz
+    if pid == tern_pid:
+        use["tern"] += d
+    elif pid == rx_pid:
+        use["receiver"] += d
+    elif comm == "postgres" and pg_db and (pg_db in cmd or ("(" not in cmd and "[local]" not in cmd)):
+        use["postgres"] += d
+    elif d > 0:
+        name = {"postgres": "postgres (other dbs)", "tern": "another tern"}.get(comm, comm)
+        others[name] = others.get(name, 0.0) + d
+other = max(0.0, busy - sum(use.values()) - client)
+pct = lambda x: f"{100 * x / total:.0f}%" if total else "?"
+top = sorted(others.items(), key=lambda kv: -kv[1])[:3]
+named = ", ".join(f"{k} {pct(v)}" for k, v in top if 100 * v / total >= 1)
+per = f"{1e6 * use['tern'] / deliveries:.0f}" if deliveries else "-"
+print(f"tern {pct(use['tern'])} · receiver {pct(use['receiver'])} · postgres {pct(use['postgres'])} · "
+      f"clients {pct(client)} · other {pct(other)}{' (' + named + ')' if named else ''} · "
+      f"idle {pct(total - busy)} (of {os.cpu_count()} cores, {total / (os.cpu_count() or 1):.1f} s) · "
+      f"tern {per} µs CPU per delivery")
+EOF
+}
+hwm_mib() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# host_speed → seconds a fixed single-threaded Python loop takes (≈0.24 on this machine type).
+host_speed() { python3 -c 'import time;t=time.perf_counter();sum(i*i for i in range(3_000_000));print(f"{time.perf_counter()-t:.2f}")'; }
+field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; } # field NAME "RESULT …"
+# jget KEY.SUBKEY < stats.json → the value ("-" when null)
+jget() { python3 -c "
+import json, sys
+v = json.load(sys.stdin)
+for k in '$1'.split('.'):
+    v = v.get(k) if isinstance(v, dict) else None
+print('-' if v is None else (f'{v:.0f}' if isinstance(v, float) else v))"; }
+
+# --- build -----------------------------------------------------------------------------------
+if [[ ${BENCH_SKIP_BUILD:-0} == 1 ]]; then
+  echo "not building: BENCH_SKIP_BUILD=1, $tern of $(date -ur "$tern" +%FT%TZ)"
+else
+  echo "building tern and the receiver (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
+  cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q --bins --example webhook_receiver
+fi
+[[ -x $tern && -x $receiver ]] || { echo "$tern or $receiver is missing" >&2; exit 1; }
+mkdir -p "$out"
+"$root/scripts/services.sh" >/dev/null
+
+summary=()
+problems=()
+problem() { echo "   PROBLEM: $1"; problems+=("$2: $1"); }
+
+# phase LABEL DIR RX_CTL SUBS OK → waits for OK × SUBS deliveries, checks them, prints a line,
+# leaves the receiver's stats in DIR/LABEL.json and sets ST (the stats JSON file).
+# With snap_after_wait set, a CPU snapshot is written there as soon as the wait ends.
+ST=""
+snap_after_wait=""
+phase_check() {
+  local label=$1 dir=$2 rx_ctl=$3 n=$4 ok=$5 run=$6
+  local expected=$((ok * n)) w
+  w=$(python3 "$root/bench/webhooks.py" wait "http://127.0.0.1:$rx_ctl" "$expected" "$wait_max" "$stall")
+  [[ -z $snap_after_wait ]] || cpu_snapshot >"$snap_after_wait"
+  sleep 0.5 # a late duplicate would arrive now
+  ST="$dir/$label.json"
+  curl -sf "http://127.0.0.1:$rx_ctl/stats" >"$ST"
+  local count ids pairs dups paths bad
+  count=$(jget count <"$ST"); ids=$(jget distinct_ids <"$ST"); pairs=$(jget distinct_deliveries <"$ST")
+  dups=$(jget duplicates <"$ST"); paths=$(jget paths <"$ST"); bad=$(jget bad <"$ST")
+  echo "   $w"
+  echo "   received $count (distinct ids $ids, distinct (id, path) $pairs, duplicates $dups, paths $paths, unsigned/no created_at $bad)"
+  echo "   latency event → delivery: p50 $(jget latency_ms.p50 <"$ST") ms · p95 $(jget latency_ms.p95 <"$ST") ms · p99 $(jget latency_ms.p99 <"$ST") ms · max $(jget latency_ms.max <"$ST") ms"
+  [[ $ids == "$ok" ]] || problem "$label: $ids distinct webhook-ids for $ok changes answered 200" "$run"
+  [[ $pairs == "$expected" ]] || problem "$label: $pairs distinct deliveries, $expected expected" "$run"
+  [[ $paths == "$n" || $ok == 0 ]] || problem "$label: deliveries reached $paths paths, $n expected" "$run"
+  [[ $dups == 0 ]] || problem "$label: $dups duplicate deliveries" "$run"
+  [[ $bad == 0 ]] || problem "$label: $bad requests unsigned or without created_at" "$run"
+}
+
+# run_one BACKEND DATABASE_URL SUBS
+run_one() {
+  local name=$1 url=$2 n=$3
+  local run="$name/$n"
+  local dir="$tmp/$name-$n"
+  mkdir -p "$dir"
+  local tern_port rx_port rx_ctl
+  tern_port=$(free_port); rx_port=$(free_port); rx_ctl=$(free_port)
+  local base="http://127.0.0.1:$tern_port"
+  echo
+  echo "=== $name, $n subscription(s) ==="
+
+  case $name in
+    sqlite)
+      local dbfile=${url#sqlite://}
+      sql() { sqlite3 -batch -noheader "$dbfile" "$1"; }
+      ;;
+    postgres)
+      sql() { psql -h 127.0.0.1 -U postgres -d "$pg_db" -Atq -c "$1"; }
+      ;;
+  esac
+
+  local h2_flag=()
+  [[ $recv_h2 == 1 ]] && h2_flag=(--h2)
+  "$receiver" --https "127.0.0.1:$rx_port" --http "127.0.0.1:$rx_ctl" --ca-out "$dir/ca.pem" \
+    --threads "$recv_threads" "${h2_flag[@]}" >"$dir/receiver.log" 2>&1 &
+  local rx_pid=$!
+  pids+=("$rx_pid")
+  wait_http "http://127.0.0.1:$rx_ctl/count" receiver "$dir/receiver.log"
+
+  unset TERN_REDIS_URL TERN_CONFIG
+  export TERN_DATABASE_URL="$url" TERN_LISTEN="127.0.0.1:$tern_port" TERN_PUBLIC_URL="$base" \
+    TERN_GRAPH_URL="http://127.0.0.1:9" TERN_APP_SECRET="$APP_SECRET" TERN_VERIFY_TOKEN=bench \
+    TERN_SECRET_KEY="bench-secret-key-0123456789abcdef0123456789" \
+    TERN_MEDIA_STORE="file://$dir/media" TERN_LOG=warn \
+    TERN_ALLOW_NETWORKS=127.0.0.1/32 TERN_EXTRA_CA_FILE="$dir/ca.pem"
+
+  local org member key
+  org=$("$tern" admin org create --name bench --plan enterprise | json id)
+  "$tern" admin org update --org "$org" --rate-limit key-minute=1000000000 \
+    --rate-limit tenant-minute=1000000000 --rate-limit key-day=1000000000 \
+    --rate-limit tenant-day=1000000000 >/dev/null
+  member=$("$tern" admin member add --org "$org" --email "owner@bench.test" --role owner | json id)
+  key=$("$tern" admin key create --org "$org" --member "$member" --name bench --preset full_access | json key)
+
+  "$tern" serve >"$dir/tern.log" 2>&1 &
+  local tern_pid=$!
+  pids+=("$tern_pid")
+  wait_http "$base/readyz" "tern serve" "$dir/tern.log"
+
+  python3 "$root/bench/webhooks.py" contacts "$base" "$key" "$contacts_n" "$PHONE_PREFIX" "$dir/ids.txt"
+  python3 "$root/bench/webhooks.py" subs "$base" "$key" "https://127.0.0.1:$rx_port" "$n" contact.consent >/dev/null
+  echo "-- $contacts_n contacts, $n subscriptions to https://127.0.0.1:$rx_port/s/{1..$n} (contact.consent)"
+
+  # Warm-up: connections opened, caches filled; nothing of it is counted.
+  local res
+  res=$(python3 "$root/bench/webhooks.py" burst "$base" "$key" "$dir/ids.txt" 20 "$clients")
+  python3 "$root/bench/webhooks.py" wait "http://127.0.0.1:$rx_ctl" $(($(field ok "$res") * n)) 60 15 >/dev/null
+  curl -sf -X POST "http://127.0.0.1:$rx_ctl/reset" >/dev/null
+
+  # --- paced -----------------------------------------------------------------------------------
+  local rate
+  rate=$(python3 -c "print(max(1.0, $pace / $n))")
+  echo "-- paced: $rate consent changes/s × ${pace_secs}s ($pace deliveries/s aimed at)"
+  res=$(python3 "$root/bench/webhooks.py" pace "$base" "$key" "$dir/ids.txt" "$rate" "$pace_secs" "$clients")
+  echo "   $res"
+  [[ $(field non200 "$res") == 0 ]] || problem "paced: $(field non200 "$res") changes not answered 200" "$run"
+  phase_check paced "$dir" "$rx_ctl" "$n" "$(field ok "$res")" "$run"
+  cp "$ST" "$out/webhooks-$name-$n-paced.json"
+  local paced_res=$res paced_st
+  paced_st=$(cat "$ST")
+  curl -sf -X POST "http://127.0.0.1:$rx_ctl/reset" >/dev/null
+
+  # --- burst -----------------------------------------------------------------------------------
+  local events=$(((burst_deliveries + n - 1) / n))
+  echo "-- burst: $events consent changes by $clients clients → $((events * n)) deliveries"
+  [[ $name == postgres ]] && psql -h 127.0.0.1 -U postgres -d postgres -qc CHECKPOINT >/dev/null
+  local speed sampler=""
+  speed=$(host_speed)
+  if [[ $pg_sample == 1 && $name == postgres ]]; then
+    for _ in $(seq 1 $((wait_max * 10 + 600))); do
+      psql -h 127.0.0.1 -U postgres -d postgres -Atq -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') || ' | ' || left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_activity WHERE datname = '$pg_db' AND state <> 'idle' AND pid <> pg_backend_pid()" || true
+      echo "-- sample"
+      sleep 0.1
+    done >"$dir/pg_activity.txt" 2>/dev/null &
+    sampler=$!
+    pids+=("$sampler")
+  fi
+  cpu_snapshot >"$dir/cpu0.json"
+  res=$(/usr/bin/time -f '%U %S' -o "$dir/client.time" \
+    python3 "$root/bench/webhooks.py" burst "$base" "$key" "$dir/ids.txt" "$events" "$clients")
+  echo "   $res"
+  [[ $(field non200 "$res") == 0 ]] || problem "burst: $(field non200 "$res") changes not answered 200" "$run"
+  snap_after_wait="$dir/cpu1.json"
+  phase_check burst "$dir" "$rx_ctl" "$n" "$(field ok "$res")" "$run"
+  snap_after_wait=""
+  if [[ -n $sampler ]]; then
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    local samples
+    samples=$(grep -c '^-- sample' "$dir/pg_activity.txt" || true)
+    echo "   pg_stat_activity, $samples samples: non-idle backends per sample, by wait event | query"
+    grep -v '^-- sample' "$dir/pg_activity.txt" | sort | uniq -c | sort -rn | head -12 |
+      awk -v n="$samples" '{c=$1; $1=""; printf "   %6.2f %s\n", c/n, $0}'
+  fi
+  local burst_st=$ST
+  local cpu
+  cpu=$(cpu_split "$dir/cpu0.json" "$dir/cpu1.json" "$tern_pid" "$rx_pid" "$pg_db" \
+    "$(awk 'END{print $1+$2}' "$dir/client.time")" "$(jget count <"$burst_st")")
+  cpu="$cpu · host loop ${speed} s"
+  echo "   deliveries/s $(jget per_s <"$burst_st") (received / (last arrival − first event created))"
+  echo "   CPU: $cpu"
+  cp "$burst_st" "$out/webhooks-$name-$n-burst.json"
+
+  local states events_db
+  states=$(sql "SELECT status || '=' || count(*) FROM webhook_deliveries GROUP BY status ORDER BY status" | paste -sd' ')
+  events_db=$(sql "SELECT count(*) FROM events WHERE type = 'contact.consent'")
+  echo "-- database: $events_db contact.consent events; deliveries by status: $states"
+  [[ $states == "succeeded=$((events_db * n))" ]] || problem "deliveries not all succeeded: $states ($events_db events × $n)" "$run"
+  local hwm rx_hwm
+  hwm=$(hwm_mib "$tern_pid"); rx_hwm=$(hwm_mib "$rx_pid")
+  echo "-- peak RSS (VmHWM): tern $hwm MiB, receiver $rx_hwm MiB"
+  local warns
+  warns=$(grep -cE '"level":"(WARN|ERROR)"|panicked' "$dir/tern.log" || true)
+  if [[ $warns != 0 ]]; then
+    echo "   tern logged $warns warnings/errors, first ones:"
+    grep -m 5 -E '"level":"(WARN|ERROR)"|panicked' "$dir/tern.log" | cut -c1-300 | sed 's/^/     /'
+    cp "$dir/tern.log" "$out/webhooks-$name-$n-tern.log"
+  fi
+
+  kill -TERM "$tern_pid" && wait "$tern_pid" || true
+  kill -TERM "$rx_pid" && wait "$rx_pid" || true
+  pids=()
+  unset -f sql
+
+  summary+=("$name|$n|$(field per_s "$paced_res")|$(jget latency_ms.p50 <<<"$paced_st")|$(jget latency_ms.p99 <<<"$paced_st")|$events|$(field per_s "$res")|$(jget count <"$burst_st")|$(jget per_s <"$burst_st")|$(jget latency_ms.p50 <"$burst_st")|$(jget latency_ms.p99 <"$burst_st")|$(jget latency_ms.max <"$burst_st")|$(( $(jget duplicates <<<"$paced_st") + $(jget duplicates <"$burst_st") ))|$hwm|$cpu")
+}
+
+for b in $backends; do
+  for n in $subs_list; do
+    case $b in
+      sqlite) run_one sqlite "sqlite://$tmp/bench-$n.db" "$n" ;;
+      postgres)
+        pg_db="tern_bench_wh_$$_$n"
+        psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
+        run_one postgres "postgres://postgres@127.0.0.1:5432/$pg_db?sslmode=disable" "$n"
+        psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE $pg_db WITH (FORCE)" >/dev/null
+        pg_db=""
+        ;;
+      *) echo "unknown backend $b (sqlite, postgres)" >&2; exit 2 ;;
+    esac
+  done
+done
+
+{
+  echo
+  echo "=== summary: $(nproc) cores, burst of $burst_deliveries deliveries, paced $pace deliveries/s × ${pace_secs}s, $clients clients, receiver HTTP/$([[ $recv_h2 == 1 ]] && echo "2 offered" || echo "1.1"), tree $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- crates || echo +changes), $(date -u +%FT%TZ) ==="
+  printf '%-9s %5s | %-30s | %-48s | %4s | %s\n' backend subs "paced: changes/s, p50/p99 ms" "burst: changes (per s) → deliveries/s, p50/p99/max ms" dups "peak RSS"
+  for row in "${summary[@]}"; do
+    IFS='|' read -r b n prate pp50 pp99 ev erate cnt dps bp50 bp99 bmax dups hwm cpu <<<"$row"
+    printf '%-9s %5s | %8s/s %6s / %-6s      | %6s (%6s/s) → %6s/s %6s / %-6s / %-6s | %4s | %s MiB\n' \
+      "$b" "$n" "$prate" "$pp50" "$pp99" "$ev" "$erate" "$dps" "$bp50" "$bp99" "$bmax" "$dups" "$hwm"
+    echo "                CPU during the burst: $cpu"
+  done
+} | tee "$out/webhooks-summary.txt"
+if ((${#problems[@]})); then
+  printf 'FAIL: %s\n' "${problems[@]}" >&2
+  exit 1
+fi
