@@ -49,14 +49,21 @@ pub async fn emit<T: Serialize>(
 /// `message.status`: the message, as written, reached `sent`, `delivered`, `read` or
 /// `failed` (a step the network skipped fires nothing; an earlier time filled in for a step
 /// already passed is not a new status).
-pub async fn message_status(tx: &mut Tx, before: Status, msg: &Message) -> Result<(), StoreError> {
+pub async fn message_status(
+    tx: &mut Tx,
+    org_id: Uuid,
+    before: Status,
+    after: Status,
+    msg: impl FnOnce() -> Message,
+) -> Result<(), StoreError> {
     let reported = matches!(
-        msg.status,
+        after,
         Status::Sent | Status::Delivered | Status::Read | Status::Failed
     );
-    if reported && msg.status != before {
-        emit(tx, msg.org_id, EventType::MessageStatus, || {
-            views::Message::from(msg.clone())
+    if reported && after != before {
+        // The row is built only when a subscription wants it (status changes are hot).
+        emit(tx, org_id, EventType::MessageStatus, || {
+            views::Message::from(msg())
         })
         .await?;
     }

@@ -118,7 +118,10 @@ pub async fn apply_report(
             .update_message_status(msg.id, msg.status, msg.updated_at, &change, now_ms())
             .await?
         {
-            events::message_status(&mut tx, msg.status, &written(&msg, &change)).await?;
+            events::message_status(&mut tx, msg.org_id, msg.status, change.status, || {
+                written(&msg, &change)
+            })
+            .await?;
             tx.commit().await?;
             return Ok(Applied::Changed);
         }
@@ -164,7 +167,10 @@ pub async fn record_send(
                 } else {
                     0
                 };
-                events::message_status(&mut tx, msg.status, &written(&msg, &change)).await?;
+                events::message_status(&mut tx, msg.org_id, msg.status, change.status, || {
+                    written(&msg, &change)
+                })
+                .await?;
                 tx.commit().await?;
                 return Ok(Recorded::Written { refunded_minor });
             }
@@ -225,7 +231,8 @@ pub async fn expire_unknown(
         .await?;
     for e in &expired {
         if let Some(m) = tx.get_message(e.org_id, e.id).await? {
-            events::message_status(&mut tx, Status::Sending, &m).await?;
+            events::message_status(&mut tx, m.org_id, Status::Sending, m.status, || m.clone())
+                .await?;
         }
     }
     tx.commit().await?;
