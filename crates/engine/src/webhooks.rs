@@ -2,9 +2,10 @@
 //! processes can run them), attempt each in its own task, record what happened in batches.
 //!
 //! ```text
-//!  wake: a commit queued deliveries (this process) · a task finished · the next due time
-//!        · the poll interval (deliveries queued by other processes)
+//!  wake: a commit stored events (this process) · a task finished · the next due time
+//!        · the poll interval (events stored by other processes)
 //!    └─► claim ≤ free slots, ≤ per_subscription in flight per subscription (leases count)
+//!          └─► slots left: fan out the next `fanout_batch` events into deliveries, claim again
 //!          └─► one task per delivery: core::webhooks::deliver::attempt
 //!                └─► finished attempts recorded together, in one transaction, by a
 //!                    recorder task (claiming and recording overlap)
@@ -38,6 +39,8 @@ pub struct WebhookWorkerConfig {
     pub lease: Duration,
     /// How often to look for deliveries other processes queued.
     pub poll_interval: Duration,
+    /// Events fanned out into deliveries per transaction when slots are free.
+    pub fanout_batch: i64,
 }
 
 impl Default for WebhookWorkerConfig {
@@ -48,6 +51,7 @@ impl Default for WebhookWorkerConfig {
             per_subscription: 16,
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_millis(250),
+            fanout_batch: 32,
         }
     }
 }
@@ -77,10 +81,28 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             {
                 Ok(jobs) => {
                     backoff = Duration::ZERO;
-                    if jobs.is_empty() {
+                    // Slots left: fan out the next events; if any, claim again at once.
+                    let fanned = if (jobs.len() as i64) < limit {
+                        match core.db.fan_out_events(config.fanout_batch).await {
+                            Ok((events, _)) => events > 0,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "webhook event fan-out failed");
+                                false
+                            }
+                        }
+                    } else {
+                        false
+                    };
+                    if fanned {
+                        idle_for = Duration::ZERO;
+                    } else if jobs.is_empty() {
+                        // Due but not claimed means held back by a per-subscription cap
+                        // (freed when an attempt here finishes, or at the poll for others').
                         if let Ok(Some(due)) = core.db.next_webhook_delivery_due().await {
                             let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
-                            idle_for = idle_for.min(Duration::from_millis(wait.max(1)));
+                            if wait > 0 {
+                                idle_for = idle_for.min(Duration::from_millis(wait));
+                            }
                         }
                     } else {
                         // More may be due right away: come back without waiting.

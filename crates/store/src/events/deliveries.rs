@@ -134,7 +134,8 @@ impl Db {
         }
     }
 
-    /// Every delivery's event and status (operators, tests: is everything delivered?).
+    /// Every delivery's event and status (operators, tests: is everything delivered?); an
+    /// event not yet fanned out counts as one pending delivery.
     pub async fn webhook_delivery_states(&self) -> Result<Vec<(Uuid, DeliveryStatus)>> {
         #[derive(sqlx::FromRow)]
         struct Row {
@@ -143,7 +144,9 @@ impl Db {
             status: DeliveryStatus,
         }
         let rows = with_pool!(self, pool => sqlx::query_as::<_, Row>(
-                "SELECT event_id, status FROM webhook_deliveries ORDER BY event_id")
+                "SELECT event_id, status FROM webhook_deliveries \
+                 UNION ALL SELECT id, 'pending' FROM events WHERE fanout IS NOT NULL \
+                 ORDER BY event_id")
             .fetch_all(pool)
             .await)?;
         Ok(rows.into_iter().map(|r| (r.event_id, r.status)).collect())
@@ -396,20 +399,23 @@ impl Db {
     }
 
     /// When the next delivery is due (possibly in the past), or `None` when none is pending:
-    /// how long a worker may sleep. A leased delivery counts at the end of its lease.
+    /// how long a worker may sleep. A leased delivery counts at the end of its lease, an
+    /// event not yet fanned out at its `created_at`.
     pub async fn next_webhook_delivery_due(&self) -> Result<Option<i64>> {
         let due = with_pool!(self, pool => sqlx::query_scalar::<_, Option<i64>>(
-                "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'")
+                "SELECT MIN(t) FROM ( \
+                   SELECT MIN(next_attempt_at) AS t FROM webhook_deliveries WHERE status = 'pending' \
+                   UNION ALL SELECT MIN(created_at) FROM events WHERE fanout IS NOT NULL) due")
             .fetch_one(pool)
             .await)?;
         Ok(due)
     }
 
-    /// Deletes events created before `cutoff` that no delivery waits for any more, with
+    /// Deletes events created before `cutoff` that no delivery (nor fan-out) waits for any more, with
     /// their deliveries and attempts (cascade). Returns how many events.
     pub async fn prune_events(&self, cutoff: i64) -> Result<u64> {
         let n = with_pool!(self, pool => sqlx::query(
-                "DELETE FROM events WHERE created_at < $1 AND NOT EXISTS ( \
+                "DELETE FROM events WHERE created_at < $1 AND fanout IS NULL AND NOT EXISTS ( \
                    SELECT 1 FROM webhook_deliveries d \
                    WHERE d.event_id = events.id AND d.status = 'pending')")
             .bind(cutoff)

@@ -3,10 +3,13 @@
 //! * `webhook_subscriptions`: endpoints, owned by the API key that created them (every
 //!   method taking `api_key_id` answers `None`/`false`/empty for another key's), fed every
 //!   event of the organisation whose type they list.
-//! * `events`: the outbox. [`Tx::emit_event`] writes the event and its deliveries in the
-//!   caller's transaction, so an event exists exactly when the change it reports does.
-//!   `payload` is the exact body (TEXT on both backends, never re-serialised): the bytes
-//!   signed and sent are the stored ones, on every attempt.
+//! * `events`: the outbox. [`Tx::emit_event`] writes the event in the caller's transaction,
+//!   so an event exists exactly when the change it reports does, with the subscriptions it
+//!   goes to in `fanout`: one row however many subscribers, so a hot change (a status)
+//!   does not pay for fifty. The delivery workers turn `fanout` into delivery rows later, in
+//!   batches ([`Db::fan_out_events`], module `fanout`). `payload` is the exact body (TEXT on
+//!   both backends, never re-serialised): the bytes signed and sent are the stored ones, on
+//!   every attempt.
 //! * `webhook_deliveries` ([`deliveries`]): one event for one subscription, a job queue with leases like the
 //!   inbound media queue's:
 //!
@@ -28,7 +31,8 @@ use uuid::Uuid;
 use crate::db::{Backend, Db, Tx, with_pool, with_tx};
 
 mod deliveries;
-use crate::error::{Result, StoreError};
+mod fanout;
+use crate::error::Result;
 use crate::sql::bump_updated_at;
 
 /// A closed set of names stored as text (`as_str`, `parse`, `TryFrom<String>` for rows).
@@ -234,21 +238,21 @@ macro_rules! subscription_columns {
     };
 }
 
-/// The enabled subscriptions of org `$1` listing type `$2`. PostgreSQL: JSON containment,
-/// and `FOR KEY SHARE` so a concurrent delete waits for the emitting transaction instead of
-/// failing its delivery inserts on the foreign key (SQLite: `BEGIN IMMEDIATE` excludes it).
+/// The enabled subscriptions of org `$1` listing type `$2` (PostgreSQL: JSON containment).
+/// No lock: the event names them, and a subscription deleted before the fan-out is skipped
+/// then.
 const MATCHING_SQLITE: &str = "SELECT id FROM webhook_subscriptions s \
      WHERE org_id = $1 AND enabled \
        AND EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE json_each.value = $2) \
      ORDER BY id";
 const MATCHING_POSTGRES: &str = "SELECT id FROM webhook_subscriptions \
      WHERE org_id = $1 AND enabled AND event_types @> jsonb_build_array($2::text) \
-     ORDER BY id FOR KEY SHARE";
+     ORDER BY id";
 
 pub(crate) const INSERT_EVENT: &str =
     "INSERT INTO events (id, org_id, type, payload, created_at) VALUES ($1, $2, $3, $4, $5)";
-const INSERT_DELIVERIES: &str = "INSERT INTO webhook_deliveries \
-     (id, event_id, subscription_id, status, attempts, next_attempt_at, created_at, updated_at) ";
+const INSERT_FANNED_EVENT: &str = "INSERT INTO events (id, org_id, type, payload, created_at, \
+     fanout) VALUES ($1, $2, $3, $4, $5, $6)";
 
 impl Tx {
     /// The enabled subscriptions of the organisation that list `event_type`, by id: who an
@@ -270,45 +274,33 @@ impl Tx {
         Ok(subs)
     }
 
-    /// Stores `event` with one pending delivery, due at its `created_at`, for each of
-    /// `subscribers` (from [`Tx::webhook_subscribers`] in this transaction): the event and
-    /// its deliveries commit (or roll back) with the change they report, and this process's
-    /// delivery workers are woken at commit.
+    /// Stores `event` for `subscribers` (from [`Tx::webhook_subscribers`] in this
+    /// transaction), as one row: it commits (or rolls back) with the change it reports, and
+    /// this process's delivery workers are woken at commit to fan it out into one pending
+    /// delivery per subscriber, due at its `created_at` ([`Db::fan_out_events`]). Nothing is
+    /// stored for no subscribers.
     pub async fn insert_event(&mut self, event: &NewEvent, subscribers: &[Uuid]) -> Result<()> {
-        with_tx!(self, conn => {
-            sqlx::query(INSERT_EVENT)
-                .bind(event.id)
-                .bind(event.org_id)
-                .bind(&event.event_type)
-                .bind(&event.payload)
-                .bind(event.created_at)
-                .execute(&mut **conn)
-                .await?;
-            // One statement for all subscribers (an event for 50 subscriptions is one round
-            // trip, not 50), in chunks well under SQLite's 32,766 bound parameters.
-            for chunk in subscribers.chunks(1000) {
-                let mut q = sqlx::QueryBuilder::new(INSERT_DELIVERIES);
-                q.push_values(chunk, |mut row, sub| {
-                    row.push_bind(Uuid::now_v7())
-                        .push_bind(event.id)
-                        .push_bind(*sub)
-                        .push("'pending'")
-                        .push("0")
-                        .push_bind(event.created_at)
-                        .push_bind(event.created_at)
-                        .push_bind(event.created_at);
-                });
-                q.build().execute(&mut **conn).await?;
-            }
-            Ok::<_, StoreError>(())
-        })?;
-        self.queued_deliveries |= !subscribers.is_empty();
+        if subscribers.is_empty() {
+            return Ok(());
+        }
+        let fanout = fanout::encode(subscribers);
+        with_tx!(self, conn => sqlx::query(INSERT_FANNED_EVENT)
+            .bind(event.id)
+            .bind(event.org_id)
+            .bind(&event.event_type)
+            .bind(&event.payload)
+            .bind(event.created_at)
+            .bind(&fanout)
+            .execute(&mut **conn)
+            .await
+            .map(drop))?;
+        self.queued_deliveries = true;
         Ok(())
     }
 
-    /// Stores `event` and one pending delivery for every enabled subscription of its
-    /// organisation that lists its type ([`Tx::webhook_subscribers`] + [`Tx::insert_event`]).
-    /// Returns how many deliveries were queued.
+    /// Stores `event` for every enabled subscription of its organisation that lists its type
+    /// ([`Tx::webhook_subscribers`] + [`Tx::insert_event`]). Returns how many deliveries it
+    /// queues (after the fan-out).
     pub async fn emit_event(&mut self, event: &NewEvent) -> Result<usize> {
         let subs = self
             .webhook_subscribers(event.org_id, &event.event_type)

@@ -145,6 +145,11 @@ store_tests! {
         let mut tx = db.begin().await.unwrap();
         assert_eq!(tx.emit_event(&e).await.unwrap(), 2);
         tx.commit().await.unwrap();
+        // One row until the fan-out, which is due now.
+        assert!(db.webhook_deliveries_of_event(e.id).await.unwrap().is_empty());
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 5));
+        assert_eq!(db.fan_out_events(10).await.unwrap(), (1, 2));
+        assert_eq!(db.fan_out_events(10).await.unwrap(), (0, 0));
         let ds = db.webhook_deliveries_of_event(e.id).await.unwrap();
         let mut expected = vec![a.id, b.id];
         expected.sort();
@@ -299,6 +304,7 @@ store_tests! {
         let keep = sub(&db, org.id, key.id, &["message.status"]).await;
         let e = event(org.id, "message.status", T0);
         assert_eq!(db.emit_event(&e).await.unwrap(), 2);
+        db.fan_out_events(10).await.unwrap();
         for j in db.claim_webhook_deliveries("w", T0, LEASE, 10, 10).await.unwrap() {
             assert!(db.record_webhook_attempt(j.delivery_id, "w", &attempt(T0 + 1, Some(500)), DeliveryOutcome::Retry { next_attempt_at: T0 + 10 }).await.unwrap());
         }
@@ -309,6 +315,40 @@ store_tests! {
         assert_eq!(db.list_webhook_attempts(org.id, key.id, keep.id, None, None, 10).await.unwrap().len(), 1);
         let jobs = db.claim_webhook_deliveries("w", T0 + 10, LEASE, 10, 10).await.unwrap();
         assert_eq!(subs_of(&jobs), [keep.id]);
+    },
+
+    fan_out_is_batched_oldest_first_and_skips_deleted_subscriptions => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let a = sub(&db, org.id, key.id, &["message.status"]).await;
+        let gone = sub(&db, org.id, key.id, &["message.status"]).await;
+        let later_off = sub(&db, org.id, key.id, &["message.status"]).await;
+        let events: Vec<NewEvent> = (0..3).map(|i| event(org.id, "message.status", T0 + 10 - i)).collect();
+        for e in &events {
+            assert_eq!(db.emit_event(e).await.unwrap(), 3);
+        }
+        // Unfanned events count as pending, and are not pruned.
+        assert_eq!(db.webhook_delivery_states().await.unwrap().len(), 3);
+        assert!(db.webhook_delivery_states().await.unwrap().iter().all(|(_, s)| *s == DeliveryStatus::Pending));
+        assert_eq!(db.prune_events(T0 + DAY).await.unwrap(), 0);
+        assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 8));
+        assert!(db.delete_webhook_subscription(org.id, key.id, gone.id).await.unwrap());
+        assert!(db.disable_webhook_subscription(later_off.id, "gone", T0).await.unwrap());
+        // Oldest first (by created_at), two at a time; the deleted subscription gets nothing,
+        // the one disabled since gets a delivery for a worker to close.
+        assert_eq!(db.fan_out_events(2).await.unwrap(), (2, 4));
+        assert!(db.webhook_deliveries_of_event(events[0].id).await.unwrap().is_empty());
+        for e in &events[1..] {
+            let ds = db.webhook_deliveries_of_event(e.id).await.unwrap();
+            let mut expected = vec![a.id, later_off.id];
+            expected.sort();
+            assert_eq!(ds.iter().map(|d| d.subscription_id).collect::<Vec<_>>(), expected);
+            assert!(ds.iter().all(|d| d.status == DeliveryStatus::Pending && d.next_attempt_at == Some(e.created_at)));
+        }
+        assert_eq!(db.fan_out_events(2).await.unwrap(), (1, 2));
+        assert_eq!(db.fan_out_events(2).await.unwrap(), (0, 0));
+        assert_eq!(db.webhook_delivery_states().await.unwrap().len(), 6);
+        let jobs = db.claim_webhook_deliveries("w", T0 + 10, LEASE, 10, 10).await.unwrap();
+        assert_eq!(jobs.iter().filter(|j| !j.enabled).count(), 3);
     },
 
     concurrent_claimers_never_share_a_delivery => |db| async move {
@@ -331,6 +371,8 @@ store_tests! {
                     barrier.wait().await;
                     let mut mine = Vec::new();
                     for _ in 0..200 {
+                        // Fanning out concurrently too: each event once.
+                        db.fan_out_events(2).await.unwrap();
                         let batch = db.claim_webhook_deliveries(&owner, T0 + 1_000, LEASE, 3, 100).await.unwrap();
                         // Empty but some still due: another worker holds their locks right now.
                         if batch.is_empty() && !matches!(db.next_webhook_delivery_due().await.unwrap(), Some(t) if t <= T0 + 1_000) {
