@@ -1,8 +1,9 @@
 //! Events, written in the transaction of the change they report (CORE.md rule 3): the
 //! status writer, the inbox (customers' messages, edits and deletions), template status
-//! updates and consent changes call these with their open [`Tx`], so an event and its
-//! deliveries exist exactly when the change does: a process that dies between the change
-//! and the send loses nothing (the delivery workers find the stored deliveries).
+//! updates and consent changes call these with their open [`Tx`], so an event (one row,
+//! naming the subscriptions it goes to) exists exactly when the change does: a process that
+//! dies between the change and the send loses nothing (the delivery workers fan the stored
+//! event out into deliveries later).
 //!
 //! An event is stored only when a subscription wants it: with none, emitting costs one
 //! indexed read and the body is never built.

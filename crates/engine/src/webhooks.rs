@@ -6,10 +6,17 @@
 //!        · the poll interval (events stored by other processes)
 //!    └─► claim ≤ free slots, ≤ per_subscription in flight per subscription (leases count)
 //!          └─► slots left: fan out the next `fanout_batch` events into deliveries, claim again
-//!          └─► one task per delivery: core::webhooks::deliver::attempt
-//!                └─► finished attempts recorded together, in one transaction, by a
-//!                    recorder task (claiming and recording overlap)
+//!          └─► one task per delivery, on the send runtime: sign and POST
+//!                └─► decided here (retry, failed, 410 disables), then recorded together,
+//!                    in one transaction, by a recorder task (claiming and recording overlap)
 //! ```
+//!
+//! The sends run on a runtime of their own whose threads have a lower CPU priority
+//! (`send_nice`): on a machine busy with API requests, deliveries take the CPU the API
+//! leaves (they wait, durably, in the database) instead of slowing sends and reads; on an
+//! idle one they run at full speed. Database work stays on the main runtime, so a
+//! deprioritised thread never holds a transaction (SQLite's single writer) while waiting for
+//! CPU.
 //!
 //! One subscription never holds more than `per_subscription` of the `max_in_flight` slots,
 //! so a receiver that hangs for its whole 15 s timeout delays only its own deliveries.
@@ -19,7 +26,8 @@
 use std::time::Duration;
 
 use tern_core::Core;
-use tern_core::webhooks::deliver::{self, Made};
+use tern_core::webhooks::deliver::{self, Made, Ready};
+use tern_core::webhooks::send::Attempt;
 use tern_domain::events::RetrySchedule;
 use tern_domain::time::now_ms;
 use tokio::task::JoinSet;
@@ -41,6 +49,8 @@ pub struct WebhookWorkerConfig {
     pub poll_interval: Duration,
     /// Events fanned out into deliveries per transaction when slots are free.
     pub fanout_batch: i64,
+    /// The nice value (0–19, higher yields more) of the threads that make the sends.
+    pub send_nice: i32,
 }
 
 impl Default for WebhookWorkerConfig {
@@ -52,6 +62,7 @@ impl Default for WebhookWorkerConfig {
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_millis(250),
             fanout_batch: 32,
+            send_nice: 10,
         }
     }
 }
@@ -60,7 +71,11 @@ impl Default for WebhookWorkerConfig {
 pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationToken) {
     let owner = format!("webhooks-{}", Uuid::new_v4());
     let wakeup = core.db.deliveries_queued();
-    let mut tasks: JoinSet<Made> = JoinSet::new();
+    let send_rt = send_runtime(config.send_nice);
+    let sends = send_rt
+        .as_ref()
+        .map_or_else(tokio::runtime::Handle::current, |rt| rt.handle().clone());
+    let mut tasks: JoinSet<(Ready, Attempt)> = JoinSet::new();
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(60_000);
     let per_subscription = i64::try_from(config.per_subscription).unwrap_or(1);
     let mut backoff = Duration::ZERO;
@@ -113,9 +128,22 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                         };
                     }
                     for job in jobs {
-                        let core = core.clone();
-                        let schedule = config.schedule.clone();
-                        tasks.spawn(async move { deliver::attempt(&core, &job, &schedule).await });
+                        match deliver::prepare(&core, job) {
+                            Ok(mut ready) => {
+                                let sender = core.webhooks.clone();
+                                tasks.spawn_on(
+                                    async move {
+                                        let a = ready.send(&sender).await;
+                                        (ready, a)
+                                    },
+                                    &sends,
+                                );
+                            }
+                            // Closed unsent: recorded at once.
+                            Err(unsent) => {
+                                let _ = done_tx.send(unsent).await;
+                            }
+                        }
                     }
                 }
                 Err(e) => {
@@ -138,11 +166,12 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             () = cancel.cancelled(), if tasks.is_empty() => break,
         };
         // A task that panicked made no attempt worth recording: its lease brings it back.
-        for made in first
+        for (ready, a) in first
             .into_iter()
             .chain(std::iter::from_fn(|| tasks.try_join_next()))
             .flatten()
         {
+            let made = deliver::decide(&core, &ready, a, &config.schedule).await;
             // The recorder ends only when this sender is dropped.
             let _ = done_tx.send(made).await;
         }
@@ -150,6 +179,40 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
     // Everything finished is recorded before the worker ends.
     drop(done_tx);
     let _ = recorder.await;
+    if let Some(rt) = send_rt {
+        // Nothing is left on it; dropping a runtime inside another would block.
+        rt.shutdown_background();
+    }
+}
+
+/// The runtime the sends run on: one thread (sends are I/O; one core serves thousands a
+/// second) at nice `nice`. `None` (sends stay on the caller's runtime) if it cannot start.
+fn send_runtime(nice: i32) -> Option<tokio::runtime::Runtime> {
+    let built = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(4)
+        .thread_name("tern-webhook-send")
+        .on_thread_start(move || lower_priority(nice))
+        .enable_all()
+        .build();
+    match built {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            tracing::warn!(error = %e, "no separate runtime for webhook sends; they share the main one");
+            None
+        }
+    }
+}
+
+/// Gives the calling thread nice value `nice` (Linux: per thread). Elsewhere a no-op.
+fn lower_priority(nice: i32) {
+    if nice <= 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(None, nice.min(19)) {
+        tracing::debug!(error = %e, "could not lower the webhook send thread's priority");
+    }
 }
 
 /// Records finished attempts as they come, all that are waiting in one transaction.
@@ -178,5 +241,25 @@ async fn record(core: &Core, owner: &str, made: &[Made]) {
                 delay *= 2;
             }
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn sends_run_on_threads_of_lower_priority() {
+        let rt = super::send_runtime(10).unwrap();
+        let here = rustix::process::getpriority_process(None).unwrap();
+        let there = rt
+            .block_on(rt.spawn(async { rustix::process::getpriority_process(None).unwrap() }))
+            .unwrap();
+        // Raising a priority needs privileges: a test run already above 10 stays there.
+        assert_eq!(there, here.max(10));
+        assert_eq!(
+            rustix::process::getpriority_process(None).unwrap(),
+            here,
+            "only the send threads"
+        );
+        rt.shutdown_background();
     }
 }

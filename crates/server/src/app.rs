@@ -194,6 +194,7 @@ pub fn webhook_config(config: &Config) -> tern_engine::webhooks::WebhookWorkerCo
     tern_engine::webhooks::WebhookWorkerConfig {
         schedule: config.webhook_retry_schedule.clone(),
         lease: config.webhook_lease,
+        send_nice: config.webhook_send_nice,
         ..Default::default()
     }
 }

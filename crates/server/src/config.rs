@@ -31,6 +31,7 @@ struct Raw {
     media_import_timeout_secs: Option<NumberOrText>,
     webhook_retry_schedule: Option<NumberOrText>,
     webhook_lease_secs: Option<NumberOrText>,
+    webhook_send_nice: Option<NumberOrText>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -87,6 +88,9 @@ pub struct Config {
     /// (`TERN_WEBHOOK_LEASE_SECS`, default 60; keep it above the 15 s delivery timeout, or
     /// a slow receiver may get an attempt twice).
     pub webhook_lease: std::time::Duration,
+    /// The nice value of the threads that send event webhooks (`TERN_WEBHOOK_SEND_NICE`,
+    /// 0–19, default 10): higher leaves more CPU to the API while deliveries run.
+    pub webhook_send_nice: i32,
 }
 
 impl std::fmt::Debug for Config {
@@ -272,10 +276,23 @@ impl Config {
                 ),
             },
         };
+        let webhook_send_nice = match raw
+            .webhook_send_nice
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => 10,
+            Some(v) => match v.trim().parse::<i32>() {
+                Ok(n) if (0..=19).contains(&n) => n,
+                _ => bail!("TERN_WEBHOOK_SEND_NICE must be a whole number from 0 to 19, got {v:?}"),
+            },
+        };
         Ok(Config {
             dispatch_unknown_grace,
             webhook_retry_schedule,
             webhook_lease,
+            webhook_send_nice,
             database_url,
             listen,
             public_url,

@@ -21,7 +21,7 @@ use tern_store::{
 use uuid::Uuid;
 
 use super::samples;
-use super::send::{Delivery, Outcome};
+use super::send::{Attempt, Delivery, Outcome, Sender};
 use super::subscriptions::signing_keys;
 use crate::{Core, Principal, Result};
 
@@ -48,23 +48,33 @@ impl Made {
     }
 }
 
-/// Attempts a claimed delivery now and decides what becomes of it (nothing is recorded
-/// here; a `410` disables the subscription at once).
-pub async fn attempt(core: &Core, job: &DeliveryJob, schedule: &RetrySchedule) -> Made {
-    let started = now_ms();
-    let record = |error: &str| AttemptRecord {
-        id: Uuid::now_v7(),
-        response_status: None,
-        latency_ms: 0,
-        error: Some(error.to_string()),
-        created_at: started,
+/// A claimed delivery ready to send: its job and signing keys. [`Ready::send`] touches no
+/// database, so the workers can run it apart from everything else (at a lower CPU priority).
+#[derive(Debug)]
+pub struct Ready {
+    pub job: DeliveryJob,
+    keys: Vec<Vec<u8>>,
+    /// When the attempt started (ms); set by [`Ready::send`].
+    started: i64,
+}
+
+/// Whether a claimed delivery is sent: a disabled subscription's, or one whose secret this
+/// service key cannot read, ends `failed` unsent (`Err`, to record).
+pub fn prepare(core: &Core, job: DeliveryJob) -> std::result::Result<Ready, Made> {
+    let now = now_ms();
+    let unsent = |job: &DeliveryJob, why: &str| Made {
+        delivery_id: job.delivery_id,
+        attempt: AttemptRecord {
+            id: Uuid::now_v7(),
+            response_status: None,
+            latency_ms: 0,
+            error: Some(why.to_string()),
+            created_at: now,
+        },
+        outcome: DeliveryOutcome::Failed,
     };
     if !job.enabled {
-        return Made {
-            delivery_id: job.delivery_id,
-            attempt: record("not sent: the subscription is disabled"),
-            outcome: DeliveryOutcome::Failed,
-        };
+        return Err(unsent(&job, "not sent: the subscription is disabled"));
     }
     let keys = signing_keys(
         core,
@@ -72,23 +82,40 @@ pub async fn attempt(core: &Core, job: &DeliveryJob, schedule: &RetrySchedule) -
         job.previous_secret_enc
             .as_deref()
             .zip(job.previous_secret_expires_at),
-        started,
+        now,
     );
     if keys.is_empty() {
-        return Made {
-            delivery_id: job.delivery_id,
-            attempt: record("not sent: the signing secret cannot be read with this service key"),
-            outcome: DeliveryOutcome::Failed,
-        };
+        return Err(unsent(
+            &job,
+            "not sent: the signing secret cannot be read with this service key",
+        ));
     }
-    let event_id = job.event_id.to_string();
-    let delivery = Delivery {
-        url: &job.url,
-        event_id: &event_id,
-        body: job.payload.as_bytes(),
-        keys: keys.iter().map(Vec::as_slice).collect(),
-    };
-    let a = core.webhooks.attempt(&delivery, started / 1000).await;
+    Ok(Ready {
+        job,
+        keys,
+        started: now,
+    })
+}
+
+impl Ready {
+    /// The attempt: the stored bytes signed and POSTed now.
+    pub async fn send(&mut self, sender: &Sender) -> Attempt {
+        self.started = now_ms();
+        let event_id = self.job.event_id.to_string();
+        let delivery = Delivery {
+            url: &self.job.url,
+            event_id: &event_id,
+            body: self.job.payload.as_bytes(),
+            keys: self.keys.iter().map(Vec::as_slice).collect(),
+        };
+        sender.attempt(&delivery, self.started / 1000).await
+    }
+}
+
+/// What becomes of a sent delivery after its attempt `a` (nothing is recorded here; a `410`
+/// disables the subscription at once).
+pub async fn decide(core: &Core, ready: &Ready, a: Attempt, schedule: &RetrySchedule) -> Made {
+    let job = &ready.job;
     let outcome = match a.outcome {
         Outcome::Succeeded => DeliveryOutcome::Succeeded,
         Outcome::Gone => {
@@ -125,9 +152,21 @@ pub async fn attempt(core: &Core, job: &DeliveryJob, schedule: &RetrySchedule) -
             response_status: a.response_status.map(i64::from),
             latency_ms: a.latency_ms,
             error: a.error,
-            created_at: started,
+            created_at: ready.started,
         },
         outcome,
+    }
+}
+
+/// Attempts a claimed delivery now and decides what becomes of it ([`prepare`],
+/// [`Ready::send`], [`decide`] in one go).
+pub async fn attempt(core: &Core, job: &DeliveryJob, schedule: &RetrySchedule) -> Made {
+    match prepare(core, job.clone()) {
+        Err(unsent) => unsent,
+        Ok(mut ready) => {
+            let a = ready.send(&core.webhooks).await;
+            decide(core, &ready, a, schedule).await
+        }
     }
 }
 

@@ -184,57 +184,7 @@ impl Db {
         let lease_end = now.saturating_add(lease_ms.max(0));
         let mut jobs = match &self.pool {
             Pool::Sqlite(pool) => {
-                // The same choice in steps (SQLite cannot limit a correlated subquery by an
-                // outer column); `BEGIN IMMEDIATE` makes them one atomic claim.
-                const SUBS: &str = "SELECT s.id, (SELECT COUNT(*) FROM webhook_deliveries b \
-                     WHERE b.subscription_id = s.id AND b.status = 'pending' \
-                       AND b.locked_until > $1) FROM webhook_subscriptions s \
-                     WHERE EXISTS (SELECT 1 FROM webhook_deliveries d \
-                       WHERE d.subscription_id = s.id AND d.status = 'pending' \
-                         AND d.next_attempt_at <= $1)";
-                const DUE: &str = "SELECT id, next_attempt_at FROM webhook_deliveries \
-                     WHERE subscription_id = $1 AND status = 'pending' AND next_attempt_at <= $2 \
-                     ORDER BY next_attempt_at, id LIMIT $3";
-                const LEASE: &str = "UPDATE webhook_deliveries SET lease_owner = $2, \
-                     locked_until = $3, next_attempt_at = $3 WHERE id = $1";
-                const JOB: &str = job_sql!("webhook_deliveries", " WHERE d.id = $1");
-                let mut tx = pool.begin_write().await?;
-                let subs = sqlx::query_as::<_, (Uuid, i64)>(SUBS)
-                    .bind(now)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                let mut due: Vec<(i64, Uuid)> = Vec::new();
-                for (sub, busy) in subs {
-                    let room = per_subscription_limit - busy;
-                    if room > 0 {
-                        let rows = sqlx::query_as::<_, (Uuid, i64)>(DUE)
-                            .bind(sub)
-                            .bind(now)
-                            .bind(room)
-                            .fetch_all(&mut *tx)
-                            .await?;
-                        due.extend(rows.into_iter().map(|(id, at)| (at, id)));
-                    }
-                }
-                due.sort_unstable();
-                due.truncate(usize::try_from(limit).unwrap_or(0));
-                let mut jobs = Vec::with_capacity(due.len());
-                for (_, id) in due {
-                    sqlx::query(LEASE)
-                        .bind(id)
-                        .bind(owner)
-                        .bind(lease_end)
-                        .execute(&mut *tx)
-                        .await?;
-                    jobs.push(
-                        sqlx::query_as::<_, DeliveryJob>(JOB)
-                            .bind(id)
-                            .fetch_one(&mut *tx)
-                            .await?,
-                    );
-                }
-                tx.commit().await?;
-                jobs
+                claim_sqlite(pool, owner, now, lease_end, limit, per_subscription_limit).await?
             }
             Pool::Postgres(pool) => {
                 const SQL: &str = concat!(claim_postgres!(), job_sql!("claimed", ""));
@@ -282,60 +232,13 @@ impl Db {
     /// holds the delivery (its lease ended and another worker claimed it) or the delivery is
     /// closed or gone (its subscription was deleted).
     pub async fn record_webhook_attempts(&self, recordings: &[Recording<'_>]) -> Result<Vec<bool>> {
-        const DELIVERY: &str = concat!(
-            "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $3, \
-             next_attempt_at = $4, locked_until = NULL, lease_owner = NULL, \
-             last_status_code = $5, last_error = $6, updated_at = ",
-            bump_updated_at!("webhook_deliveries", "$7"),
-            " WHERE id = $1 AND lease_owner = $2 AND status = 'pending' \
-             RETURNING subscription_id, event_id, attempts"
-        );
-        const ATTEMPT: &str = "INSERT INTO webhook_attempts (id, delivery_id, subscription_id, \
-             event_id, event_type, attempt, status, response_status, latency_ms, error, created_at) \
-             SELECT $1, $2, $3, id, type, $5, $6, $7, $8, $9, $10 FROM events WHERE id = $4";
         if recordings.is_empty() {
             return Ok(Vec::new());
         }
-        let done = match &self.pool {
-            Pool::Postgres(pool) => return record_postgres(pool, recordings).await,
-            Pool::Sqlite(pool) => {
-                let mut tx = pool.begin_write().await?;
-                let mut done = Vec::with_capacity(recordings.len());
-                for r in recordings {
-                    let (status, next, attempt_status) = outcome_columns(r.outcome);
-                    let attempt = r.attempt;
-                    let row = sqlx::query_as::<_, (Uuid, Uuid, i64)>(DELIVERY)
-                        .bind(r.delivery_id)
-                        .bind(r.owner)
-                        .bind(status.as_str())
-                        .bind(next)
-                        .bind(attempt.response_status)
-                        .bind(&attempt.error)
-                        .bind(attempt.created_at)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    if let Some((subscription_id, event_id, number)) = row {
-                        sqlx::query(ATTEMPT)
-                            .bind(attempt.id)
-                            .bind(r.delivery_id)
-                            .bind(subscription_id)
-                            .bind(event_id)
-                            .bind(number)
-                            .bind(attempt_status.as_str())
-                            .bind(attempt.response_status)
-                            .bind(attempt.latency_ms)
-                            .bind(&attempt.error)
-                            .bind(attempt.created_at)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    done.push(row.is_some());
-                }
-                tx.commit().await?;
-                done
-            }
-        };
-        Ok(done)
+        match &self.pool {
+            Pool::Postgres(pool) => record_postgres(pool, recordings).await,
+            Pool::Sqlite(pool) => record_sqlite(pool, recordings).await,
+        }
     }
 
     /// The attempt log of the key's subscription, newest first (`created_at`, then id),
@@ -495,4 +398,170 @@ fn outcome_columns(o: DeliveryOutcome) -> (DeliveryStatus, Option<i64>, AttemptS
         ),
         DeliveryOutcome::Failed => (DeliveryStatus::Failed, None, AttemptStatus::Failed),
     }
+}
+
+/// Rows (or ids) per multi-row statement: well under SQLite's 32,766 bound parameters.
+const CHUNK: usize = 1000;
+
+/// [`Db::claim_webhook_deliveries`] on SQLite: the same choice as PostgreSQL's in four
+/// statements inside `BEGIN IMMEDIATE` (the single writer is held for as few round trips as
+/// possible, not two per delivery): each subscription's room, each one's first due
+/// deliveries (one compound select; SQLite cannot limit a correlated subquery by an outer
+/// column), the lease, the jobs.
+async fn claim_sqlite(
+    pool: &sqlx::SqlitePool,
+    owner: &str,
+    now: i64,
+    lease_end: i64,
+    limit: i64,
+    per_subscription_limit: i64,
+) -> Result<Vec<DeliveryJob>> {
+    const SUBS: &str = "SELECT s.id, (SELECT COUNT(*) FROM webhook_deliveries b \
+         WHERE b.subscription_id = s.id AND b.status = 'pending' AND b.locked_until > $1) \
+         FROM webhook_subscriptions s WHERE EXISTS (SELECT 1 FROM webhook_deliveries d \
+           WHERE d.subscription_id = s.id AND d.status = 'pending' AND d.next_attempt_at <= $1)";
+    // SQLite allows 500 arms in a compound select.
+    const ARMS: usize = 400;
+    let mut tx = pool.begin_write().await?;
+    let rooms: Vec<(Uuid, i64)> = sqlx::query_as::<_, (Uuid, i64)>(SUBS)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .filter_map(|(sub, busy)| {
+            let room = per_subscription_limit - busy;
+            (room > 0).then_some((sub, room))
+        })
+        .collect();
+    let mut due: Vec<(i64, Uuid)> = Vec::new();
+    for arms in rooms.chunks(ARMS) {
+        let mut q = sqlx::QueryBuilder::new("");
+        for (i, (sub, room)) in arms.iter().enumerate() {
+            if i > 0 {
+                q.push(" UNION ALL ");
+            }
+            q.push(
+                "SELECT * FROM (SELECT next_attempt_at, id FROM webhook_deliveries \
+                 WHERE subscription_id = ",
+            )
+            .push_bind(*sub)
+            .push(" AND status = 'pending' AND next_attempt_at <= ")
+            .push_bind(now)
+            .push(" ORDER BY next_attempt_at, id LIMIT ")
+            .push_bind(*room)
+            .push(")");
+        }
+        due.extend(
+            q.build_query_as::<(i64, Uuid)>()
+                .fetch_all(&mut *tx)
+                .await?,
+        );
+    }
+    due.sort_unstable();
+    due.truncate(usize::try_from(limit).unwrap_or(0));
+    let mut jobs = Vec::with_capacity(due.len());
+    for chunk in due.chunks(CHUNK) {
+        let mut q = sqlx::QueryBuilder::new("UPDATE webhook_deliveries SET lease_owner = ");
+        q.push_bind(owner)
+            .push(", locked_until = ")
+            .push_bind(lease_end)
+            .push(", next_attempt_at = ")
+            .push_bind(lease_end)
+            .push(" WHERE id IN (");
+        let mut ids = q.separated(", ");
+        for (_, id) in chunk {
+            ids.push_bind(*id);
+        }
+        q.push(")");
+        q.build().execute(&mut *tx).await?;
+        let mut q = sqlx::QueryBuilder::new(job_sql!("webhook_deliveries", " WHERE d.id IN ("));
+        let mut ids = q.separated(", ");
+        for (_, id) in chunk {
+            ids.push_bind(*id);
+        }
+        q.push(")");
+        jobs.extend(
+            q.build_query_as::<DeliveryJob>()
+                .fetch_all(&mut *tx)
+                .await?,
+        );
+    }
+    tx.commit().await?;
+    Ok(jobs)
+}
+
+/// [`Db::record_webhook_attempts`] on SQLite: two statements per batch inside
+/// `BEGIN IMMEDIATE` (the deliveries, then their attempt rows), not two per attempt.
+async fn record_sqlite(pool: &sqlx::SqlitePool, recordings: &[Recording<'_>]) -> Result<Vec<bool>> {
+    let mut tx = pool.begin_write().await?;
+    // (delivery id → subscription, event, attempt number) of the deliveries updated.
+    let mut updated: std::collections::HashMap<Uuid, (Uuid, Uuid, i64)> =
+        std::collections::HashMap::with_capacity(recordings.len());
+    for chunk in recordings.chunks(CHUNK) {
+        let mut q =
+            sqlx::QueryBuilder::new("WITH v (id, owner, status, next_at, code, err, at) AS (");
+        q.push_values(chunk, |mut row, r| {
+            let (status, next, _) = outcome_columns(r.outcome);
+            row.push_bind(r.delivery_id)
+                .push_bind(r.owner.to_string())
+                .push_bind(status.as_str())
+                .push_bind(next)
+                .push_bind(r.attempt.response_status)
+                .push_bind(r.attempt.error.clone())
+                .push_bind(r.attempt.created_at);
+        });
+        q.push(concat!(
+            ") UPDATE webhook_deliveries SET attempts = attempts + 1, status = v.status, \
+             next_attempt_at = v.next_at, locked_until = NULL, lease_owner = NULL, \
+             last_status_code = v.code, last_error = v.err, updated_at = ",
+            bump_updated_at!("webhook_deliveries", "v.at"),
+            " FROM v WHERE webhook_deliveries.id = v.id AND webhook_deliveries.lease_owner = v.owner \
+             AND webhook_deliveries.status = 'pending' \
+             RETURNING webhook_deliveries.id, webhook_deliveries.subscription_id, \
+               webhook_deliveries.event_id, webhook_deliveries.attempts"
+        ));
+        for (id, sub, event, number) in q
+            .build_query_as::<(Uuid, Uuid, Uuid, i64)>()
+            .fetch_all(&mut *tx)
+            .await?
+        {
+            updated.insert(id, (sub, event, number));
+        }
+    }
+    let attempts: Vec<(&Recording<'_>, (Uuid, Uuid, i64))> = recordings
+        .iter()
+        .filter_map(|r| updated.get(&r.delivery_id).map(|u| (r, *u)))
+        .collect();
+    for chunk in attempts.chunks(CHUNK) {
+        let mut q = sqlx::QueryBuilder::new(
+            "WITH v (id, delivery_id, subscription_id, event_id, attempt, status, \
+             response_status, latency_ms, error, created_at) AS (",
+        );
+        q.push_values(chunk, |mut row, (r, (sub, event, number))| {
+            let (_, _, attempt_status) = outcome_columns(r.outcome);
+            row.push_bind(r.attempt.id)
+                .push_bind(r.delivery_id)
+                .push_bind(*sub)
+                .push_bind(*event)
+                .push_bind(*number)
+                .push_bind(attempt_status.as_str())
+                .push_bind(r.attempt.response_status)
+                .push_bind(r.attempt.latency_ms)
+                .push_bind(r.attempt.error.clone())
+                .push_bind(r.attempt.created_at);
+        });
+        q.push(
+            ") INSERT INTO webhook_attempts (id, delivery_id, subscription_id, event_id, \
+             event_type, attempt, status, response_status, latency_ms, error, created_at) \
+             SELECT v.id, v.delivery_id, v.subscription_id, v.event_id, e.type, v.attempt, \
+               v.status, v.response_status, v.latency_ms, v.error, v.created_at \
+             FROM v JOIN events e ON e.id = v.event_id",
+        );
+        q.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(recordings
+        .iter()
+        .map(|r| updated.contains_key(&r.delivery_id))
+        .collect())
 }
