@@ -40,6 +40,7 @@ pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) 
         res.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
     let elapsed = started.elapsed();
+    state.core.api_load.served(elapsed);
     let status = res.status().as_u16();
     metrics::counter!("tern_http_requests_total", "method" => method.to_string(), "status" => status.to_string())
         .increment(1);

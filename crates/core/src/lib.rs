@@ -16,6 +16,7 @@
 //! | [`events`] | events written in the transaction of the change they report |
 //! | [`webhooks`] | subscriptions, signed deliveries, test sends, replays |
 //! | [`views`] | the JSON of a Message, Contact and Template (API answers, event bodies) |
+//! | [`load`] | how busy the API is (background work gives way to it) |
 //! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub mod numbers;
 pub mod principal;
 pub mod templates;
 pub mod views;
+pub mod load;
 pub mod webhooks;
 
 pub use principal::Principal;
@@ -65,6 +67,8 @@ pub struct Inner {
     pub media: Arc<media::MediaService>,
     /// Event-webhook deliveries (the guarded client, kept alive per receiver).
     pub webhooks: webhooks::send::Sender,
+    /// The API's load, which background work gives way to.
+    pub api_load: Arc<load::ApiLoad>,
 }
 
 impl Core {
@@ -103,6 +107,7 @@ impl Core {
         .expect("event-webhook client");
         Core(Arc::new(Inner {
             webhooks,
+            api_load: Arc::default(),
             media,
             acceptor: AcceptQueue::start(db.clone()),
             lookups: Lookups::start(db.clone()),

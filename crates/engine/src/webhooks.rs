@@ -11,6 +11,13 @@
 //!                    in one transaction, by a recorder task (claiming and recording overlap)
 //! ```
 //!
+//! While this process's API is busy (on average `busy_at` or more requests in flight over
+//! the last quarter second), each database step of the workers (claim with fan-out, record)
+//! is followed by a rest of `busy_rest` times its length: deliveries then take at most
+//! 1/(1 + `busy_rest`) of the time of each of the two connections they use, and the API keeps
+//! the database (PostgreSQL's CPU, SQLite's single writer). They catch up, durably queued,
+//! when the API quietens.
+//!
 //! The sends run on a runtime of their own whose threads have a lower CPU priority
 //! (`send_nice`): on a machine busy with API requests, deliveries take the CPU the API
 //! leaves (they wait, durably, in the database) instead of slowing sends and reads; on an
@@ -51,6 +58,10 @@ pub struct WebhookWorkerConfig {
     pub fanout_batch: i64,
     /// The nice value (0–19, higher yields more) of the threads that make the sends.
     pub send_nice: i32,
+    /// The API's average requests in flight from which deliveries give way to it.
+    pub busy_at: f64,
+    /// While the API is busy, each database step rests this many times its length (0: never).
+    pub busy_rest: u32,
 }
 
 impl Default for WebhookWorkerConfig {
@@ -63,6 +74,9 @@ impl Default for WebhookWorkerConfig {
             poll_interval: Duration::from_millis(250),
             fanout_batch: 32,
             send_nice: 10,
+            // As many requests as cores: the API alone could keep the machine busy.
+            busy_at: std::thread::available_parallelism().map_or(2, usize::from) as f64,
+            busy_rest: 9,
         }
     }
 }
@@ -81,12 +95,20 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
     let mut backoff = Duration::ZERO;
     // Finished attempts go to the recorder; a full channel holds the claimer back.
     let (done_tx, done_rx) = tokio::sync::mpsc::channel::<Made>(4 * config.max_in_flight.max(1));
-    let recorder = tokio::spawn(recorder(core.clone(), owner.clone(), done_rx));
+    let recorder = tokio::spawn(recorder(
+        core.clone(),
+        owner.clone(),
+        done_rx,
+        GiveWay::new(&core, &config),
+    ));
+    let mut give_way = GiveWay::new(&core, &config);
     loop {
         // Claim what is due, as far as slots allow.
         let mut idle_for = config.poll_interval;
         let free = config.max_in_flight.saturating_sub(tasks.len());
         if free > 0 && !cancel.is_cancelled() {
+            give_way.rest().await;
+            let step = std::time::Instant::now();
             let now = now_ms();
             let limit = i64::try_from(free).unwrap_or(0);
             match core
@@ -108,6 +130,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                     } else {
                         false
                     };
+                    give_way.took(step.elapsed());
                     if fanned {
                         idle_for = Duration::ZERO;
                     } else if jobs.is_empty() {
@@ -216,11 +239,60 @@ fn lower_priority(nice: i32) {
 }
 
 /// Records finished attempts as they come, all that are waiting in one transaction.
-async fn recorder(core: Core, owner: String, mut done: tokio::sync::mpsc::Receiver<Made>) {
+async fn recorder(
+    core: Core,
+    owner: String,
+    mut done: tokio::sync::mpsc::Receiver<Made>,
+    mut give_way: GiveWay,
+) {
     let mut batch = Vec::new();
-    while done.recv_many(&mut batch, 512).await > 0 {
+    loop {
+        give_way.rest().await;
+        if done.recv_many(&mut batch, 512).await == 0 {
+            break;
+        }
+        let step = std::time::Instant::now();
         record(&core, &owner, &batch).await;
+        give_way.took(step.elapsed());
         batch.clear();
+    }
+}
+
+/// The rests of one worker task while the API is busy (see the module's text).
+struct GiveWay {
+    watch: tern_core::load::LoadWatch,
+    busy_at: f64,
+    busy_rest: u32,
+    owed: Duration,
+}
+
+impl GiveWay {
+    fn new(core: &Core, config: &WebhookWorkerConfig) -> GiveWay {
+        GiveWay {
+            watch: tern_core::load::LoadWatch::new(
+                std::sync::Arc::clone(&core.api_load),
+                Duration::from_millis(250),
+            ),
+            busy_at: config.busy_at,
+            busy_rest: config.busy_rest,
+            owed: Duration::ZERO,
+        }
+    }
+
+    /// A database step took `took`: a rest is owed if the API is busy.
+    fn took(&mut self, took: Duration) {
+        if self.busy_rest > 0 && self.watch.in_flight() >= self.busy_at {
+            // Bounded: one slow step (a lock wait) must not park the worker for long.
+            self.owed = (took * self.busy_rest).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Rests what is owed.
+    async fn rest(&mut self) {
+        let owed = std::mem::take(&mut self.owed);
+        if !owed.is_zero() {
+            tokio::time::sleep(owed).await;
+        }
     }
 }
 

@@ -28,6 +28,8 @@ const SQLITE_MAX_CONNECTIONS: u32 = 4;
 /// half the peak RSS.
 const POSTGRES_MAX_CONNECTIONS: u32 = 6;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a SQLite writer waits for the lock (its turn in this process, then SQLite's).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A pooled PostgreSQL connection idle this long is pinged before use.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
@@ -71,21 +73,97 @@ pub(crate) use with_pool;
 /// not cover. PostgreSQL uses a plain `BEGIN` plus row locks in the statements.
 pub(crate) trait BeginWrite {
     type Database: sqlx::Database;
-    async fn begin_write(&self) -> Result<Transaction<'static, Self::Database>>;
+    async fn begin_write(&self) -> Result<WriteTx<Self::Database>>;
 }
 
 impl BeginWrite for SqlitePool {
     type Database = Sqlite;
-    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.begin_with("BEGIN IMMEDIATE").await?)
+    async fn begin_write(&self) -> Result<WriteTx<Sqlite>> {
+        // This process's writers take turns in order before asking SQLite for its lock:
+        // SQLite's busy handler makes a waiting writer sleep 1, 2, 5, 10 … ms between tries,
+        // so writers of one process competing through it leave the lock idle while they
+        // sleep. Other processes still meet the busy timeout.
+        // Bounded like the busy timeout: a writer that never gets its turn fails as busy.
+        let turn = match write_turns(self) {
+            Some(turns) => match tokio::time::timeout(BUSY_TIMEOUT, turns.acquire_owned()).await {
+                Ok(Ok(turn)) => Some(turn),
+                Ok(Err(_)) => return Err(StoreError::Backend(sqlx::Error::PoolClosed)),
+                Err(_) => return Err(StoreError::Backend(sqlx::Error::PoolTimedOut)),
+            },
+            None => None,
+        };
+        Ok(WriteTx {
+            tx: self.begin_with("BEGIN IMMEDIATE").await?,
+            _turn: turn,
+        })
     }
 }
 
 impl BeginWrite for PgPool {
     type Database = Postgres;
-    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {
-        Ok(self.begin().await?)
+    async fn begin_write(&self) -> Result<WriteTx<Postgres>> {
+        Ok(WriteTx {
+            tx: self.begin().await?,
+            _turn: None,
+        })
     }
+}
+
+/// A write transaction: its connection (`&mut *tx` is an executor), and on SQLite this
+/// process's write turn, given back when it ends.
+pub(crate) struct WriteTx<DB: sqlx::Database> {
+    tx: Transaction<'static, DB>,
+    _turn: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl<DB: sqlx::Database> WriteTx<DB> {
+    pub(crate) async fn commit(self) -> std::result::Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+
+    pub(crate) async fn rollback(self) -> std::result::Result<(), sqlx::Error> {
+        self.tx.rollback().await
+    }
+}
+
+impl<DB: sqlx::Database> std::ops::Deref for WriteTx<DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &DB::Connection {
+        &self.tx
+    }
+}
+
+impl<DB: sqlx::Database> std::ops::DerefMut for WriteTx<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        &mut self.tx
+    }
+}
+
+/// The write turns of a SQLite database file in this process (one at a time, first come
+/// first served). `None` for an in-memory database: its pool has one connection, which
+/// already takes writers in turn.
+fn write_turns(pool: &SqlitePool) -> Option<std::sync::Arc<tokio::sync::Semaphore>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static TURNS: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<tokio::sync::Semaphore>>>> =
+        OnceLock::new();
+    let options = pool.connect_options();
+    let file = options.get_filename();
+    let name = file.to_string_lossy();
+    if name.is_empty() || name == ":memory:" || name.starts_with("file:") {
+        return None;
+    }
+    // Two spellings of one file must share turns.
+    let key = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let mut turns = TURNS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(Arc::clone(
+        turns
+            .entry(key)
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(1))),
+    ))
 }
 
 /// A write transaction on either backend (`BEGIN IMMEDIATE` on SQLite). The unit that a
@@ -99,8 +177,8 @@ pub struct Tx {
 }
 
 pub(crate) enum TxInner {
-    Sqlite(Transaction<'static, Sqlite>),
-    Postgres(Transaction<'static, Postgres>),
+    Sqlite(WriteTx<Sqlite>),
+    Postgres(WriteTx<Postgres>),
 }
 
 /// Runs `$body` with `$conn` bound to the transaction's connection (`&mut *$conn` is an
@@ -198,7 +276,7 @@ impl Db {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
+            .busy_timeout(BUSY_TIMEOUT);
         // No ping before each use (sqlx's default): a SQLite connection does not go away, and
         // the ping is a round trip to the connection's worker thread.
         let mut pool = SqlitePoolOptions::new()
