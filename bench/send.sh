@@ -435,7 +435,8 @@ for i in range(n):
     curl -sf "http://127.0.0.1:$rx_ctl/stats" >"$dir/wh.json"
     cp "$dir/wh.json" "$out/send-$name$tag-webhooks.json"
     local wh_pending wh_events
-    wh_pending=$(sql "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")
+    # Pending deliveries, and those of events not fanned out yet (one id per comma + 1).
+    wh_pending=$(sql "SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') + (SELECT COALESCE(SUM(LENGTH(fanout) - LENGTH(REPLACE(fanout, ',', '')) + 1), 0) FROM events WHERE fanout IS NOT NULL)")
     wh_events=$(sql "SELECT count(*) FROM events WHERE type = 'message.status'")
     wh_line=$(python3 -c '
 import json, sys

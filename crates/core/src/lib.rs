@@ -33,13 +33,13 @@ pub mod events;
 mod guarded;
 pub mod inbox;
 pub mod limits;
+pub mod load;
 pub mod media;
 pub mod messages;
 pub mod numbers;
 pub mod principal;
 pub mod templates;
 pub mod views;
-pub mod load;
 pub mod webhooks;
 
 pub use principal::Principal;

@@ -76,7 +76,7 @@ impl Default for WebhookWorkerConfig {
             send_nice: 10,
             // As many requests as cores: the API alone could keep the machine busy.
             busy_at: std::thread::available_parallelism().map_or(2, usize::from) as f64,
-            busy_rest: 9,
+            busy_rest: 19,
         }
     }
 }
@@ -102,6 +102,9 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
         GiveWay::new(&core, &config),
     ));
     let mut give_way = GiveWay::new(&core, &config);
+    // Deliveries this worker fanned out that no claim of its own has taken yet (about:
+    // another process may claim them).
+    let mut ahead: usize = 0;
     loop {
         // Claim what is due, as far as slots allow.
         let mut idle_for = config.poll_interval;
@@ -118,10 +121,22 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             {
                 Ok(jobs) => {
                     backoff = Duration::ZERO;
-                    // Slots left: fan out the next events; if any, claim again at once.
-                    let fanned = if (jobs.len() as i64) < limit {
+                    // Slots left, and few deliveries fanned out here wait unclaimed: fan out
+                    // the next events (lazily: a backlog stays one row per event, and a
+                    // subscription at its cap does not make every turn fan out more).
+                    ahead = if jobs.is_empty() && tasks.is_empty() {
+                        // Nothing claimable and nothing in flight here: what was fanned out
+                        // was taken by others (or is not due); do not wait on it.
+                        0
+                    } else {
+                        ahead.saturating_sub(jobs.len())
+                    };
+                    let fanned = if (jobs.len() as i64) < limit && ahead < config.max_in_flight {
                         match core.db.fan_out_events(config.fanout_batch).await {
-                            Ok((events, _)) => events > 0,
+                            Ok((events, deliveries)) => {
+                                ahead += deliveries;
+                                events > 0
+                            }
                             Err(e) => {
                                 tracing::warn!(error = %e, "webhook event fan-out failed");
                                 false

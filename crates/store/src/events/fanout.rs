@@ -73,8 +73,9 @@ impl Db {
                 " FOR KEY SHARE",
             ),
         };
-        // Most calls find nothing: a read, so SQLite's write lock is not taken for it.
-        if !self.events_to_fan_out().await? {
+        // Most calls find nothing: a read first, so SQLite's write lock is not taken for it
+        // (PostgreSQL's pick below is as cheap and locks nothing when it finds nothing).
+        if self.backend() == Backend::Sqlite && !self.events_to_fan_out().await? {
             return Ok((0, 0));
         }
         let done = with_pool!(self, pool => {
