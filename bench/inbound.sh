@@ -43,8 +43,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
+. "$root/bench/lib.sh"
 
 echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
 cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q

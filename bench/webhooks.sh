@@ -100,35 +100,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- helpers ---------------------------------------------------------------------------------
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-json() { python3 -c "import sys,json; print(json.load(sys.stdin)[\"$1\"])"; }
-wait_http() { # url what log
-  for _ in $(seq 1 200); do curl -sf -o /dev/null "$1" && return 0; sleep 0.05; done
-  echo "$2 did not come up ($1); last log lines:" >&2
-  tail -n 20 "$3" >&2 || true
-  exit 1
-}
-# CPU snapshot: the machine's busy/total ticks and every process's utime+stime (JSON).
-cpu_snapshot() {
-  python3 -c '
-import json, os, sys
-snap = {"procs": {}}
-with open("/proc/stat") as f:
-    v = [int(x) for x in f.readline().split()[1:]]
-busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # user nice system irq softirq steal
-snap["machine"] = [busy, busy + v[3] + v[4]]     # + idle iowait
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            st = f.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        continue
-    rest = st[st.rindex(")") + 2:].split()
-    snap["procs"][pid] = [st[st.index("(") + 1:st.rindex(")")], cmd[:100], int(rest[11]) + int(rest[12])]
-json.dump(snap, sys.stdout)'
-}
+. "$root/bench/lib.sh"
 # cpu_split BEFORE AFTER TERN_PID RECEIVER_PID PG_DB CLIENT_SECONDS DELIVERIES → one line:
 # shares of all cores' time, and tern's CPU µs per delivery. PostgreSQL = its shared
 # processes + backends of the bench database; everything else is "other" (top three named).

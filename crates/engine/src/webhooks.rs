@@ -30,7 +30,7 @@
 //! A worker that dies leaves its deliveries leased; they are due again when the lease ends
 //! (attempted again under the same `webhook-id`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tern_core::Core;
 use tern_core::webhooks::deliver::{self, Made, Ready};
@@ -102,16 +102,14 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
         GiveWay::new(&core, &config),
     ));
     let mut give_way = GiveWay::new(&core, &config);
-    // Deliveries this worker fanned out that no claim of its own has taken yet (about:
-    // another process may claim them).
-    let mut ahead: usize = 0;
+    let mut pace = FanOutPace::new(config.max_in_flight, config.poll_interval);
     loop {
         // Claim what is due, as far as slots allow.
         let mut idle_for = config.poll_interval;
         let free = config.max_in_flight.saturating_sub(tasks.len());
         if free > 0 && !cancel.is_cancelled() {
             give_way.rest().await;
-            let step = std::time::Instant::now();
+            let step = Instant::now();
             let now = now_ms();
             let limit = i64::try_from(free).unwrap_or(0);
             match core
@@ -121,20 +119,11 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             {
                 Ok(jobs) => {
                     backoff = Duration::ZERO;
-                    // Slots left, and few deliveries fanned out here wait unclaimed: fan out
-                    // the next events (lazily: a backlog stays one row per event, and a
-                    // subscription at its cap does not make every turn fan out more).
-                    ahead = if jobs.is_empty() && tasks.is_empty() {
-                        // Nothing claimable and nothing in flight here: what was fanned out
-                        // was taken by others (or is not due); do not wait on it.
-                        0
-                    } else {
-                        ahead.saturating_sub(jobs.len())
-                    };
-                    let fanned = if (jobs.len() as i64) < limit && ahead < config.max_in_flight {
+                    let room = (jobs.len() as i64) < limit;
+                    let fanned = if pace.wants(jobs.len(), room, tasks.is_empty(), Instant::now()) {
                         match core.db.fan_out_events(config.fanout_batch).await {
                             Ok((events, deliveries)) => {
-                                ahead += deliveries;
+                                pace.fanned(deliveries, Instant::now());
                                 events > 0
                             }
                             Err(e) => {
@@ -266,10 +255,52 @@ async fn recorder(
         if done.recv_many(&mut batch, 512).await == 0 {
             break;
         }
-        let step = std::time::Instant::now();
+        let step = Instant::now();
         record(&core, &owner, &batch).await;
         give_way.took(step.elapsed());
         batch.clear();
+    }
+}
+
+/// When the claimer fans out more events: after a claim that left slots free, while fewer
+/// than `max_ahead` deliveries it fanned out wait unclaimed (lazily: a backlog stays one row
+/// per event, and a subscription at its cap does not make every turn fan out more). The
+/// count is about (another process may claim them, a capped subscription's wait), so it is
+/// forgotten when nothing was claimable and nothing is in flight here, and when no fan-out
+/// happened for `every`: deliveries held back by one dead receiver never keep new events
+/// from the other subscriptions for longer than that.
+struct FanOutPace {
+    ahead: usize,
+    max_ahead: usize,
+    every: Duration,
+    last: Instant,
+}
+
+impl FanOutPace {
+    fn new(max_ahead: usize, every: Duration) -> FanOutPace {
+        FanOutPace {
+            ahead: 0,
+            max_ahead,
+            every,
+            last: Instant::now(),
+        }
+    }
+
+    /// A claim took `claimed` deliveries, leaving slots free (`room`) or not; `idle_here`:
+    /// nothing of this worker's is in flight. Whether to fan out now.
+    fn wants(&mut self, claimed: usize, room: bool, idle_here: bool, now: Instant) -> bool {
+        self.ahead = if (claimed == 0 && idle_here) || now.duration_since(self.last) >= self.every {
+            0
+        } else {
+            self.ahead.saturating_sub(claimed)
+        };
+        room && self.ahead < self.max_ahead
+    }
+
+    /// A fan-out queued `deliveries`.
+    fn fanned(&mut self, deliveries: usize, now: Instant) {
+        self.ahead += deliveries;
+        self.last = now;
     }
 }
 
@@ -328,6 +359,34 @@ async fn record(core: &Core, owner: &str, made: &[Made]) {
                 delay *= 2;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use super::*;
+
+    #[test]
+    fn fan_out_waits_for_claims_but_not_longer_than_every() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut pace = FanOutPace::new(256, ms(250));
+        pace.last = t0;
+        assert!(pace.wants(0, true, true, t0));
+        pace.fanned(300, t0);
+        // 300 fanned out, none claimed yet: no more for now, nor with no room left.
+        assert!(!pace.wants(10, true, false, t0 + ms(1)));
+        assert!(!pace.wants(0, false, false, t0 + ms(2)));
+        // Claims bring it under the bound.
+        assert!(pace.wants(40, true, false, t0 + ms(3)));
+        pace.fanned(100, t0 + ms(3));
+        // A capped subscription's deliveries stay unclaimed while its attempts hang …
+        assert!(!pace.wants(0, true, false, t0 + ms(200)));
+        // … for one interval at most: then the others' new events are fanned out again.
+        assert!(pace.wants(0, true, false, t0 + ms(253)));
+        // Nothing claimable and nothing in flight here: the count is forgotten at once.
+        pace.fanned(1_000, t0 + ms(254));
+        assert!(pace.wants(0, true, true, t0 + ms(255)));
     }
 }
 

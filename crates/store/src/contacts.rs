@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::db::{BeginWrite as _, Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
-use crate::sql::{bump_updated_at, like_contains, lock_for_write, split_after};
+use crate::sql::{bump_updated_at, like_contains, lock_for_write, push_id_list, split_after};
 use tern_domain::contact::Consent;
 
 /// A contact with its tags.
@@ -570,12 +570,9 @@ impl Db {
         }
         let rows: Vec<(Uuid, String)> = with_pool!(self, pool => {
             let mut query = sqlx::QueryBuilder::new(
-                "SELECT contact_id, tag FROM contact_tags WHERE contact_id IN (");
-            let mut ids = query.separated(", ");
-            for contact in &contacts {
-                ids.push_bind(contact.id);
-            }
-            query.push(") ORDER BY tag");
+                "SELECT contact_id, tag FROM contact_tags WHERE contact_id IN ");
+            push_id_list(&mut query, contacts.iter().map(|c| c.id));
+            query.push(" ORDER BY tag");
             query.build_query_as::<(Uuid, String)>().fetch_all(pool).await
         })?;
         let mut by_contact: HashMap<Uuid, Vec<String>> = HashMap::new();

@@ -60,6 +60,27 @@ pub(crate) fn split_after<T: Copy, U: Copy>(after: Option<(T, U)>) -> (Option<T>
     (after.map(|a| a.0), after.map(|a| a.1))
 }
 
+/// Appends `(…)` with each of `ids` bound: the list of an `IN`. Keep lists to
+/// [`ROWS_PER_STATEMENT`] (SQLite binds at most 32,766 parameters a statement).
+pub(crate) fn push_id_list<DB>(
+    q: &mut sqlx::QueryBuilder<DB>,
+    ids: impl IntoIterator<Item = uuid::Uuid>,
+) where
+    DB: sqlx::Database,
+    for<'t> uuid::Uuid: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    q.push("(");
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(id);
+    }
+    q.push(")");
+}
+
+/// Rows (or ids) per multi-row statement: well under SQLite's 32,766 bound parameters with
+/// ten columns a row.
+pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
+
 #[cfg(test)]
 mod tests {
     use super::like_contains;

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
-use crate::sql::{bump_updated_at, split_after};
+use crate::sql::{ROWS_PER_STATEMENT as CHUNK, bump_updated_at, push_id_list, split_after};
 
 /// PostgreSQL's claim: for each subscription, its earliest due deliveries up to `$5` less
 /// those it has in flight (leased by anyone), through the per-subscription index, so a claim
@@ -400,9 +400,6 @@ fn outcome_columns(o: DeliveryOutcome) -> (DeliveryStatus, Option<i64>, AttemptS
     }
 }
 
-/// Rows (or ids) per multi-row statement: well under SQLite's 32,766 bound parameters.
-const CHUNK: usize = 1000;
-
 /// [`Db::claim_webhook_deliveries`] on SQLite: the same choice as PostgreSQL's in four
 /// statements inside `BEGIN IMMEDIATE` (the single writer is held for as few round trips as
 /// possible, not two per delivery): each subscription's room, each one's first due
@@ -467,19 +464,11 @@ async fn claim_sqlite(
             .push_bind(lease_end)
             .push(", next_attempt_at = ")
             .push_bind(lease_end)
-            .push(" WHERE id IN (");
-        let mut ids = q.separated(", ");
-        for (_, id) in chunk {
-            ids.push_bind(*id);
-        }
-        q.push(")");
+            .push(" WHERE id IN ");
+        push_id_list(&mut q, chunk.iter().map(|(_, id)| *id));
         q.build().execute(&mut *tx).await?;
-        let mut q = sqlx::QueryBuilder::new(job_sql!("webhook_deliveries", " WHERE d.id IN ("));
-        let mut ids = q.separated(", ");
-        for (_, id) in chunk {
-            ids.push_bind(*id);
-        }
-        q.push(")");
+        let mut q = sqlx::QueryBuilder::new(job_sql!("webhook_deliveries", " WHERE d.id IN "));
+        push_id_list(&mut q, chunk.iter().map(|(_, id)| *id));
         jobs.extend(
             q.build_query_as::<DeliveryJob>()
                 .fetch_all(&mut *tx)

@@ -13,22 +13,12 @@ use uuid::Uuid;
 
 use crate::db::{Backend, BeginWrite as _, Db, with_pool};
 use crate::error::Result;
+use crate::sql::{ROWS_PER_STATEMENT as CHUNK, push_id_list};
 
-/// `events.fanout` for `subscribers`: a JSON array of their ids (built by hand: it cannot
-/// fail).
+/// `events.fanout` for `subscribers`: a JSON array of their ids.
 pub(super) fn encode(subscribers: &[Uuid]) -> String {
-    let mut s = String::with_capacity(2 + subscribers.len() * 39);
-    s.push('[');
-    for (i, id) in subscribers.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push('"');
-        s.push_str(&id.to_string());
-        s.push('"');
-    }
-    s.push(']');
-    s
+    // A list of UUIDs always serialises.
+    serde_json::to_string(subscribers).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// The subscribers named by `events.fanout`; unreadable text names none (never written so).
@@ -38,9 +28,6 @@ fn decode(fanout: &str) -> Vec<Uuid> {
         Vec::new()
     })
 }
-
-/// Rows per multi-row statement: well under SQLite's 32,766 bound parameters.
-const CHUNK: usize = 1000;
 
 #[derive(sqlx::FromRow)]
 struct Pending {
@@ -100,12 +87,9 @@ impl Db {
                 .collect();
             let mut existing = BTreeSet::new();
             for chunk in named.chunks(CHUNK) {
-                let mut q = sqlx::QueryBuilder::new("SELECT id FROM webhook_subscriptions WHERE id IN (");
-                let mut ids = q.separated(", ");
-                for id in chunk {
-                    ids.push_bind(*id);
-                }
-                q.push(")").push(live);
+                let mut q = sqlx::QueryBuilder::new("SELECT id FROM webhook_subscriptions WHERE id IN ");
+                push_id_list(&mut q, chunk.iter().copied());
+                q.push(live);
                 existing.extend(q.build_query_scalar::<Uuid>().fetch_all(&mut *tx).await?);
             }
             let rows: Vec<(Uuid, Uuid, i64)> = wanted
@@ -136,12 +120,8 @@ impl Db {
                 q.build().execute(&mut *tx).await?;
             }
             for chunk in events.chunks(CHUNK) {
-                let mut q = sqlx::QueryBuilder::new("UPDATE events SET fanout = NULL WHERE id IN (");
-                let mut ids = q.separated(", ");
-                for e in chunk {
-                    ids.push_bind(e.id);
-                }
-                q.push(")");
+                let mut q = sqlx::QueryBuilder::new("UPDATE events SET fanout = NULL WHERE id IN ");
+                push_id_list(&mut q, chunk.iter().map(|e| e.id));
                 q.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
@@ -150,8 +130,8 @@ impl Db {
         Ok(done)
     }
 
-    /// Whether any event waits for its fan-out (the workers' "something is due now").
-    pub async fn events_to_fan_out(&self) -> Result<bool> {
+    /// Whether any event waits for its fan-out.
+    async fn events_to_fan_out(&self) -> Result<bool> {
         let any = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE fanout IS NOT NULL LIMIT 1) t")
             .fetch_one(pool)
