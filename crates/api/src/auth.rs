@@ -5,12 +5,17 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
+use axum::extract::Request;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
 pub use tern_core::Principal as AuthContext;
-use tern_core::principal;
+use tern_core::{admission, principal};
 pub use tern_domain::auth::{Required, perm};
+use tern_domain::quota::{self, RateHeaders};
 use tern_store::AuthRecord;
 
 #[derive(Debug)]
@@ -27,10 +32,20 @@ impl<P> std::ops::Deref for Authed<P> {
 }
 
 impl<P: Required> Authed<P> {
-    /// The permission and plan checks of an authenticated caller (403, 402).
-    pub fn check(ctx: AuthContext) -> Result<Self, ApiError> {
+    /// The checks of an authenticated caller (`core::admission`: 403, 402, 429), with the
+    /// RateLimit headers left in `slot` for the answer.
+    pub async fn admit(
+        state: &AppState,
+        ctx: AuthContext,
+        slot: Option<&RateSlot>,
+        weight: u64,
+    ) -> Result<Self, ApiError> {
         tracing::Span::current().record("org_id", tracing::field::display(ctx.org_id));
-        ctx.authorize(P::PERMISSION)?;
+        let a = admission::admit(&state.core, &ctx, P::PERMISSION, weight).await;
+        if let (Some(slot), Some(h)) = (slot, a.headers) {
+            slot.put(h);
+        }
+        a.result?;
         Ok(Authed {
             ctx,
             _p: PhantomData,
@@ -43,8 +58,60 @@ impl<P: Required + Send + Sync> FromRequestParts<AppState> for Authed<P> {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let ctx = authenticate(parts, state).await?;
-        Self::check(ctx)
+        let weight = request_weight(&parts.method, parts.uri.path());
+        Self::admit(state, ctx, parts.extensions.get::<RateSlot>(), weight).await
     }
+}
+
+/// A request's weight against the quotas: an upload (`POST /media`) counts as 5.
+fn request_weight(method: &Method, path: &str) -> u64 {
+    let path = path.strip_prefix(crate::PUBLIC_PREFIX).unwrap_or(path);
+    if method == Method::POST && path == "/media" {
+        quota::UPLOAD_WEIGHT
+    } else {
+        1
+    }
+}
+
+/// Where the admission leaves the RateLimit headers of the request's answer.
+#[derive(Clone, Default, Debug)]
+pub struct RateSlot(Arc<Mutex<Option<RateHeaders>>>);
+
+impl RateSlot {
+    fn put(&self, h: RateHeaders) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
+    fn take(&self) -> Option<RateHeaders> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// Middleware of the public API: the answer to an admitted or refused authenticated
+/// request carries the RateLimit headers (and their `X-RateLimit-*` copies).
+pub async fn rate_headers(mut req: Request, next: Next) -> Response {
+    let slot = RateSlot::default();
+    req.extensions_mut().insert(slot.clone());
+    let mut res = next.run(req).await;
+    if let Some(h) = slot.take() {
+        let hs = res.headers_mut();
+        for (names, value) in [
+            (["ratelimit-limit", "x-ratelimit-limit"], h.limit),
+            (
+                ["ratelimit-remaining", "x-ratelimit-remaining"],
+                h.remaining,
+            ),
+            (["ratelimit-reset", "x-ratelimit-reset"], h.reset_secs),
+        ] {
+            for n in names {
+                hs.insert(n, HeaderValue::from(value));
+            }
+        }
+        if let Ok(v) = HeaderValue::from_str(&h.policy) {
+            hs.insert("ratelimit-policy", v);
+        }
+    }
+    res
 }
 
 /// Resolves the bearer key to its organisation, or answers 401.

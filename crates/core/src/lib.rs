@@ -17,6 +17,9 @@
 //! | [`webhooks`] | subscriptions, signed deliveries, test sends, replays |
 //! | [`views`] | the JSON of a Message, Contact and Template (API answers, event bodies) |
 //! | [`load`] | how busy the API is (background work gives way to it) |
+//! | [`admission`] | every public API request's checks: permission, plan feature, burst, quotas, `api_requests` |
+//! | [`rate`] | request quotas (in-process or Redis) and the burst limiter |
+//! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
 //! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
 
 use std::sync::Arc;
@@ -28,6 +31,7 @@ use tern_store::{AcceptQueue, Db, Lookups};
 use tokio::sync::Notify;
 
 pub mod admin;
+pub mod admission;
 pub mod contacts;
 pub mod events;
 mod guarded;
@@ -38,7 +42,9 @@ pub mod media;
 pub mod messages;
 pub mod numbers;
 pub mod principal;
+pub mod rate;
 pub mod templates;
+pub mod usage;
 pub mod views;
 pub mod webhooks;
 
@@ -69,6 +75,10 @@ pub struct Inner {
     pub webhooks: webhooks::send::Sender,
     /// The API's load, which background work gives way to.
     pub api_load: Arc<load::ApiLoad>,
+    /// Request quotas and the burst limiter.
+    pub limiter: rate::Limiter,
+    /// The `api_requests` meter.
+    pub requests: usage::RequestMeter,
 }
 
 impl Core {
@@ -108,6 +118,8 @@ impl Core {
         Core(Arc::new(Inner {
             webhooks,
             api_load: Arc::default(),
+            limiter: rate::Limiter::default(),
+            requests: usage::RequestMeter::start(db.clone()),
             media,
             acceptor: AcceptQueue::start(db.clone()),
             lookups: Lookups::start(db.clone()),
@@ -116,6 +128,18 @@ impl Core {
             cloud,
             dispatch_wakeup,
         }))
+    }
+}
+
+impl Core {
+    /// The same core counting quotas with `limiter` (Redis-backed ones). Call right after
+    /// construction, before the core is shared.
+    pub fn with_limiter(mut self, limiter: rate::Limiter) -> Core {
+        match Arc::get_mut(&mut self.0) {
+            Some(inner) => inner.limiter = limiter,
+            None => tracing::error!("with_limiter on a shared core: limiter not replaced"),
+        }
+        self
     }
 }
 

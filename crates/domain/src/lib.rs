@@ -18,6 +18,7 @@ pub mod net_guard;
 pub mod number;
 pub mod phone;
 pub mod plan;
+pub mod quota;
 pub mod send;
 pub mod template;
 pub mod time;

@@ -76,7 +76,12 @@ use Feature::*;
 use Meter::*;
 use RateWindow::*;
 
-const PRICES: &[(Category, i64)] = &[(Marketing, 80), (Utility, 20), (Authentication, 15)];
+/// Billing is opt-in for self-hosters: every category costs 0 (no wallet check) until the
+/// operator sets a price (`tern admin org update --price marketing=80`).
+const PRICES: &[(Category, i64)] = &[(Marketing, 0), (Utility, 0), (Authentication, 0)];
+
+/// The key of the burst limiter in the `rate_limits` overrides (`--rate-limit burst=N`).
+pub const BURST: &str = "burst";
 
 /// Plans in upgrade order: the first plan after the current one that has a feature is the
 /// one suggested in `upgrade_plan`.
@@ -297,6 +302,16 @@ impl<'a> Effective<'a> {
             .map_or(0, |(_, v)| *v)
     }
 
+    /// Requests per second per key with a burst of that many (GCRA), when the operator set
+    /// one; no plan sets it, so there is no burst limiter by default.
+    pub fn burst(&self) -> Option<u64> {
+        self.overrides
+            .rate_limits
+            .get(BURST)
+            .copied()
+            .filter(|n| *n > 0)
+    }
+
     pub fn price_minor(&self, c: Category) -> i64 {
         if let Some(v) = self.overrides.prices_minor.get(c.as_str()) {
             return *v;
@@ -307,6 +322,20 @@ impl<'a> Effective<'a> {
             .find(|(k, _)| *k == c)
             .map_or(0, |(_, v)| *v)
     }
+}
+
+/// `402 usage_limit_reached`: the meter's allowance for the billing period ending at
+/// `period_end` (ms) is used up.
+pub fn usage_limit_reached(m: Meter, used: i64, allowance: i64, period_end: i64) -> crate::Problem {
+    crate::Problem::new(crate::ErrorCode::UsageLimitReached)
+        .with_message(format!(
+            "The plan's {} allowance of {allowance} for this billing period is used up.",
+            m.as_str()
+        ))
+        .with_detail("meter", m.as_str())
+        .with_detail("used", used)
+        .with_detail("allowance", allowance)
+        .with_detail("period_end", crate::time::format_ms(period_end))
 }
 
 /// Parses `NAME=VALUE` as given on the operator command line.

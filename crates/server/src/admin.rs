@@ -58,6 +58,11 @@ pub enum OrgCmd {
         plan: String,
     },
     Update(OrgUpdate),
+    /// The organisation's effective billing state with this period's usage.
+    Show {
+        #[arg(long)]
+        org: Uuid,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -234,6 +239,7 @@ pub async fn run(db: &Db, key: &MasterKey, cmd: AdminCmd) -> Result<Value> {
         AdminCmd::Template(TemplateCmd::Sync { org }) => sync_templates(db, key, None, org).await,
         AdminCmd::Org(OrgCmd::Create { name, plan }) => create_org(db, &name, &plan).await,
         AdminCmd::Org(OrgCmd::Update(u)) => update_org(db, u).await,
+        AdminCmd::Org(OrgCmd::Show { org }) => show_org(db, org).await,
         AdminCmd::Number(NumberCmd::Add {
             org,
             phone_number_id,
@@ -295,7 +301,8 @@ pub fn org_json(o: &Org) -> Value {
         "features": map(Feature::ALL.iter().map(|f| (f.as_str(), json!(eff.has_feature(*f)))).collect()),
         "limits": map(Entitlement::ALL.iter().map(|e| (e.as_str(), json!(eff.limit(*e)))).collect()),
         "allowances": map(Meter::ALL.iter().map(|m| (m.as_str(), json!(eff.allowance(*m)))).collect()),
-        "rate_limits": map(RateWindow::ALL.iter().map(|w| (w.as_str(), json!(eff.rate_limit(*w)))).collect()),
+        "rate_limits": map(RateWindow::ALL.iter().map(|w| (w.as_str(), json!(eff.rate_limit(*w))))
+            .chain([(plan::BURST, json!(eff.burst()))]).collect()),
         "prices_minor": map(Category::ALL.iter().map(|c| (c.as_str(), json!(eff.price_minor(*c)))).collect()),
         "overrides": overrides.to_json(),
         "created_at": tern_domain::time::format_ms(o.created_at),
@@ -318,6 +325,32 @@ async fn create_org(db: &Db, name: &str, plan_name: &str) -> Result<Value> {
         .await
         .map_err(refused)?;
     Ok(org_json(&org))
+}
+
+/// [`org_json`] plus the current billing period and each meter's use in it.
+async fn show_org(db: &Db, id: Uuid) -> Result<Value> {
+    let org = get_org(db, id).await?;
+    let overrides = Overrides::from_json(&org.overrides);
+    let eff = Effective::new(&org.plan, &overrides);
+    let (start, end) = plan::billing_period(org.billing_period_start, tern_domain::time::now_ms());
+    let mut usage = serde_json::Map::new();
+    for m in Meter::ALL {
+        let used = db
+            .usage_in_period(id, m.as_str(), start)
+            .await
+            .map_err(|e| anyhow!("cannot read usage: {e}"))?;
+        usage.insert(
+            m.as_str().into(),
+            json!({"used": used, "allowance": eff.allowance(*m)}),
+        );
+    }
+    let mut v = org_json(&org);
+    v["billing_period"] = json!({
+        "start": tern_domain::time::format_ms(start),
+        "end": tern_domain::time::format_ms(end),
+    });
+    v["usage"] = Value::Object(usage);
+    Ok(v)
 }
 
 async fn get_org(db: &Db, id: Uuid) -> Result<Org> {
@@ -368,14 +401,17 @@ async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
     for a in &u.rate_limits {
         let (k, v) = plan::parse_assignment(a)
             .ok_or_else(|| anyhow!("--rate-limit takes WINDOW=QUOTA, got {a:?}"))?;
-        let w = RateWindow::parse(k).ok_or_else(|| {
-            anyhow!(
-                "unknown rate-limit window {k:?}; use one of: {}",
-                RateWindow::names()
-            )
-        })?;
+        let name = match RateWindow::parse(k) {
+            Some(w) => w.as_str(),
+            None if k == plan::BURST => plan::BURST,
+            None => bail!(
+                "unknown rate-limit window {k:?}; use one of: {}, {}",
+                RateWindow::names(),
+                plan::BURST
+            ),
+        };
         o.rate_limits
-            .insert(w.as_str().into(), parse_u64("rate limit", k, v)?);
+            .insert(name.into(), parse_u64("rate limit", k, v)?);
     }
     for a in &u.allowances {
         let (k, v) = plan::parse_assignment(a)

@@ -72,8 +72,14 @@ pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> 
 pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
+    let mut core = tern_core::Core::with_media(db, key, cloud, Arc::new(Notify::new()), media);
+    if let Some(url) = &config.redis_url {
+        core = core.with_limiter(
+            tern_core::rate::Limiter::with_redis(url).map_err(|e| anyhow::anyhow!(e))?,
+        );
+    }
     Ok(AppState::new(StateConfig {
-        core: tern_core::Core::with_media(db, key, cloud, Arc::new(Notify::new()), media),
+        core,
         public_url: config.public_url.clone(),
         metrics: crate::telemetry::metrics_handle(),
         network: NetworkWebhook {

@@ -31,6 +31,7 @@ mod sql;
 mod tags;
 mod templates;
 pub mod testkit;
+mod usage;
 
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
 pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
@@ -58,3 +59,4 @@ pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};
 pub use phone_numbers::PhoneNumber;
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 pub use templates::Template;
+pub use usage::{UsageAdd, UsageGrant};

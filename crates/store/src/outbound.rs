@@ -484,14 +484,8 @@ impl Db {
 
     /// `messages_sent` counted in the period starting at `period_start`.
     pub async fn messages_sent_in_period(&self, org_id: Uuid, period_start: i64) -> Result<i64> {
-        let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
-                "SELECT count FROM usage_counters \
-                 WHERE org_id = $1 AND meter = 'messages_sent' AND period_start = $2")
-            .bind(org_id)
-            .bind(period_start)
-            .fetch_optional(pool)
-            .await)?;
-        Ok(n.unwrap_or(0))
+        self.usage_in_period(org_id, "messages_sent", period_start)
+            .await
     }
 }
 

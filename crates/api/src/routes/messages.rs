@@ -11,10 +11,10 @@ use crate::auth::{self, Authed, perm};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, path_id};
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 use tern_core::messages::send::{self as accept, Send, Sent};
 use tern_domain::Problem;
@@ -116,6 +116,7 @@ impl utoipa::ToSchema for SendMessageRequest {}
 )]
 pub async fn send_message(
     State(state): State<AppState>,
+    slot: Option<Extension<auth::RateSlot>>,
     headers: HeaderMap,
     body: Result<ApiJson<Value>, ApiError>,
 ) -> Result<Response, ApiError> {
@@ -136,7 +137,9 @@ pub async fn send_message(
         Some(SendContext { auth, options }) => (Some(auth), options),
         None => (None, Vec::new()),
     };
-    let auth = Authed::<perm::MessagesSend>::check(auth::context(&state, rec)?)?;
+    let slot = slot.as_ref().map(|Extension(s)| s);
+    let auth =
+        Authed::<perm::MessagesSend>::admit(&state, auth::context(&state, rec)?, slot, 1).await?;
 
     let key_header = headers
         .get(send::IDEMPOTENCY_KEY_HEADER)

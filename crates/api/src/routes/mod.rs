@@ -82,7 +82,8 @@ pub fn router(state: AppState) -> Router {
                 async move { ([(header::CONTENT_TYPE, "application/json")], body) }
             }),
         )
-        .fallback(not_found);
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(crate::auth::rate_headers));
     Router::new()
         .nest(PUBLIC_PREFIX, public)
         // Tern's own (app) API: sessions only. A public API key is refused here.

@@ -14,7 +14,7 @@ use tern_cloudapi::send as network;
 use tern_domain::auth::Permission;
 use tern_domain::contact::Consent;
 use tern_domain::message::{Direction, Status};
-use tern_domain::plan::{Category, Entitlement, Meter, SubscriptionStatus, billing_period};
+use tern_domain::plan::{self, Category, Entitlement, Meter, SubscriptionStatus, billing_period};
 use tern_domain::send::{self, Recipient, SendRequest, Sender, WindowState};
 use tern_domain::time::format_ms;
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
@@ -214,11 +214,12 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         )),
         Acceptance::AllowanceUsed { used } => {
             let (_, end) = billing_period(principal.org.billing_period_start, s.now);
-            Err(Problem::new(ErrorCode::UsageLimitReached)
-                .with_detail("meter", Meter::MessagesSent.as_str())
-                .with_detail("used", used)
-                .with_detail("allowance", used)
-                .with_detail("period_end", format_ms(end)))
+            Err(plan::usage_limit_reached(
+                Meter::MessagesSent,
+                used,
+                used,
+                end,
+            ))
         }
         Acceptance::ContactLimit { used } => {
             Err(

@@ -11,6 +11,7 @@ mod contacts;
 mod crash_safety;
 mod customers;
 mod http;
+mod limits;
 mod media;
 mod messages;
 mod multi_instance;

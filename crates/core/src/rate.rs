@@ -1,0 +1,343 @@
+//! Request quotas and the burst limiter of the public API.
+//!
+//! Quotas are fixed windows (`domain::quota`) counted in this process, or in Redis when
+//! `TERN_REDIS_URL` is set so that several `tern serve` processes share one count: one round
+//! trip per request runs a script that checks every window and counts the request in all of
+//! them, or in none. When Redis cannot be reached the process counts on its own (logged,
+//! `tern_rate_limit_redis_fallback_total`) rather than refusing requests.
+//!
+//! The burst limiter (GCRA, `governor`) is per key and per process: it smooths one client's
+//! spikes, while the quotas are the shared ceiling.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tern_domain::plan::RateWindow;
+use tern_domain::quota::{self, Verdict, WindowState};
+use tern_domain::time::now_ms;
+use uuid::Uuid;
+
+use crate::Principal;
+
+/// How long a request waits for Redis before counting locally instead.
+const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long after a failure the process counts locally before trying Redis again.
+const REDIS_RETRY: Duration = Duration::from_secs(1);
+
+/// The counters of one process, optionally backed by Redis.
+#[derive(Default)]
+pub struct Limiter {
+    local: Mutex<LocalCounters>,
+    bursts: Mutex<HashMap<Uuid, (u64, Arc<DefaultDirectRateLimiter>)>>,
+    redis: Option<RedisCounters>,
+}
+
+impl Limiter {
+    /// Counters in Redis at `url` (`redis://…`), falling back to local ones while it is out
+    /// of reach. Fails only on a URL the client cannot parse.
+    pub fn with_redis(url: &str) -> Result<Limiter, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("TERN_REDIS_URL: {e}"))?;
+        Ok(Limiter {
+            redis: Some(RedisCounters {
+                client,
+                conn: tokio::sync::Mutex::new(Conn::Idle),
+            }),
+            ..Limiter::default()
+        })
+    }
+
+    /// Whether the counters are shared through Redis.
+    pub fn shared(&self) -> bool {
+        self.redis.is_some()
+    }
+
+    /// Checks and counts a request of `weight` against the caller's four windows.
+    pub async fn take(&self, p: &Principal, weight: u64) -> Verdict {
+        let windows = quota::windows(&p.effective());
+        if let Some(r) = &self.redis {
+            match r.take(p.org_id, p.key_id, &windows, weight).await {
+                Ok(v) => return v,
+                Err(e) => {
+                    metrics::counter!("tern_rate_limit_redis_fallback_total").increment(1);
+                    tracing::warn!(error = %e, "rate limits: Redis unavailable, counting in this process");
+                }
+            }
+        }
+        self.take_local(p.org_id, p.key_id, &windows, weight, now_ms())
+    }
+
+    fn take_local(
+        &self,
+        org: Uuid,
+        key: Uuid,
+        windows: &[(RateWindow, u64)],
+        weight: u64,
+        now: i64,
+    ) -> Verdict {
+        let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        local.prune(now);
+        let states = windows
+            .iter()
+            .map(|&(w, q)| WindowState {
+                window: w,
+                quota: q,
+                used: local.used(owner(org, key, w), w, now),
+                reset_ms: quota::reset_ms(now, w),
+            })
+            .collect();
+        let verdict = quota::decide(states, weight);
+        if let Verdict::Admitted(states) = &verdict {
+            for s in states {
+                local.set(owner(org, key, s.window), s.window, now, s.used);
+            }
+        }
+        verdict
+    }
+
+    /// The burst limiter (GCRA, `burst` requests per second per key with a burst of as
+    /// many): `false` when this request comes too fast. Always `true` without a setting.
+    pub fn burst_ok(&self, p: &Principal) -> bool {
+        let Some(n) = p.effective().burst() else {
+            return true;
+        };
+        let per_sec =
+            NonZeroU32::new(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(NonZeroU32::MIN);
+        let limiter = {
+            let mut map = self.bursts.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get(&p.key_id) {
+                Some((set, l)) if *set == n => l.clone(),
+                _ => {
+                    let l = Arc::new(RateLimiter::direct(Quota::per_second(per_sec)));
+                    map.insert(p.key_id, (n, l.clone()));
+                    l
+                }
+            }
+        };
+        limiter.check().is_ok()
+    }
+}
+
+fn owner(org: Uuid, key: Uuid, w: RateWindow) -> Uuid {
+    match quota::scope(w) {
+        "key" => key,
+        _ => org,
+    }
+}
+
+/// This process's counts: (owner, window) → (window index, used).
+#[derive(Default)]
+struct LocalCounters {
+    counts: HashMap<(Uuid, RateWindow), (i64, u64)>,
+    pruned_at: i64,
+}
+
+impl LocalCounters {
+    fn used(&self, owner: Uuid, w: RateWindow, now: i64) -> u64 {
+        match self.counts.get(&(owner, w)) {
+            Some((idx, n)) if *idx == quota::window_index(now, w) => *n,
+            _ => 0,
+        }
+    }
+
+    fn set(&mut self, owner: Uuid, w: RateWindow, now: i64, used: u64) {
+        self.counts
+            .insert((owner, w), (quota::window_index(now, w), used));
+    }
+
+    /// Forgets windows that ended, once a minute, so idle keys do not accumulate.
+    fn prune(&mut self, now: i64) {
+        if now - self.pruned_at < 60_000 {
+            return;
+        }
+        self.pruned_at = now;
+        self.counts
+            .retain(|(_, w), (idx, _)| *idx == quota::window_index(now, *w));
+    }
+}
+
+enum Conn {
+    Idle,
+    Up(redis::aio::MultiplexedConnection),
+    /// Failed at this instant: local counting until [`REDIS_RETRY`] has passed.
+    Down(Instant),
+}
+
+struct RedisCounters {
+    client: redis::Client,
+    conn: tokio::sync::Mutex<Conn>,
+}
+
+/// Checks every window and counts the request in all of them, or in none, atomically.
+/// KEYS: one counter per window (its index appended here, from Redis's clock, so every
+/// process agrees on the window). ARGV: weight, then each window's quota, then its length
+/// in seconds. Returns, per window, the count (after the request when admitted, before it
+/// when refused) and the milliseconds to its reset, then 1 when admitted.
+const SCRIPT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = #KEYS
+local w = tonumber(ARGV[1])
+local keys, used, resets = {}, {}, {}
+local fits = 1
+for i = 1, n do
+  local len = tonumber(ARGV[1 + n + i]) * 1000
+  local idx = math.floor(now / len)
+  keys[i] = KEYS[i] .. ':' .. idx
+  used[i] = tonumber(redis.call('GET', keys[i]) or '0')
+  resets[i] = (idx + 1) * len - now
+  if used[i] + w > tonumber(ARGV[1 + i]) then fits = 0 end
+end
+local out = {}
+for i = 1, n do
+  if fits == 1 then
+    used[i] = redis.call('INCRBY', keys[i], w)
+    if used[i] == w then redis.call('PEXPIRE', keys[i], resets[i] + 5000) end
+  end
+  out[#out + 1] = used[i]
+  out[#out + 1] = resets[i]
+end
+out[#out + 1] = fits
+return out
+";
+
+impl RedisCounters {
+    async fn take(
+        &self,
+        org: Uuid,
+        key: Uuid,
+        windows: &[(RateWindow, u64)],
+        weight: u64,
+    ) -> Result<Verdict, String> {
+        let mut conn = self.connection().await?;
+        let mut inv = redis_script().prepare_invoke();
+        for &(w, _) in windows {
+            // The hash tag keeps an organisation's counters in one cluster slot.
+            inv.key(format!(
+                "tern:rl:{{{org}}}:{}:{}",
+                owner(org, key, w),
+                w.as_str()
+            ));
+        }
+        inv.arg(weight);
+        for &(_, q) in windows {
+            inv.arg(q);
+        }
+        for &(w, _) in windows {
+            inv.arg(w.seconds());
+        }
+        let res =
+            tokio::time::timeout(REDIS_TIMEOUT, inv.invoke_async::<Vec<i64>>(&mut conn)).await;
+        let out = match res {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => return Err(self.failed(e.to_string()).await),
+            Err(_) => return Err(self.failed("no answer within 250 ms".into()).await),
+        };
+        if out.len() != windows.len() * 2 + 1 {
+            return Err(format!("unexpected script answer of {} values", out.len()));
+        }
+        let states = windows
+            .iter()
+            .enumerate()
+            .map(|(i, &(w, q))| WindowState {
+                window: w,
+                quota: q,
+                used: u64::try_from(out[i * 2]).unwrap_or(0),
+                reset_ms: out[i * 2 + 1],
+            })
+            .collect::<Vec<_>>();
+        Ok(if out[windows.len() * 2] == 1 {
+            Verdict::Admitted(states)
+        } else {
+            // Counted nowhere: decide again from the counts to name the window.
+            match quota::decide(states, weight) {
+                v @ Verdict::Exceeded { .. } => v,
+                // A quota raised between the script and here: refuse with the last window.
+                Verdict::Admitted(states) => Verdict::Exceeded {
+                    window: windows.last().map_or(RateWindow::TenantDay, |w| w.0),
+                    states,
+                },
+            }
+        })
+    }
+
+    async fn connection(&self) -> Result<redis::aio::MultiplexedConnection, String> {
+        let mut conn = self.conn.lock().await;
+        match &*conn {
+            Conn::Up(c) => return Ok(c.clone()),
+            Conn::Down(at) if at.elapsed() < REDIS_RETRY => {
+                return Err("Redis was unreachable less than 1 s ago".into());
+            }
+            _ => {}
+        }
+        let made = tokio::time::timeout(
+            REDIS_TIMEOUT,
+            self.client.get_multiplexed_async_connection(),
+        )
+        .await;
+        match made {
+            Ok(Ok(c)) => {
+                *conn = Conn::Up(c.clone());
+                Ok(c)
+            }
+            Ok(Err(e)) => {
+                *conn = Conn::Down(Instant::now());
+                Err(e.to_string())
+            }
+            Err(_) => {
+                *conn = Conn::Down(Instant::now());
+                Err("no connection within 250 ms".into())
+            }
+        }
+    }
+
+    /// Drops the connection after a failure so the next attempt (after [`REDIS_RETRY`])
+    /// connects afresh.
+    async fn failed(&self, e: String) -> String {
+        *self.conn.lock().await = Conn::Down(Instant::now());
+        e
+    }
+}
+
+fn redis_script() -> &'static redis::Script {
+    static S: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+    S.get_or_init(|| redis::Script::new(SCRIPT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_counts_reset_with_the_window_and_refuse_without_counting() {
+        let l = Limiter::default();
+        let (org, key) = (Uuid::new_v4(), Uuid::new_v4());
+        let w = [(RateWindow::KeyMinute, 3), (RateWindow::TenantMinute, 100)];
+        let t = 60_000 * 1000;
+        for used in 1..=3 {
+            match l.take_local(org, key, &w, 1, t) {
+                Verdict::Admitted(s) => assert_eq!(s[0].used, used),
+                v => panic!("{v:?}"),
+            }
+        }
+        assert!(matches!(
+            l.take_local(org, key, &w, 1, t + 10),
+            Verdict::Exceeded {
+                window: RateWindow::KeyMinute,
+                ..
+            }
+        ));
+        // The refused request was not counted in the tenant window.
+        let Verdict::Admitted(s) = l.take_local(org, Uuid::new_v4(), &w, 1, t + 20) else {
+            panic!("another key has room")
+        };
+        assert_eq!(s[1].used, 4);
+        // The next minute starts from zero.
+        let Verdict::Admitted(s) = l.take_local(org, key, &w, 1, t + 60_000) else {
+            panic!("a new window")
+        };
+        assert_eq!(s[0].used, 1);
+    }
+}
