@@ -70,6 +70,17 @@ fn standard_errors(
     v
 }
 
+/// The quota headers of every answer to an authenticated request.
+const RATE_HEADERS: [&str; 7] = [
+    "RateLimit-Limit",
+    "RateLimit-Remaining",
+    "RateLimit-Reset",
+    "RateLimit-Policy",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+];
+
 /// Serialises the generated document and adds the shared parts.
 pub fn finish(doc: OpenApi) -> Value {
     let mut v = serde_json::to_value(&doc).unwrap_or_else(|_| json!({}));
@@ -94,6 +105,25 @@ pub fn finish(doc: OpenApi) -> Value {
         "required": true,
         "schema": {"type": "string"}
     });
+    let int_header =
+        |desc: &str| json!({"description": desc, "schema": {"type": "integer", "minimum": 0}});
+    let h = &mut components["headers"];
+    h["RateLimit-Limit"] = int_header("Quota of the window closest to running out.");
+    h["RateLimit-Remaining"] = int_header("Requests left in that window.");
+    h["RateLimit-Reset"] = int_header("Seconds until that window resets (not a timestamp).");
+    h["RateLimit-Policy"] = json!({
+        "description": "Every window as `name;q=<quota>;w=<seconds>`, e.g. `key-minute;q=600;w=60, key-day;q=200000;w=86400, tenant-minute;q=1200;w=60, tenant-day;q=400000;w=86400`.",
+        "schema": {"type": "string"}
+    });
+    h["X-RateLimit-Limit"] = int_header("Same as RateLimit-Limit.");
+    h["X-RateLimit-Remaining"] = int_header("Same as RateLimit-Remaining.");
+    h["X-RateLimit-Reset"] = int_header("Same as RateLimit-Reset.");
+    h["Retry-After"] = int_header("Seconds to wait before retrying.");
+    // Inlined in each answer: a `$ref` cannot carry the answer's own `required`.
+    let rate_headers: Vec<(&str, Value)> = RATE_HEADERS
+        .iter()
+        .map(|n| (*n, components["headers"][*n].clone()))
+        .collect();
     if let Some(paths) = v["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
             let has_params = path.contains('{');
@@ -112,9 +142,28 @@ pub fn finish(doc: OpenApi) -> Value {
                         })
                     });
                 }
-                for resp in responses.values_mut() {
+                let authenticated = op.get("security").is_some();
+                let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                    continue;
+                };
+                for (status, resp) in responses.iter_mut() {
                     resp["headers"]["X-Request-Id"] =
                         json!({"$ref": "#/components/headers/RequestId"});
+                    if status == "429" || status == "503" {
+                        resp["headers"]["Retry-After"] =
+                            json!({"$ref": "#/components/headers/Retry-After"});
+                    }
+                    // Every answer to an authenticated request reports the quotas, except a
+                    // 401 (no key) and the burst limiter's 429; errors raised before the key
+                    // was checked (a malformed path) carry none either, so only 2xx require them.
+                    if !authenticated || status == "401" {
+                        continue;
+                    }
+                    for (name, def) in &rate_headers {
+                        let mut def = def.clone();
+                        def["required"] = json!(status.starts_with('2'));
+                        resp["headers"][*name] = def;
+                    }
                 }
             }
         }

@@ -8,10 +8,11 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, SqliteConnection};
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, with_pool};
+use crate::db::{Backend, BeginWrite as _, Db, with_pool};
 use crate::error::{Result, StoreError};
 use crate::messages::Message;
 use crate::sql::lock_for_write;
+use crate::usage::{UsageAdd, UsageGrant, add_usage_on, give_back_on};
 
 /// A bound idempotency key.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -100,28 +101,100 @@ pub struct Accept {
 }
 
 impl Accept {
-    /// Nothing to check or create besides the key and the message.
+    /// Nothing to check or create besides the key, the message and a `messages_sent` count.
     fn is_plain(&self) -> bool {
-        self.charges.messages_sent.is_none()
-            && self.charges.debit_minor.is_none_or(|a| a <= 0)
+        self.charges.debit_minor.is_none_or(|a| a <= 0)
             && self.new_contact.is_none()
             && !self.new_conversation
     }
+
+    /// The counter this item counts one `messages_sent` in: (organisation, period start).
+    fn counter(&self) -> Option<(Uuid, i64)> {
+        self.charges
+            .messages_sent
+            .map(|(start, _)| (self.message.org_id, start))
+    }
 }
 
-/// Takes back one `messages_sent` count inside the acceptance transaction.
-macro_rules! undo_usage {
-    ($tx:ident, $org:expr, $period:expr) => {
-        sqlx::query(
-            "UPDATE usage_counters SET count = count - 1 \
-             WHERE org_id = $1 AND meter = 'messages_sent' AND period_start = $2",
-        )
-        .bind($org)
-        .bind($period)
-        .execute(&mut *$tx)
-        .await?
-    };
+/// The `messages_sent` units of a round: taken for all its counted items at once (one
+/// statement per counter), handed out in the round's order, the rest given back.
+#[derive(Default, Clone)]
+struct Units {
+    /// (organisation, period start) → (units left to hand out, allowance).
+    left: BTreeMap<(Uuid, i64), (i64, i64)>,
+    /// What was taken, whatever was handed out since.
+    taken: BTreeMap<(Uuid, i64), (i64, i64)>,
 }
+
+impl Units {
+    /// The adds for `items`: one per counter, as many units as items counting in it.
+    fn wanted<'a>(items: impl Iterator<Item = &'a Accept>) -> Vec<UsageAdd> {
+        let mut want: BTreeMap<(Uuid, i64), (i64, i64)> = BTreeMap::new();
+        for it in items {
+            if let (Some(c), Some((_, allowance))) = (it.counter(), it.charges.messages_sent) {
+                let e = want.entry(c).or_insert((0, allowance));
+                e.0 += 1;
+                e.1 = e.1.min(allowance);
+            }
+        }
+        want.into_iter()
+            .map(|((org_id, period_start), (units, allowance))| UsageAdd {
+                org_id,
+                meter: MESSAGES_SENT,
+                period_start,
+                units,
+                allowance: Some(allowance),
+            })
+            .collect()
+    }
+
+    fn granted(adds: &[UsageAdd], grants: &[UsageGrant]) -> Units {
+        let left: BTreeMap<_, _> = adds
+            .iter()
+            .zip(grants)
+            .map(|(a, g)| {
+                (
+                    (a.org_id, a.period_start),
+                    (g.granted, a.allowance.unwrap_or(0)),
+                )
+            })
+            .collect();
+        Units {
+            taken: left.clone(),
+            left,
+        }
+    }
+
+    /// All units taken, as if none had been handed out.
+    fn all_taken(&self) -> Units {
+        Units {
+            left: self.taken.clone(),
+            taken: self.taken.clone(),
+        }
+    }
+
+    /// One unit for `it`, or `Err(allowance)` when none is left.
+    fn take(&mut self, it: &Accept) -> std::result::Result<(), i64> {
+        let Some(c) = it.counter() else { return Ok(()) };
+        match self.left.get_mut(&c) {
+            Some((n, _)) if *n > 0 => {
+                *n -= 1;
+                Ok(())
+            }
+            Some((_, allowance)) => Err(*allowance),
+            None => Err(it.charges.messages_sent.map_or(0, |(_, a)| a)),
+        }
+    }
+
+    /// Returns `it`'s unit (refused after taking it).
+    fn put_back(&mut self, it: &Accept) {
+        if let Some((n, _)) = it.counter().and_then(|c| self.left.get_mut(&c)) {
+            *n += 1;
+        }
+    }
+}
+
+const MESSAGES_SENT: &str = "messages_sent";
 
 /// Unbinds a key bound earlier in the acceptance transaction.
 macro_rules! release_key {
@@ -225,39 +298,63 @@ impl Db {
             .collect()
     }
 
-    /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. A round of
-    /// plain items (no charges, no new contact or conversation) is one statement where the
-    /// backend has one ([`AcceptBatch::accept_plain`]); any other round is a transaction.
+    /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. On PostgreSQL
+    /// a round of plain items (no debit, no new contact or conversation) is one statement
+    /// ([`AcceptBatch::accept_plain`]), after the round's `messages_sent` units were taken
+    /// in one statement per counter; any other round is a transaction.
     async fn accept_round(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
-        if !idx.iter().all(|&i| items[i].is_plain()) {
+        // SQLite has no single statement for it (and its transactions cost no round trips).
+        if self.backend() == Backend::Sqlite || !idx.iter().all(|&i| items[i].is_plain()) {
             return self.accept_in_tx(items, idx).await;
         }
-        let bound = with_pool!(self, pool => {
-            let mut conn = pool.acquire().await?;
-            let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
-            AcceptBatch::accept_plain(&mut *conn, &batch).await?
-        });
-        let Some(bound) = bound else {
-            return self.accept_in_tx(items, idx).await;
-        };
-        let mut outcome = Vec::with_capacity(idx.len());
-        // A key the statement found taken whose record is gone by now expired in between:
-        // it is free again, so the item gets a round of its own.
-        let mut again = Vec::new();
+        let adds = Units::wanted(idx.iter().map(|&i| &items[i]));
+        let mut units = self.take_units(&adds).await?;
+        let mut outcome: Vec<Option<Acceptance>> = vec![None; idx.len()];
+        let mut go = Vec::with_capacity(idx.len());
         for (slot, &i) in idx.iter().enumerate() {
-            let it = &items[i];
-            if bound.contains(&(it.message.org_id, it.key.clone())) {
-                outcome.push(Some(Acceptance::Accepted));
-                continue;
-            }
-            match self.key_record(it.message.org_id, &it.key).await? {
-                Some(rec) => outcome.push(Some(Acceptance::KeyTaken(rec))),
-                None => {
-                    outcome.push(None);
-                    again.push((slot, i));
+            match units.take(&items[i]) {
+                Ok(()) => go.push((slot, i)),
+                Err(allowance) => {
+                    outcome[slot] = Some(Acceptance::AllowanceUsed { used: allowance })
                 }
             }
         }
+        let bound = if go.is_empty() {
+            Ok(Some(HashSet::new()))
+        } else {
+            let batch: Vec<&Accept> = go.iter().map(|&(_, i)| &items[i]).collect();
+            with_pool!(self, pool => async {
+                let mut conn = pool.acquire().await?;
+                AcceptBatch::accept_plain(&mut *conn, &batch).await
+            }.await)
+        };
+        let bound = match bound {
+            Ok(Some(b)) => b,
+            // Nothing was stored: every unit goes back.
+            Ok(None) | Err(_) => {
+                self.give_back_units(&units.all_taken()).await?;
+                return match bound {
+                    Err(e) => Err(e),
+                    _ => self.accept_in_tx(items, idx).await,
+                };
+            }
+        };
+        // A key the statement found taken whose record is gone by now expired in between:
+        // it is free again, so the item gets a round of its own.
+        let mut again = Vec::new();
+        for (slot, i) in go {
+            let it = &items[i];
+            if bound.contains(&(it.message.org_id, it.key.clone())) {
+                outcome[slot] = Some(Acceptance::Accepted);
+                continue;
+            }
+            units.put_back(it);
+            match self.key_record(it.message.org_id, &it.key).await? {
+                Some(rec) => outcome[slot] = Some(Acceptance::KeyTaken(rec)),
+                None => again.push((slot, i)),
+            }
+        }
+        self.give_back_units(&units).await?;
         if !again.is_empty() {
             let retry: Vec<usize> = again.iter().map(|&(_, i)| i).collect();
             let results = self.accept_in_tx(items, &retry).await?;
@@ -269,6 +366,32 @@ impl Db {
             .into_iter()
             .map(|o| o.ok_or(StoreError::NotFound))
             .collect()
+    }
+
+    /// Takes the units of `adds` (each its own statement); on a failure gives back what the
+    /// earlier ones took.
+    async fn take_units(&self, adds: &[UsageAdd]) -> Result<Units> {
+        let mut grants = Vec::with_capacity(adds.len());
+        for a in adds {
+            match with_pool!(self, pool => add_usage_on!(self.backend(), pool, a)) {
+                Ok(g) => grants.push(g),
+                Err(e) => {
+                    let taken = Units::granted(&adds[..grants.len()], &grants);
+                    self.give_back_units(&taken).await?;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(Units::granted(adds, &grants))
+    }
+
+    async fn give_back_units(&self, units: &Units) -> Result<()> {
+        for (&(org, period), &(n, _)) in &units.left {
+            if n > 0 {
+                with_pool!(self, pool => give_back_on!(pool, org, MESSAGES_SENT, period, n))?;
+            }
+        }
+        Ok(())
     }
 
     /// A key's record whether or not it expired.
@@ -294,6 +417,15 @@ impl Db {
                 let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
                 AcceptBatch::bind_keys(&mut *tx, &batch).await?
             };
+            // 1a. The `messages_sent` units of the items whose key was bound, one statement
+            // per counter.
+            let adds = Units::wanted(idx.iter().map(|&i| &items[i])
+                .filter(|it| bound.contains(&(it.message.org_id, it.key.clone()))));
+            let mut grants = Vec::with_capacity(adds.len());
+            for a in &adds {
+                grants.push(add_usage_on!(self.backend(), &mut *tx, a)?);
+            }
+            let mut units = Units::granted(&adds, &grants);
 
             for (slot, &i) in idx.iter().enumerate() {
                 let it = &items[i];
@@ -335,30 +467,11 @@ impl Db {
                 }
 
                 // 2. Charges, in order; a refused item gives its key back (a deleted key is
-                // the same as an expired one to every reader) and undoes its usage count.
-                let mut counted_in = None;
-                if let Some((period_start, allowance)) = it.charges.messages_sent {
-                    let counted: Option<i64> = sqlx::query_scalar(
-                            "INSERT INTO usage_counters (org_id, meter, period_start, count) \
-                             VALUES ($1, 'messages_sent', $2, 1) \
-                             ON CONFLICT (org_id, meter, period_start) \
-                             DO UPDATE SET count = usage_counters.count + 1 \
-                             WHERE usage_counters.count < $3 RETURNING count")
-                        .bind(org_id)
-                        .bind(period_start)
-                        .bind(allowance)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    // The allowance may be 0: the insert itself must respect it.
-                    if counted.is_none_or(|c| c > allowance) {
-                        if counted.is_some() {
-                            undo_usage!(tx, org_id, period_start);
-                        }
-                        release_key!(tx, org_id, &it.key);
-                        outcome[slot] = Some(Acceptance::AllowanceUsed { used: allowance });
-                        continue;
-                    }
-                    counted_in = Some(period_start);
+                // the same as an expired one to every reader) and its unit.
+                if let Err(allowance) = units.take(it) {
+                    release_key!(tx, org_id, &it.key);
+                    outcome[slot] = Some(Acceptance::AllowanceUsed { used: allowance });
+                    continue;
                 }
                 if let Some(amount) = it.charges.debit_minor.filter(|a| *a > 0) {
                     let balance: Option<i64> = sqlx::query_scalar(
@@ -375,9 +488,7 @@ impl Db {
                             .fetch_optional(&mut *tx)
                             .await?
                             .ok_or(StoreError::NotFound)?;
-                        if let Some(period_start) = counted_in {
-                            undo_usage!(tx, org_id, period_start);
-                        }
+                        units.put_back(it);
                         release_key!(tx, org_id, &it.key);
                         outcome[slot] = Some(Acceptance::WalletLow { balance_minor: balance });
                         continue;
@@ -460,6 +571,11 @@ impl Db {
                     *t = (*t).max(m.created_at);
                 }
                 AcceptBatch::touch_conversations(&mut *tx, &latest).await?;
+            }
+            for (&(org, period), &(n, _)) in &units.left {
+                if n > 0 {
+                    give_back_on!(&mut *tx, org, MESSAGES_SENT, period, n)?;
+                }
             }
             tx.commit().await?;
             Ok::<_, StoreError>(())

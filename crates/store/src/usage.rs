@@ -1,12 +1,15 @@
 //! Usage counters of the plan allowances (`api_requests`, `messages_sent`), one row per
-//! organisation, meter and billing period. Counting is exact across processes: each add
-//! locks its row for the transaction, so two processes never grant the same unit.
+//! organisation, meter and billing period.
+//!
+//! An add is one upsert that grants what fits under the allowance and reports the grant
+//! (`last_grant`), so counting is exact across processes without a transaction holding the
+//! row: the row is locked only for that statement, and concurrent adds queue on it rather
+//! than on each other's whole transactions.
 
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, with_pool};
+use crate::db::{Backend, Db, with_pool};
 use crate::error::Result;
-use crate::sql::lock_for_write;
 
 /// Units to add to one counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,71 +29,101 @@ pub struct UsageGrant {
     pub count: i64,
 }
 
+/// The add: grants `min(units, allowance - count)` (never below 0) and returns the count
+/// and the grant. `SET` expressions read the row as it was, so both use the old count.
+macro_rules! add_sql {
+    ($min:literal, $max:literal) => {
+        concat!(
+            "INSERT INTO usage_counters (org_id, meter, period_start, count, last_grant) \
+             VALUES ($1, $2, $3, ",
+            $max,
+            "(",
+            $min,
+            "($4, $5), 0), ",
+            $max,
+            "(",
+            $min,
+            "($4, $5), 0)) \
+             ON CONFLICT (org_id, meter, period_start) DO UPDATE SET \
+             last_grant = ",
+            $max,
+            "(",
+            $min,
+            "($4, $5 - usage_counters.count), 0), \
+             count = usage_counters.count + ",
+            $max,
+            "(",
+            $min,
+            "($4, $5 - usage_counters.count), 0) \
+             RETURNING count, last_grant"
+        )
+    };
+}
+
+pub(crate) fn add_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => add_sql!("MIN", "MAX"),
+        Backend::Postgres => add_sql!("LEAST", "GREATEST"),
+    }
+}
+
+/// Takes back `$4` units granted earlier (an item refused after its unit was taken).
+pub(crate) const GIVE_BACK_SQL: &str = "UPDATE usage_counters SET count = count - $4 \
+     WHERE org_id = $1 AND meter = $2 AND period_start = $3";
+
+/// Runs one add on `$conn` (a pool or a transaction's connection).
+macro_rules! add_usage_on {
+    ($backend:expr, $conn:expr, $a:expr) => {{
+        let a: &$crate::usage::UsageAdd = $a;
+        sqlx::query_as::<_, (i64, i64)>($crate::usage::add_sql($backend))
+            .bind(a.org_id)
+            .bind(a.meter)
+            .bind(a.period_start)
+            .bind(a.units)
+            .bind(a.allowance.unwrap_or(i64::MAX))
+            .fetch_one($conn)
+            .await
+            .map(|(count, granted)| $crate::usage::UsageGrant { granted, count })
+    }};
+}
+pub(crate) use add_usage_on;
+
+/// Runs one give-back on `$conn`.
+macro_rules! give_back_on {
+    ($conn:expr, $org:expr, $meter:expr, $period:expr, $units:expr) => {
+        sqlx::query($crate::usage::GIVE_BACK_SQL)
+            .bind($org)
+            .bind($meter)
+            .bind($period)
+            .bind($units)
+            .execute($conn)
+            .await
+            .map(|_| ())
+    };
+}
+pub(crate) use give_back_on;
+
 impl Db {
-    /// Adds every item in one transaction (in a fixed order of rows, so processes adding to
-    /// the same counters cannot deadlock); outcomes in `adds` order.
+    /// Adds every item, each in its own statement; outcomes in `adds` order.
     pub async fn add_usage(&self, adds: &[UsageAdd]) -> Result<Vec<UsageGrant>> {
-        let mut order: Vec<usize> = (0..adds.len()).collect();
-        order.sort_by_key(|&i| (adds[i].org_id, adds[i].meter, adds[i].period_start));
-        let mut out = vec![
-            UsageGrant {
-                granted: 0,
-                count: 0
-            };
-            adds.len()
-        ];
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            for i in order {
-                let a = &adds[i];
-                let Some(allowance) = a.allowance else {
-                    let count: i64 = sqlx::query_scalar(
-                            "INSERT INTO usage_counters (org_id, meter, period_start, count) \
-                             VALUES ($1, $2, $3, $4) ON CONFLICT (org_id, meter, period_start) \
-                             DO UPDATE SET count = usage_counters.count + $4 RETURNING count")
-                        .bind(a.org_id)
-                        .bind(a.meter)
-                        .bind(a.period_start)
-                        .bind(a.units)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    out[i] = UsageGrant { granted: a.units, count };
-                    continue;
-                };
-                sqlx::query(
-                        "INSERT INTO usage_counters (org_id, meter, period_start, count) \
-                         VALUES ($1, $2, $3, 0) ON CONFLICT (org_id, meter, period_start) DO NOTHING")
-                    .bind(a.org_id)
-                    .bind(a.meter)
-                    .bind(a.period_start)
-                    .execute(&mut *tx)
-                    .await?;
-                let count: i64 = sqlx::query_scalar(lock_for_write!(self,
-                        "SELECT count FROM usage_counters \
-                         WHERE org_id = $1 AND meter = $2 AND period_start = $3"))
-                    .bind(a.org_id)
-                    .bind(a.meter)
-                    .bind(a.period_start)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                let granted = a.units.min(allowance - count).max(0);
-                if granted > 0 {
-                    sqlx::query(
-                            "UPDATE usage_counters SET count = count + $4 \
-                             WHERE org_id = $1 AND meter = $2 AND period_start = $3")
-                        .bind(a.org_id)
-                        .bind(a.meter)
-                        .bind(a.period_start)
-                        .bind(granted)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                out[i] = UsageGrant { granted, count: count + granted };
-            }
-            tx.commit().await?;
-            Ok::<_, crate::StoreError>(())
-        })?;
+        let mut out = Vec::with_capacity(adds.len());
+        for a in adds {
+            let g = with_pool!(self, pool => add_usage_on!(self.backend(), pool, a))?;
+            out.push(g);
+        }
         Ok(out)
+    }
+
+    /// Takes back `units` granted earlier.
+    pub async fn give_back_usage(
+        &self,
+        org_id: Uuid,
+        meter: &str,
+        period_start: i64,
+        units: i64,
+    ) -> Result<()> {
+        with_pool!(self, pool => give_back_on!(pool, org_id, meter, period_start, units))?;
+        Ok(())
     }
 
     /// A meter's count in the period starting at `period_start` (0 when nothing counted).

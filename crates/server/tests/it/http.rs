@@ -300,6 +300,40 @@ async fn openapi_and_docs(app: &TestApp) {
     for status in ["200", "400", "401", "402", "403", "429", "503"] {
         assert!(op["responses"][status].is_object(), "missing {status}");
     }
+    // Every authenticated operation documents the quota headers: required on success,
+    // Retry-After on its 429.
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            if op.get("security").is_none() {
+                continue;
+            }
+            let ok = op["responses"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .find(|(s, _)| s.starts_with('2'))
+                .map(|(_, r)| r)
+                .unwrap_or_else(|| panic!("{method} {path} has no success answer"));
+            for h in [
+                "RateLimit-Limit",
+                "RateLimit-Remaining",
+                "RateLimit-Reset",
+                "RateLimit-Policy",
+                "X-RateLimit-Remaining",
+            ] {
+                assert_eq!(ok["headers"][h]["required"], true, "{method} {path} {h}");
+            }
+            assert!(
+                op["responses"]["429"]["headers"]["Retry-After"].is_object(),
+                "{method} {path}"
+            );
+            assert!(
+                op["responses"]["401"]["headers"]
+                    .get("RateLimit-Limit")
+                    .is_none()
+            );
+        }
+    }
     assert!(
         spec["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
             .as_array()

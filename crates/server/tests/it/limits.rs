@@ -219,7 +219,9 @@ both_backends! {
     api_requests_allowance_http => async |app: &TestApp| api_requests_allowance(app).await;
 }
 
-const REDIS: &str = "redis://127.0.0.1:6379";
+fn redis_url() -> String {
+    std::env::var("TERN_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
 
 async fn with_redis(backend: Backend, url: &str) -> TestApp {
     let url = url.to_string();
@@ -243,8 +245,9 @@ async fn second_instance(app: &TestApp, redis: &str) -> (String, tokio::sync::on
 /// Two instances with one Redis and one database never exceed a quota together, and the
 /// `api_requests` meter counts every admitted request exactly once.
 async fn two_instances_share_counts(backend: Backend) {
-    let app = with_redis(backend, REDIS).await;
-    let (b, stop) = second_instance(&app, REDIS).await;
+    let redis = redis_url();
+    let app = with_redis(backend, &redis).await;
+    let (b, stop) = second_instance(&app, &redis).await;
     let (_, key) = app.owner_key("full_access").await;
     set_limits(&app, &app.org_id, &["key-minute=12"]).await;
     fresh_minute(20).await;

@@ -582,6 +582,8 @@ async fn templates_are_checked_against_the_approved_one(app: &TestApp) {
         &app.org_id,
         "--wallet-balance-minor",
         "1000",
+        "--price",
+        "utility=20",
     ])
     .await
     .unwrap();
@@ -706,6 +708,21 @@ async fn billing_checks(app: &TestApp) {
     )
     .await;
     let tpl = json!({"to": "+14155550123", "type": "template", "template": {"name": "promo", "language": "en_US"}});
+    // Billing is opt-in: with the default price of 0 an empty wallet is no obstacle.
+    let (s, _, m) = post(app, &c.key, Some(&idem()), &tpl).await;
+    assert_eq!(s, 202, "{m}");
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--price",
+        "marketing=80",
+        "--price",
+        "utility=20",
+    ])
+    .await
+    .unwrap();
     // Wallet empty: the template is refused, a reply in the window is not.
     let (s, h, e) = post(app, &c.key, Some(&idem()), &tpl).await;
     assert_error(s, &h, &e, 402, "wallet_balance_low");
@@ -749,7 +766,7 @@ async fn billing_checks(app: &TestApp) {
     )
     .await;
     assert_eq!(s, 202);
-    // The messages_sent allowance (two replies counted so far).
+    // The messages_sent allowance (the free template and two replies counted so far).
     app.admin(&[
         "org",
         "update",
@@ -758,7 +775,7 @@ async fn billing_checks(app: &TestApp) {
         "--subscription-status",
         "active",
         "--allowance",
-        "messages_sent=3",
+        "messages_sent=4",
     ])
     .await
     .unwrap();
@@ -778,9 +795,95 @@ async fn billing_checks(app: &TestApp) {
             e["details"]["used"].as_i64(),
             e["details"]["allowance"].as_i64()
         ),
-        (Some(3), Some(3))
+        (Some(4), Some(4))
     );
     assert!(e["details"]["period_end"].as_str().unwrap().ends_with('Z'));
+}
+
+/// Concurrent sends never spend the same wallet balance or allowance unit: a wallet with
+/// room for exactly 5 template messages accepts exactly 5 of 16 sent at once, and an
+/// allowance with 3 units left accepts exactly 3 of 12 replies sent at once.
+async fn concurrent_sends_spend_exactly_what_is_there(app: &TestApp) {
+    let c = setup(app).await;
+    customer_writes(app, PNID, CUSTOMER, now_ms()).await;
+    insert_template(
+        app,
+        "promo",
+        json!([{"type": "BODY", "text": "Sale!"}]),
+        "marketing",
+    )
+    .await;
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--price",
+        "marketing=80",
+        "--wallet-balance-minor",
+        "400",
+    ])
+    .await
+    .unwrap();
+    let tpl = json!({"to": "+14155550123", "type": "template", "template": {"name": "promo", "language": "en_US"}});
+    let results = futures::future::join_all(
+        (0..16).map(|_| async { post(app, &c.key, Some(&idem()), &tpl).await }),
+    )
+    .await;
+    let accepted = results.iter().filter(|r| r.0 == 202).count();
+    assert_eq!(
+        accepted,
+        5,
+        "{:?}",
+        results.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.0 != 202)
+            .all(|r| r.2["code"] == "wallet_balance_low")
+    );
+    let org = app.db.get_org(app.org_uuid()).await.unwrap().unwrap();
+    assert_eq!(org.wallet_balance_minor, 0);
+
+    // 5 counted so far; 3 more units.
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--allowance",
+        "messages_sent=8",
+    ])
+    .await
+    .unwrap();
+    let reply = text(json!("+14155550123"), "thanks");
+    let results = futures::future::join_all(
+        (0..12).map(|_| async { post(app, &c.key, Some(&idem()), &reply).await }),
+    )
+    .await;
+    let accepted = results.iter().filter(|r| r.0 == 202).count();
+    assert_eq!(
+        accepted,
+        3,
+        "{:?}",
+        results.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.0 != 202)
+            .all(|r| r.2["code"] == "usage_limit_reached")
+    );
+    let start = org.billing_period_start;
+    let (period, _) = tern_domain::plan::billing_period(start, now_ms());
+    assert_eq!(
+        app.db
+            .messages_sent_in_period(app.org_uuid(), period)
+            .await
+            .unwrap(),
+        8
+    );
 }
 
 /// POST /messages reads the key together with the send's data (one lookup), so the body is
@@ -860,4 +963,5 @@ both_backends! {
     templates_are_checked_against_the_approved_one_http => async |app: &TestApp| templates_are_checked_against_the_approved_one(app).await;
     body_rules_and_media_http => async |app: &TestApp| body_rules_and_media(app).await;
     billing_checks_http => async |app: &TestApp| billing_checks(app).await;
+    concurrent_sends_spend_exactly_what_is_there_http => async |app: &TestApp| concurrent_sends_spend_exactly_what_is_there(app).await;
 }
