@@ -29,6 +29,13 @@
 #                                     Reported: deliveries the receiver got during the POST run,
 #                                     their latency, the deliveries still pending afterwards,
 #                                     and the receiver's CPU. 0 (default): no receiver, as before.
+#   BENCH_PLAN=enterprise             the organisation's plan: enterprise has no allowances; growth
+#                                     (the default plan) counts messages_sent and api_requests
+#                                     against its allowances on every request
+#   BENCH_LIMITS=local                request quotas: local (counted in tern, raised out of the
+#                                     way so none refuses), redis (counted in the Redis at
+#                                     TERN_TEST_REDIS_URL, default redis://127.0.0.1:6379), off
+#                                     (TERN_RATE_LIMITS=off: not counted, no headers)
 #   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
 #                                     compared on one build while the tree changes)
 #
@@ -73,6 +80,9 @@ sent_wait=${BENCH_SENT_WAIT:-15}
 tern_mps=${BENCH_TERN_MPS:-1000}
 pg_sample=${BENCH_PG_SAMPLE:-0}
 webhook_subs=${BENCH_WEBHOOK_SUBS:-0}
+plan=${BENCH_PLAN:-enterprise}
+limits=${BENCH_LIMITS:-local}
+[[ $limits =~ ^(local|redis|off)$ ]] || { echo "BENCH_LIMITS must be local, redis or off" >&2; exit 2; }
 [[ $webhook_subs =~ ^[0-9]+$ && $webhook_subs -le 200 ]] || { echo "BENCH_WEBHOOK_SUBS must be 0 to 200" >&2; exit 2; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
 tern="$CARGO_TARGET_DIR/release/tern"
@@ -80,6 +90,8 @@ receiver="$CARGO_TARGET_DIR/release/examples/webhook_receiver"
 out="$root/bench/results"
 tag="" # raw outputs: send-BACKEND[-whN]-post.txt …
 [[ $webhook_subs -gt 0 ]] && tag="-wh$webhook_subs"
+[[ $plan != enterprise ]] && tag="$tag-$plan"
+[[ $limits != local ]] && tag="$tag-limits-$limits"
 
 PNID=109000000000001
 WABA=209000000000001
@@ -244,14 +256,18 @@ run_backend() {
     export TERN_ALLOW_NETWORKS=127.0.0.1/32 TERN_EXTRA_CA_FILE="$dir/ca.pem"
   fi
 
-  unset TERN_REDIS_URL TERN_CONFIG
+  unset TERN_REDIS_URL TERN_CONFIG TERN_RATE_LIMITS
+  case $limits in
+    redis) export TERN_REDIS_URL=${TERN_TEST_REDIS_URL:-redis://127.0.0.1:6379} ;;
+    off) export TERN_RATE_LIMITS=off ;;
+  esac
   export TERN_DATABASE_URL="$url" TERN_LISTEN="127.0.0.1:$tern_port" TERN_PUBLIC_URL="$base" \
     TERN_GRAPH_URL="$sim" TERN_APP_SECRET="$APP_SECRET" TERN_VERIFY_TOKEN="$VERIFY_TOKEN" \
     TERN_SECRET_KEY="bench-secret-key-0123456789abcdef0123456789" \
     TERN_MEDIA_STORE="file://$dir/media" TERN_LOG=warn
 
   local org member key
-  org=$("$tern" admin org create --name bench --plan enterprise | json id)
+  org=$("$tern" admin org create --name bench --plan "$plan" | json id)
   "$tern" admin org update --org "$org" --rate-limit key-minute=1000000000 \
     --rate-limit tenant-minute=1000000000 --rate-limit key-day=1000000000 \
     --rate-limit tenant-day=1000000000 >/dev/null

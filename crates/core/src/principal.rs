@@ -35,16 +35,24 @@ impl Principal {
         if !self.has(p) {
             return Err(Problem::permission_denied(p.as_str()));
         }
-        if self.effective().has_feature(Feature::PublicApi) {
+        self.require_feature(Feature::PublicApi)
+    }
+
+    /// `402 plan_feature_unavailable` unless the plan includes `f`.
+    pub fn require_feature(&self, f: Feature) -> Result<(), Problem> {
+        if self.effective().has_feature(f) {
             return Ok(());
         }
         Err(Problem::new(ErrorCode::PlanFeatureUnavailable)
-            .with_message("The organisation's plan does not include the public API.")
-            .with_detail("feature", Feature::PublicApi.as_str())
+            .with_message(format!(
+                "The organisation's plan does not include the {} feature.",
+                f.as_str()
+            ))
+            .with_detail("feature", f.as_str())
             .with_detail("plan", self.org.plan.clone())
             .with_detail(
                 "upgrade_plan",
-                plan::upgrade_plan_for(&self.org.plan, Feature::PublicApi).map(str::to_string),
+                plan::upgrade_plan_for(&self.org.plan, f).map(str::to_string),
             ))
     }
 }

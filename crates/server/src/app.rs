@@ -73,7 +73,9 @@ pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
     let mut core = tern_core::Core::with_media(db, key, cloud, Arc::new(Notify::new()), media);
-    if let Some(url) = &config.redis_url {
+    if !config.rate_limits {
+        core = core.with_limiter(tern_core::rate::Limiter::off());
+    } else if let Some(url) = &config.redis_url {
         core = core.with_limiter(
             tern_core::rate::Limiter::with_redis(url).map_err(|e| anyhow::anyhow!(e))?,
         );

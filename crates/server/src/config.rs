@@ -32,6 +32,7 @@ struct Raw {
     webhook_retry_schedule: Option<NumberOrText>,
     webhook_lease_secs: Option<NumberOrText>,
     webhook_send_nice: Option<NumberOrText>,
+    rate_limits: Option<String>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -69,6 +70,9 @@ pub struct Config {
     pub app_secret: Option<String>,
     pub verify_token: Option<String>,
     pub redis_url: Option<String>,
+    /// `TERN_RATE_LIMITS=off`: no request quotas, burst limiter or RateLimit headers (the
+    /// plan allowances still hold). On by default.
+    pub rate_limits: bool,
     /// `TERN_MEDIA_STORE`: `file://DIR` (default `file://./tern-media`) or
     /// `s3://BUCKET?endpoint=URL&region=R`.
     pub media_store: tern_core::media::Location,
@@ -103,6 +107,7 @@ impl std::fmt::Debug for Config {
             .field("graph_url", &self.graph_url)
             .field("graph_version", &self.graph_version)
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("rate_limits", &self.rate_limits)
             .field("media_store", &self.media_store)
             .field("allow_networks", &self.allow_networks)
             .finish_non_exhaustive()
@@ -288,7 +293,13 @@ impl Config {
                 _ => bail!("TERN_WEBHOOK_SEND_NICE must be a whole number from 0 to 19, got {v:?}"),
             },
         };
+        let rate_limits = match raw.rate_limits.as_deref().map(str::trim) {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(v) => bail!("TERN_RATE_LIMITS must be on or off, got {v:?}"),
+        };
         Ok(Config {
+            rate_limits,
             dispatch_unknown_grace,
             webhook_retry_schedule,
             webhook_lease,
@@ -361,6 +372,13 @@ mod tests {
                     ..Default::default()
                 },
                 "TERN_LISTEN",
+            ),
+            (
+                Raw {
+                    rate_limits: Some("maybe".into()),
+                    ..Default::default()
+                },
+                "TERN_RATE_LIMITS",
             ),
             (
                 Raw {

@@ -6,6 +6,7 @@ use crate::auth::{Authed, perm};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, path_id};
 use crate::state::AppState;
+use tern_domain::plan::Feature;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
@@ -105,6 +106,7 @@ pub async fn create_media(
     State(state): State<AppState>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    auth.require_feature(Feature::Media)?;
     let ctype = req
         .headers()
         .get(header::CONTENT_TYPE)

@@ -14,7 +14,9 @@ use tern_cloudapi::send as network;
 use tern_domain::auth::Permission;
 use tern_domain::contact::Consent;
 use tern_domain::message::{Direction, Status};
-use tern_domain::plan::{self, Category, Entitlement, Meter, SubscriptionStatus, billing_period};
+use tern_domain::plan::{
+    self, Category, Entitlement, Feature, Meter, SubscriptionStatus, billing_period,
+};
 use tern_domain::send::{self, Recipient, SendRequest, Sender, WindowState};
 use tern_domain::time::format_ms;
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
@@ -377,7 +379,8 @@ fn template_not_approved(name: &str, language: &str) -> Problem {
         .with_detail("language", language)
 }
 
-/// The billing checks and effects of a send: template sends pause while the subscription is
+/// The billing checks and effects of a send: a media message needs the plan's `media`
+/// feature, template sends pause while the subscription is
 /// restricted, debit the wallet by their category's price, and every send counts against
 /// the plan's `messages_sent` allowance.
 fn billing(
@@ -386,6 +389,9 @@ fn billing(
     category: Option<Category>,
     now: i64,
 ) -> Result<Charges> {
+    if req.kind.is_media() {
+        principal.require_feature(Feature::Media)?;
+    }
     let org = &principal.org;
     let status = SubscriptionStatus::parse(&org.subscription_status);
     if req.kind.is_template()

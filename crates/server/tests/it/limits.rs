@@ -330,3 +330,47 @@ async fn redis_down_falls_back_sqlite() {
 async fn redis_down_falls_back_postgres() {
     redis_down_falls_back(Backend::Postgres).await;
 }
+
+/// `TERN_RATE_LIMITS=off`: no quotas, no headers; the plan allowance still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_off_counts_no_quota_but_keeps_the_allowance() {
+    let app = TestApp::start_configured(Backend::Sqlite, false, None, |c| c.rate_limits = false).await;
+    let (_, key) = app.owner_key("full_access").await;
+    set_limits(&app, &app.org_id, &["key-minute=1", "burst=1"]).await;
+    app.admin(&["org", "update", "--org", &app.org_id, "--allowance", "api_requests=3"])
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let (s, h, b) = get(&app, &app.base, &key).await;
+        assert_eq!(s, 200, "{b}");
+        assert!(h.get("ratelimit-limit").is_none());
+    }
+    let (s, h, e) = get(&app, &app.base, &key).await;
+    assert_error(s, &h, &e, 402, "usage_limit_reached");
+    app.stop().await;
+}
+
+/// An operator can take a feature away: `--feature media=off` → uploads answer 402
+/// `plan_feature_unavailable` naming the feature and the plan that has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_feature_off_refuses_uploads() {
+    let app = TestApp::start(Backend::Sqlite).await;
+    let (_, key) = app.owner_key("full_access").await;
+    app.admin(&["org", "update", "--org", &app.org_id, "--feature", "media=off"])
+        .await
+        .unwrap();
+    let form = reqwest::multipart::Form::new().text("file", "x");
+    let (s, h, e) = send(
+        app.http
+            .post(app.url(&format!("{API}/media")))
+            .bearer_auth(&key)
+            .multipart(form),
+    )
+    .await;
+    assert_error(s, &h, &e, 402, "plan_feature_unavailable");
+    assert_eq!(e["details"]["feature"], "media");
+    assert_eq!(e["details"]["plan"], "growth");
+    assert_eq!(e["details"]["upgrade_plan"], "enterprise");
+    assert!(num(&h, "ratelimit-remaining").is_some());
+    app.stop().await;
+}
