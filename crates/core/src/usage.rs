@@ -1,14 +1,20 @@
 //! The `api_requests` meter: every authenticated request of the public API counts once in
-//! its organisation's billing period, exactly across processes (the counter is a database
-//! row, see `store::usage`).
+//! its organisation's billing period. The counter is a database row (`store::usage`),
+//! shared by every process; a process never admits a request without a unit of it.
 //!
-//! Requests are counted in groups (group commit): one task per process takes whatever
-//! requests arrived while its previous transaction ran and adds them in one transaction, so
-//! counting costs one small write per batch, not per request. A request of an organisation
-//! with an allowance waits for its grant (the boundary is exact); without an allowance it is
-//! counted in the background and never waits.
+//! Units come in chunks. A process takes a chunk (one upsert that grants at most what is
+//! left) and hands its units to requests from memory, so a request waits for the database
+//! only when its process's chunk is empty. Chunks are 1/64 of what is left of the allowance,
+//! at most [`MAX_CHUNK`]: near the boundary they shrink to single units, so the allowance is
+//! exact — N units left admit exactly N requests, whichever processes they reach. A chunk
+//! not used for [`IDLE_GIVE_BACK`] is given back, so at rest the counter holds exactly the
+//! requests admitted; a process that dies loses at most its chunk (counted, never admitted).
+//! Without an allowance (enterprise) requests are counted in the background, in batches,
+//! and never wait.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tern_domain::Problem;
 use tern_domain::plan::{self, Meter, billing_period};
@@ -19,30 +25,53 @@ use uuid::Uuid;
 
 use crate::Principal;
 
-/// Most requests one transaction counts.
+/// Most requests one batch of the counting task handles.
 const MAX_BATCH: usize = 1024;
+/// Largest chunk a process takes.
+const MAX_CHUNK: i64 = 1024;
+/// A chunk left unused this long goes back to the counter.
+const IDLE_GIVE_BACK: Duration = Duration::from_secs(1);
 
-struct Pending {
-    org_id: Uuid,
-    period_start: i64,
-    allowance: Option<i64>,
-    /// `Some` when the request waits: answered with the count after it, or `None` when
-    /// the allowance had no unit left for it.
-    reply: Option<oneshot::Sender<Result<Option<i64>, ()>>>,
+const METER: Meter = Meter::ApiRequests;
+
+type Counter = (Uuid, i64);
+type Reply = oneshot::Sender<Result<bool, ()>>;
+
+enum Msg {
+    /// Count one request without an allowance.
+    Count(Counter),
+    /// A request of `Counter` found its process's chunk empty: a unit for it, or `false`
+    /// when the allowance has none left.
+    Need {
+        counter: Counter,
+        allowance: i64,
+        reply: Reply,
+    },
 }
 
-/// This process's counter of `api_requests`.
+/// Units this process holds for one counter.
+struct Chunk {
+    units: i64,
+    /// The counter's value after this process's last take: what is left is
+    /// `allowance - count` (other processes may have taken more since).
+    count: i64,
+    last_used: Instant,
+}
+
+/// This process's `api_requests` counter.
 #[derive(Clone)]
 pub struct RequestMeter {
-    tx: mpsc::UnboundedSender<Pending>,
+    tx: mpsc::UnboundedSender<Msg>,
+    chunks: Arc<Mutex<HashMap<Counter, Chunk>>>,
 }
 
 impl RequestMeter {
     /// Must be called inside a Tokio runtime (it starts the counting task).
     pub fn start(db: Db) -> RequestMeter {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(db, rx));
-        RequestMeter { tx }
+        let chunks = Arc::new(Mutex::new(HashMap::new()));
+        tokio::spawn(run(db, rx, chunks.clone()));
+        RequestMeter { tx, chunks }
     }
 
     /// Counts one request of `p`: `402 usage_limit_reached` when the plan's `api_requests`
@@ -50,90 +79,168 @@ impl RequestMeter {
     pub async fn count(&self, p: &Principal) -> Result<(), Problem> {
         let now = now_ms();
         let (start, end) = billing_period(p.org.billing_period_start, now);
-        let allowance = p
+        let counter = (p.org_id, start);
+        let Some(allowance) = p
             .effective()
-            .allowance(Meter::ApiRequests)
-            .map(|a| i64::try_from(a).unwrap_or(i64::MAX));
-        let mut item = Pending {
-            org_id: p.org_id,
-            period_start: start,
-            allowance,
-            reply: None,
-        };
-        let Some(allowance) = allowance else {
-            // Nothing to refuse: counted in the background.
-            let _ = self.tx.send(item);
+            .allowance(METER)
+            .map(|a| i64::try_from(a).unwrap_or(i64::MAX))
+        else {
+            let _ = self.tx.send(Msg::Count(counter));
             return Ok(());
         };
+        if self.take_held(counter) {
+            return Ok(());
+        }
         let (reply, answer) = oneshot::channel();
-        item.reply = Some(reply);
-        self.tx.send(item).map_err(|_| Problem::unavailable())?;
+        self.tx
+            .send(Msg::Need {
+                counter,
+                allowance,
+                reply,
+            })
+            .map_err(|_| Problem::unavailable())?;
         match answer.await {
-            Ok(Ok(Some(_))) => Ok(()),
-            Ok(Ok(None)) => Err(plan::usage_limit_reached(
-                Meter::ApiRequests,
-                allowance,
-                allowance,
-                end,
-            )),
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(plan::usage_limit_reached(METER, allowance, allowance, end)),
             _ => Err(Problem::unavailable()),
+        }
+    }
+
+    /// A unit from this process's chunk, if it holds one.
+    fn take_held(&self, counter: Counter) -> bool {
+        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        match chunks.get_mut(&counter) {
+            Some(c) if c.units > 0 => {
+                c.units -= 1;
+                c.last_used = Instant::now();
+                true
+            }
+            _ => false,
         }
     }
 }
 
-async fn run(db: Db, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn run(
+    db: Db,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    chunks: Arc<Mutex<HashMap<Counter, Chunk>>>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        count_batch(&db, std::mem::take(&mut batch)).await;
+    let mut tick = tokio::time::interval(IDLE_GIVE_BACK / 2);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut batch, MAX_BATCH) => {
+                if n == 0 {
+                    give_back_idle(&db, &chunks, Duration::ZERO).await;
+                    return;
+                }
+                count_batch(&db, &chunks, std::mem::take(&mut batch)).await;
+            }
+            _ = tick.tick() => give_back_idle(&db, &chunks, IDLE_GIVE_BACK).await,
+        }
     }
 }
 
-/// Adds a batch: one row add per (organisation, period), each waiting request granted in
-/// arrival order while units remain.
-async fn count_batch(db: &Db, batch: Vec<Pending>) {
-    let mut groups: HashMap<(Uuid, i64), usize> = HashMap::new();
-    let mut adds: Vec<UsageAdd> = Vec::new();
-    for p in &batch {
-        let g = *groups.entry((p.org_id, p.period_start)).or_insert_with(|| {
-            adds.push(UsageAdd {
-                org_id: p.org_id,
-                meter: Meter::ApiRequests.as_str(),
-                period_start: p.period_start,
-                units: 0,
-                allowance: p.allowance,
-            });
-            adds.len() - 1
-        });
-        adds[g].units += 1;
-        // A changed allowance within one batch: the smaller one holds for the group.
-        adds[g].allowance = match (adds[g].allowance, p.allowance) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+/// Counts a batch: one add per counter. Requests without an allowance are added as they
+/// are; waiting requests get the units of one take of (their number + a new chunk).
+async fn count_batch(db: &Db, chunks: &Mutex<HashMap<Counter, Chunk>>, batch: Vec<Msg>) {
+    let mut plain: HashMap<Counter, i64> = HashMap::new();
+    let mut waiting: HashMap<Counter, (i64, Vec<Reply>)> = HashMap::new();
+    for m in batch {
+        match m {
+            Msg::Count(c) => *plain.entry(c).or_default() += 1,
+            Msg::Need {
+                counter,
+                allowance,
+                reply,
+            } => {
+                let e = waiting.entry(counter).or_insert((allowance, Vec::new()));
+                // A changed allowance within one batch: the smaller one holds.
+                e.0 = e.0.min(allowance);
+                e.1.push(reply);
+            }
+        }
+    }
+    let mut adds = Vec::with_capacity(plain.len() + waiting.len());
+    for (&(org_id, period_start), &units) in &plain {
+        adds.push(add(org_id, period_start, units, None));
+    }
+    let mut order = Vec::with_capacity(waiting.len());
+    {
+        let held = chunks.lock().unwrap_or_else(|e| e.into_inner());
+        for (&counter, (allowance, replies)) in &waiting {
+            // Units the process already holds (handed out since the request looked) go first.
+            let held_units = held.get(&counter).map_or(0, |c| c.units);
+            let need = (replies.len() as i64 - held_units).max(0);
+            let count = held.get(&counter).map_or(0, |c| c.count);
+            let chunk = ((allowance - count) / 64).clamp(0, MAX_CHUNK);
+            order.push(counter);
+            adds.push(add(counter.0, counter.1, need + chunk, Some(*allowance)));
+        }
     }
     let grants = match db.add_usage(&adds).await {
         Ok(g) => g,
         Err(e) => {
-            tracing::warn!(error = %e, requests = batch.len(), "could not count api_requests");
+            tracing::warn!(error = %e, "could not count api_requests");
             metrics::counter!("tern_usage_count_errors_total").increment(1);
-            for p in batch {
-                if let Some(r) = p.reply {
+            for (_, (_, replies)) in waiting {
+                for r in replies {
                     let _ = r.send(Err(()));
                 }
             }
             return;
         }
     };
-    // Units are handed out in arrival order; the counter already holds only granted ones.
-    let mut left: Vec<i64> = grants.iter().map(|g| g.granted).collect();
-    for p in batch {
-        let g = groups[&(p.org_id, p.period_start)];
-        let ok = left[g] > 0;
-        if ok {
-            left[g] -= 1;
+    let mut held = chunks.lock().unwrap_or_else(|e| e.into_inner());
+    for (i, counter) in order.into_iter().enumerate() {
+        let g = grants[plain.len() + i];
+        let c = held.entry(counter).or_insert(Chunk {
+            units: 0,
+            count: 0,
+            last_used: Instant::now(),
+        });
+        c.units += g.granted;
+        c.count = g.count;
+        c.last_used = Instant::now();
+        let Some((_, replies)) = waiting.remove(&counter) else {
+            continue;
+        };
+        for r in replies {
+            let ok = c.units > 0;
+            if ok {
+                c.units -= 1;
+            }
+            let _ = r.send(Ok(ok));
         }
-        if let Some(r) = p.reply {
-            let _ = r.send(Ok(ok.then_some(grants[g].count)));
+    }
+}
+
+fn add(org_id: Uuid, period_start: i64, units: i64, allowance: Option<i64>) -> UsageAdd {
+    UsageAdd {
+        org_id,
+        meter: METER.as_str(),
+        period_start,
+        units,
+        allowance,
+    }
+}
+
+/// Gives back the units of chunks unused for `idle`, so the counter holds exactly the
+/// requests admitted.
+async fn give_back_idle(db: &Db, chunks: &Mutex<HashMap<Counter, Chunk>>, idle: Duration) {
+    let back: Vec<(Counter, i64)> = {
+        let mut held = chunks.lock().unwrap_or_else(|e| e.into_inner());
+        let back = held
+            .iter_mut()
+            .filter(|(_, c)| c.units > 0 && c.last_used.elapsed() >= idle)
+            .map(|(k, c)| (*k, std::mem::take(&mut c.units)))
+            .collect();
+        held.retain(|_, c| c.units > 0 || c.last_used.elapsed() < idle * 10);
+        back
+    };
+    for ((org, period), units) in back {
+        if let Err(e) = db.give_back_usage(org, METER.as_str(), period, units).await {
+            tracing::warn!(error = %e, units, "could not give back api_requests units");
         }
     }
 }

@@ -334,12 +334,20 @@ async fn redis_down_falls_back_postgres() {
 /// `TERN_RATE_LIMITS=off`: no quotas, no headers; the plan allowance still holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_off_counts_no_quota_but_keeps_the_allowance() {
-    let app = TestApp::start_configured(Backend::Sqlite, false, None, |c| c.rate_limits = false).await;
+    let app =
+        TestApp::start_configured(Backend::Sqlite, false, None, |c| c.rate_limits = false).await;
     let (_, key) = app.owner_key("full_access").await;
     set_limits(&app, &app.org_id, &["key-minute=1", "burst=1"]).await;
-    app.admin(&["org", "update", "--org", &app.org_id, "--allowance", "api_requests=3"])
-        .await
-        .unwrap();
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--allowance",
+        "api_requests=3",
+    ])
+    .await
+    .unwrap();
     for _ in 0..3 {
         let (s, h, b) = get(&app, &app.base, &key).await;
         assert_eq!(s, 200, "{b}");
@@ -356,9 +364,16 @@ async fn limits_off_counts_no_quota_but_keeps_the_allowance() {
 async fn media_feature_off_refuses_uploads() {
     let app = TestApp::start(Backend::Sqlite).await;
     let (_, key) = app.owner_key("full_access").await;
-    app.admin(&["org", "update", "--org", &app.org_id, "--feature", "media=off"])
-        .await
-        .unwrap();
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--feature",
+        "media=off",
+    ])
+    .await
+    .unwrap();
     let form = reqwest::multipart::Form::new().text("file", "x");
     let (s, h, e) = send(
         app.http
@@ -373,4 +388,88 @@ async fn media_feature_off_refuses_uploads() {
     assert_eq!(e["details"]["upgrade_plan"], "enterprise");
     assert!(num(&h, "ratelimit-remaining").is_some());
     app.stop().await;
+}
+
+/// The `api_requests` allowance is exact across two instances that take units in chunks:
+/// 150 units left admit exactly 150 of 400 concurrent requests, and once the instances are
+/// idle the counter holds exactly what was admitted (unused chunks were given back).
+async fn allowance_exact_across_instances(backend: Backend) {
+    let app = TestApp::start(backend).await;
+    let (b, stop) = second_instance(&app, "redis://127.0.0.1:1").await;
+    let (_, key) = app.owner_key("full_access").await;
+    set_limits(
+        &app,
+        &app.org_id,
+        &["key-minute=100000", "tenant-minute=100000"],
+    )
+    .await;
+    let org = app.org_uuid();
+    let start = app
+        .db
+        .get_org(org)
+        .await
+        .unwrap()
+        .unwrap()
+        .billing_period_start;
+    let (period, _) = tern_domain::plan::billing_period(start, tern_domain::time::now_ms());
+    // Chunks: a first round with a large allowance leaves units held in both instances.
+    let bases = [app.base.clone(), b.clone()];
+    for r in futures::future::join_all((0..40).map(|i| get(&app, &bases[i % 2], &key))).await {
+        assert_eq!(r.0, 200, "{}", r.2);
+    }
+    let used = app
+        .db
+        .usage_in_period(org, "api_requests", period)
+        .await
+        .unwrap();
+    assert!(used >= 40, "{used}");
+    // Whatever is held now, exactly 150 more are admitted.
+    crate::common::eventually_within(Duration::from_secs(5), "idle chunks given back", || async {
+        (app.db
+            .usage_in_period(org, "api_requests", period)
+            .await
+            .unwrap()
+            == 40)
+            .then_some(())
+    })
+    .await;
+    let allowance = (40 + 150).to_string();
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--allowance",
+        &format!("api_requests={allowance}"),
+    ])
+    .await
+    .unwrap();
+    let results = futures::future::join_all((0..400).map(|i| get(&app, &bases[i % 2], &key))).await;
+    let ok = results.iter().filter(|r| r.0 == 200).count();
+    assert_eq!(ok, 150, "exactly the units left");
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.0 != 200)
+            .all(|r| r.0 == 402 && r.2["code"] == "usage_limit_reached")
+    );
+    assert_eq!(
+        app.db
+            .usage_in_period(org, "api_requests", period)
+            .await
+            .unwrap(),
+        190
+    );
+    let _ = stop.send(());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowance_exact_across_instances_sqlite() {
+    allowance_exact_across_instances(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowance_exact_across_instances_postgres() {
+    allowance_exact_across_instances(Backend::Postgres).await;
 }
