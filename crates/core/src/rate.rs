@@ -45,7 +45,8 @@ impl Limiter {
         Ok(Limiter {
             redis: Some(RedisCounters {
                 client,
-                conn: tokio::sync::Mutex::new(Conn::Idle),
+                conn: Mutex::new(Conn::Idle),
+                connecting: tokio::sync::Mutex::new(()),
             }),
             ..Limiter::default()
         })
@@ -180,7 +181,8 @@ enum Conn {
 
 struct RedisCounters {
     client: redis::Client,
-    conn: tokio::sync::Mutex<Conn>,
+    conn: Mutex<Conn>,
+    connecting: tokio::sync::Mutex<()>,
 }
 
 /// Checks every window and counts the request in all of them, or in none, atomically.
@@ -245,8 +247,8 @@ impl RedisCounters {
             tokio::time::timeout(REDIS_TIMEOUT, inv.invoke_async::<Vec<i64>>(&mut conn)).await;
         let out = match res {
             Ok(Ok(out)) => out,
-            Ok(Err(e)) => return Err(self.failed(e.to_string()).await),
-            Err(_) => return Err(self.failed("no answer within 250 ms".into()).await),
+            Ok(Err(e)) => return Err(self.failed(e.to_string())),
+            Err(_) => return Err(self.failed("no answer within 250 ms".into())),
         };
         if out.len() != windows.len() * 2 + 1 {
             return Err(format!("unexpected script answer of {} values", out.len()));
@@ -276,40 +278,48 @@ impl RedisCounters {
         })
     }
 
+    /// The shared connection; a new one is made (by one request at a time, the others
+    /// waiting for it) when there is none and the last failure is over [`REDIS_RETRY`] old.
     async fn connection(&self) -> Result<redis::aio::MultiplexedConnection, String> {
-        let mut conn = self.conn.lock().await;
-        match &*conn {
-            Conn::Up(c) => return Ok(c.clone()),
-            Conn::Down(at) if at.elapsed() < REDIS_RETRY => {
-                return Err("Redis was unreachable less than 1 s ago".into());
-            }
-            _ => {}
+        if let Some(ready) = self.current() {
+            return ready;
+        }
+        let _one = self.connecting.lock().await;
+        if let Some(ready) = self.current() {
+            return ready;
         }
         let made = tokio::time::timeout(
             REDIS_TIMEOUT,
             self.client.get_multiplexed_async_connection(),
         )
         .await;
-        match made {
-            Ok(Ok(c)) => {
-                *conn = Conn::Up(c.clone());
-                Ok(c)
+        let (state, out) = match made {
+            Ok(Ok(c)) => (Conn::Up(c.clone()), Ok(c)),
+            Ok(Err(e)) => (Conn::Down(Instant::now()), Err(e.to_string())),
+            Err(_) => (
+                Conn::Down(Instant::now()),
+                Err("no connection within 250 ms".into()),
+            ),
+        };
+        *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        out
+    }
+
+    /// The connection, or the recent failure; `None` when a new connection is due.
+    fn current(&self) -> Option<Result<redis::aio::MultiplexedConnection, String>> {
+        match &*self.conn.lock().unwrap_or_else(|e| e.into_inner()) {
+            Conn::Up(c) => Some(Ok(c.clone())),
+            Conn::Down(at) if at.elapsed() < REDIS_RETRY => {
+                Some(Err("Redis was unreachable less than 1 s ago".into()))
             }
-            Ok(Err(e)) => {
-                *conn = Conn::Down(Instant::now());
-                Err(e.to_string())
-            }
-            Err(_) => {
-                *conn = Conn::Down(Instant::now());
-                Err("no connection within 250 ms".into())
-            }
+            _ => None,
         }
     }
 
     /// Drops the connection after a failure so the next attempt (after [`REDIS_RETRY`])
     /// connects afresh.
-    async fn failed(&self, e: String) -> String {
-        *self.conn.lock().await = Conn::Down(Instant::now());
+    fn failed(&self, e: String) -> String {
+        *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = Conn::Down(Instant::now());
         e
     }
 }
