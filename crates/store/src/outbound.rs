@@ -117,13 +117,19 @@ impl Accept {
 }
 
 /// The `messages_sent` units of a round: taken for all its counted items at once (one
-/// statement per counter), handed out in the round's order, the rest given back.
+/// statement per counter, up to the largest allowance among them), handed out in the
+/// round's order so each item gets what it would alone, the rest given back.
 #[derive(Default, Clone)]
 struct Units {
-    /// (organisation, period start) → (units left to hand out, allowance).
-    left: BTreeMap<(Uuid, i64), (i64, i64)>,
-    /// What was taken, whatever was handed out since.
-    taken: BTreeMap<(Uuid, i64), (i64, i64)>,
+    counters: BTreeMap<(Uuid, i64), Counted>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    /// The counter before this round's take.
+    before: i64,
+    granted: i64,
+    handed: i64,
 }
 
 impl Units {
@@ -134,7 +140,7 @@ impl Units {
             if let (Some(c), Some((_, allowance))) = (it.counter(), it.charges.messages_sent) {
                 let e = want.entry(c).or_insert((0, allowance));
                 e.0 += 1;
-                e.1 = e.1.min(allowance);
+                e.1 = e.1.max(allowance);
             }
         }
         want.into_iter()
@@ -149,48 +155,49 @@ impl Units {
     }
 
     fn granted(adds: &[UsageAdd], grants: &[UsageGrant]) -> Units {
-        let left: BTreeMap<_, _> = adds
-            .iter()
-            .zip(grants)
-            .map(|(a, g)| {
-                (
-                    (a.org_id, a.period_start),
-                    (g.granted, a.allowance.unwrap_or(0)),
-                )
-            })
-            .collect();
         Units {
-            taken: left.clone(),
-            left,
+            counters: adds
+                .iter()
+                .zip(grants)
+                .map(|(a, g)| {
+                    let c = Counted {
+                        before: g.count - g.granted,
+                        granted: g.granted,
+                        handed: 0,
+                    };
+                    ((a.org_id, a.period_start), c)
+                })
+                .collect(),
         }
     }
 
-    /// All units taken, as if none had been handed out.
-    fn all_taken(&self) -> Units {
-        Units {
-            left: self.taken.clone(),
-            taken: self.taken.clone(),
-        }
-    }
-
-    /// One unit for `it`, or `Err(allowance)` when none is left.
+    /// One unit for `it`, or `Err(allowance)` when its own allowance has none left.
     fn take(&mut self, it: &Accept) -> std::result::Result<(), i64> {
-        let Some(c) = it.counter() else { return Ok(()) };
-        match self.left.get_mut(&c) {
-            Some((n, _)) if *n > 0 => {
-                *n -= 1;
+        let (Some(c), Some((_, allowance))) = (it.counter(), it.charges.messages_sent) else {
+            return Ok(());
+        };
+        match self.counters.get_mut(&c) {
+            Some(u) if u.handed < u.granted && u.before + u.handed < allowance => {
+                u.handed += 1;
                 Ok(())
             }
-            Some((_, allowance)) => Err(*allowance),
-            None => Err(it.charges.messages_sent.map_or(0, |(_, a)| a)),
+            _ => Err(allowance),
         }
     }
 
     /// Returns `it`'s unit (refused after taking it).
     fn put_back(&mut self, it: &Accept) {
-        if let Some((n, _)) = it.counter().and_then(|c| self.left.get_mut(&c)) {
-            *n += 1;
+        if let Some(u) = it.counter().and_then(|c| self.counters.get_mut(&c)) {
+            u.handed -= 1;
         }
+    }
+
+    /// Units taken but not handed out, per counter.
+    fn unused(&self) -> impl Iterator<Item = ((Uuid, i64), i64)> + '_ {
+        self.counters
+            .iter()
+            .map(|(k, u)| (*k, u.granted - u.handed))
+            .filter(|(_, n)| *n > 0)
     }
 }
 
@@ -300,61 +307,39 @@ impl Db {
 
     /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. On PostgreSQL
     /// a round of plain items (no debit, no new contact or conversation) is one statement
-    /// ([`AcceptBatch::accept_plain`]), after the round's `messages_sent` units were taken
-    /// in one statement per counter; any other round is a transaction.
+    /// that also counts their `messages_sent` ([`AcceptBatch::accept_plain`]); any other
+    /// round, or one that would pass an allowance, is a transaction.
     async fn accept_round(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
         // SQLite has no single statement for it (and its transactions cost no round trips).
         if self.backend() == Backend::Sqlite || !idx.iter().all(|&i| items[i].is_plain()) {
             return self.accept_in_tx(items, idx).await;
         }
-        let adds = Units::wanted(idx.iter().map(|&i| &items[i]));
-        let mut units = self.take_units(&adds).await?;
-        let mut outcome: Vec<Option<Acceptance>> = vec![None; idx.len()];
-        let mut go = Vec::with_capacity(idx.len());
-        for (slot, &i) in idx.iter().enumerate() {
-            match units.take(&items[i]) {
-                Ok(()) => go.push((slot, i)),
-                Err(allowance) => {
-                    outcome[slot] = Some(Acceptance::AllowanceUsed { used: allowance })
-                }
-            }
-        }
-        let bound = if go.is_empty() {
-            Ok(Some(HashSet::new()))
-        } else {
-            let batch: Vec<&Accept> = go.iter().map(|&(_, i)| &items[i]).collect();
-            with_pool!(self, pool => async {
-                let mut conn = pool.acquire().await?;
-                AcceptBatch::accept_plain(&mut *conn, &batch).await
-            }.await)
+        let bound = with_pool!(self, pool => {
+            let mut conn = pool.acquire().await?;
+            let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
+            AcceptBatch::accept_plain(&mut *conn, &batch).await?
+        });
+        let Some(bound) = bound else {
+            return self.accept_in_tx(items, idx).await;
         };
-        let bound = match bound {
-            Ok(Some(b)) => b,
-            // Nothing was stored: every unit goes back.
-            Ok(None) | Err(_) => {
-                self.give_back_units(&units.all_taken()).await?;
-                return match bound {
-                    Err(e) => Err(e),
-                    _ => self.accept_in_tx(items, idx).await,
-                };
-            }
-        };
+        let mut outcome = Vec::with_capacity(idx.len());
         // A key the statement found taken whose record is gone by now expired in between:
         // it is free again, so the item gets a round of its own.
         let mut again = Vec::new();
-        for (slot, i) in go {
+        for (slot, &i) in idx.iter().enumerate() {
             let it = &items[i];
             if bound.contains(&(it.message.org_id, it.key.clone())) {
-                outcome[slot] = Some(Acceptance::Accepted);
+                outcome.push(Some(Acceptance::Accepted));
                 continue;
             }
-            units.put_back(it);
             match self.key_record(it.message.org_id, &it.key).await? {
-                Some(rec) => outcome[slot] = Some(Acceptance::KeyTaken(rec)),
-                None => again.push((slot, i)),
+                Some(rec) => outcome.push(Some(Acceptance::KeyTaken(rec))),
+                None => {
+                    outcome.push(None);
+                    again.push((slot, i));
+                }
             }
         }
-        self.give_back_units(&units).await?;
         if !again.is_empty() {
             let retry: Vec<usize> = again.iter().map(|&(_, i)| i).collect();
             let results = self.accept_in_tx(items, &retry).await?;
@@ -366,32 +351,6 @@ impl Db {
             .into_iter()
             .map(|o| o.ok_or(StoreError::NotFound))
             .collect()
-    }
-
-    /// Takes the units of `adds` (each its own statement); on a failure gives back what the
-    /// earlier ones took.
-    async fn take_units(&self, adds: &[UsageAdd]) -> Result<Units> {
-        let mut grants = Vec::with_capacity(adds.len());
-        for a in adds {
-            match with_pool!(self, pool => add_usage_on!(self.backend(), pool, a)) {
-                Ok(g) => grants.push(g),
-                Err(e) => {
-                    let taken = Units::granted(&adds[..grants.len()], &grants);
-                    self.give_back_units(&taken).await?;
-                    return Err(e.into());
-                }
-            }
-        }
-        Ok(Units::granted(adds, &grants))
-    }
-
-    async fn give_back_units(&self, units: &Units) -> Result<()> {
-        for (&(org, period), &(n, _)) in &units.left {
-            if n > 0 {
-                with_pool!(self, pool => give_back_on!(pool, org, MESSAGES_SENT, period, n))?;
-            }
-        }
-        Ok(())
     }
 
     /// A key's record whether or not it expired.
@@ -572,10 +531,8 @@ impl Db {
                 }
                 AcceptBatch::touch_conversations(&mut *tx, &latest).await?;
             }
-            for (&(org, period), &(n, _)) in &units.left {
-                if n > 0 {
-                    give_back_on!(&mut *tx, org, MESSAGES_SENT, period, n)?;
-                }
+            for ((org, period), n) in units.unused() {
+                give_back_on!(&mut *tx, org, MESSAGES_SENT, period, n)?;
             }
             tx.commit().await?;
             Ok::<_, StoreError>(())
@@ -673,8 +630,10 @@ trait AcceptBatch {
     /// `last_message_at = max(last_message_at, t)` per conversation.
     async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()>;
     /// Plain items ([`Accept::is_plain`]) in one statement, which is its own transaction:
-    /// binds the free keys, stores those items' messages queued and touches their
-    /// conversations. Returns the keys bound, or `None` where the backend cannot.
+    /// binds the free keys, stores those items' messages queued, touches their
+    /// conversations and counts their `messages_sent`. Returns the keys bound, or `None`
+    /// where the backend cannot, or when a counter would pass its allowance (then nothing
+    /// was written and the transaction path decides item by item).
     async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>>;
 }
 
@@ -793,11 +752,12 @@ impl AcceptBatch for PgConnection {
                $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
-               $23::int8[], $24::jsonb[], $25::text[], $26::bytea[], $27::int8[]) AS t(id, org_id, \
+               $23::int8[], $24::jsonb[], $25::text[], $26::bytea[], $27::int8[], $28::int8[], \
+               $29::int8[]) AS t(id, org_id, \
                conversation_id, contact_id, phone_number_id, direction, type, status, \
                template_name, template_language, text, media_id, wamid, request, campaign_id, \
                created_at, sent_at, delivered_at, read_at, failed_at, failure_code, failure, \
-               updated_at, reply_to, key, fingerprint, key_expires_at)), \
+               updated_at, reply_to, key, fingerprint, key_expires_at, period, allowance)), \
              k AS (INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
                created_at, expires_at) \
                SELECT org_id, key, fingerprint, id, 'completed', created_at, key_expires_at FROM t",
@@ -808,7 +768,7 @@ impl AcceptBatch for PgConnection {
             ", attempts, next_attempt_at, dispatch_state) SELECT ",
             crate::messages::outbound_columns!(),
             ", 0, created_at, 'queued' FROM t WHERE id IN (SELECT message_id FROM k) \
-               RETURNING conversation_id, org_id, contact_id, phone_number_id, created_at), \
+               RETURNING id, conversation_id, org_id, contact_id, phone_number_id, created_at), \
              c AS (INSERT INTO conversations (id, org_id, contact_id, phone_number_id, created_at, \
                  last_message_at) \
                SELECT conversation_id, org_id, contact_id, phone_number_id, max(created_at), \
@@ -816,11 +776,20 @@ impl AcceptBatch for PgConnection {
                ORDER BY conversation_id \
                ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at \
                WHERE conversations.last_message_at IS NULL \
-                 OR conversations.last_message_at < excluded.last_message_at) \
-             SELECT org_id, key FROM k"
+                 OR conversations.last_message_at < excluded.last_message_at), \
+             g AS (SELECT t.org_id, t.period, count(*) AS n, min(t.allowance) AS allowance \
+               FROM m JOIN t ON t.id = m.id WHERE t.period IS NOT NULL GROUP BY t.org_id, t.period), \
+             u AS (INSERT INTO usage_counters (org_id, meter, period_start, count, last_grant) \
+               SELECT org_id, 'messages_sent', period, n, allowance FROM g WHERE n <= allowance \
+               ORDER BY org_id, period \
+               ON CONFLICT (org_id, meter, period_start) DO UPDATE \
+               SET count = usage_counters.count + excluded.count \
+               WHERE usage_counters.count + excluded.count <= excluded.last_grant RETURNING 1) \
+             SELECT org_id, key, 1 / (CASE WHEN (SELECT count(*) FROM u) = (SELECT count(*) FROM g) \
+               THEN 1 ELSE 0 END) FROM k"
         );
         let ms: Vec<&Message> = items.iter().map(|i| &i.message).collect();
-        let rows = bind_message_arrays!(sqlx::query_as::<_, (Uuid, String)>(SQL), &ms)
+        let rows = bind_message_arrays!(sqlx::query_as::<_, (Uuid, String, i32)>(SQL), &ms)
             .bind(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
             .bind(
                 items
@@ -829,9 +798,26 @@ impl AcceptBatch for PgConnection {
                     .collect::<Vec<_>>(),
             )
             .bind(items.iter().map(|i| i.key_expires_at).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.charges.messages_sent.map(|c| c.0))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.charges.messages_sent.map(|c| c.1))
+                    .collect::<Vec<_>>(),
+            )
             .fetch_all(&mut *self)
-            .await?;
-        Ok(Some(rows.into_iter().collect()))
+            .await;
+        match rows {
+            Ok(rows) => Ok(Some(rows.into_iter().map(|(o, k, _)| (o, k)).collect())),
+            // An allowance would be exceeded: the statement undid itself (see above).
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("22012") => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {

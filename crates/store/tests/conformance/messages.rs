@@ -303,6 +303,37 @@ store_tests! {
         assert_eq!(queued.iter().map(|m| m.id).collect::<Vec<_>>(), vec![ids[4], ids[2], ids[0]]);
     },
 
+    // Counted items without other charges (one statement on PostgreSQL, counting included):
+    // a batch within the allowance counts once; one that would pass it gets exactly the
+    // units left, in order, and a taken key gives its unit back.
+    counted_plain_batch_is_exact_at_the_allowance => |db| async move {
+        let s = setup(&db, "100").await;
+        let item = |key: &str, allowance: i64| Accept {
+            message: outbound(&s, T0 + 1),
+            key: key.into(),
+            fingerprint: vec![1; 32],
+            key_expires_at: T0 + DAY,
+            charges: Charges { debit_minor: None, messages_sent: Some((T0, allowance)) },
+            new_contact: None,
+            contact_limit: None,
+            new_conversation: false,
+        };
+        let mut first: Vec<Accept> = (0..3).map(|i| item(&format!("k-first-{i}"), 5)).collect();
+        let got: Vec<Acceptance> = db.accept_messages(&mut first).await.into_iter().map(Result::unwrap).collect();
+        assert!(got.iter().all(|a| *a == Acceptance::Accepted), "{got:?}");
+        assert_eq!(db.messages_sent_in_period(s.org, T0).await.unwrap(), 3);
+        let mut more: Vec<Accept> = (0..4).map(|i| item(&format!("k-more-{i}"), 5)).collect();
+        more.insert(0, item("k-first-0", 5));
+        let got: Vec<Acceptance> = db.accept_messages(&mut more).await.into_iter().map(Result::unwrap).collect();
+        assert!(matches!(got[0], Acceptance::KeyTaken(_)), "{got:?}");
+        assert_eq!(&got[1..], &[Acceptance::Accepted, Acceptance::Accepted,
+            Acceptance::AllowanceUsed { used: 5 }, Acceptance::AllowanceUsed { used: 5 }]);
+        assert_eq!(db.messages_sent_in_period(s.org, T0).await.unwrap(), 5);
+        assert!(db.get_message(s.org, more[2].message.id).await.unwrap().is_some());
+        assert!(db.get_message(s.org, more[3].message.id).await.unwrap().is_none());
+        assert!(db.get_idempotency_key(s.org, "k-more-2", T0).await.unwrap().is_none());
+    },
+
     // Items with nothing but a key and a message (one statement on PostgreSQL): keys taken
     // before or earlier in the batch, an expired key taken over, several conversations, and
     // an item that cannot be stored, which fails alone.
