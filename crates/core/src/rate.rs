@@ -1,10 +1,9 @@
 //! Request quotas and the burst limiter of the public API.
 //!
 //! Quotas are fixed windows (`domain::quota`) counted in this process, or in Redis when
-//! `TERN_REDIS_URL` is set so that several `tern serve` processes share one count: each
-//! request is one round trip to a script that checks every window and counts the request in
-//! all of them, or in none (requests arriving together share the call). When Redis cannot be
-//! reached the process counts on its own (logged,
+//! `TERN_REDIS_URL` is set so that several `tern serve` processes share one count: one round
+//! trip per request runs a script that checks every window and counts the request in all of
+//! them, or in none. When Redis cannot be reached the process counts on its own (logged,
 //! `tern_rate_limit_redis_fallback_total`) rather than refusing requests.
 //!
 //! The burst limiter (GCRA, `governor`) is per key and per process: it smooths one client's
@@ -35,7 +34,7 @@ pub struct Limiter {
     off: bool,
     local: Mutex<LocalCounters>,
     bursts: Mutex<HashMap<Uuid, (u64, Arc<DefaultDirectRateLimiter>)>>,
-    redis: Option<RedisBatcher>,
+    redis: Option<RedisCounters>,
 }
 
 impl Limiter {
@@ -44,13 +43,10 @@ impl Limiter {
     pub fn with_redis(url: &str) -> Result<Limiter, String> {
         let client = redis::Client::open(url).map_err(|e| format!("TERN_REDIS_URL: {e}"))?;
         Ok(Limiter {
-            redis: Some(RedisBatcher {
-                shared: Arc::new(RedisCounters {
-                    client,
-                    conn: Mutex::new(Conn::Idle),
-                    connecting: tokio::sync::Mutex::new(()),
-                }),
-                queue: std::sync::OnceLock::new(),
+            redis: Some(RedisCounters {
+                client,
+                conn: Mutex::new(Conn::Idle),
+                connecting: tokio::sync::Mutex::new(()),
             }),
             ..Limiter::default()
         })
@@ -189,66 +185,40 @@ struct RedisCounters {
     connecting: tokio::sync::Mutex<()>,
 }
 
-/// One request's take, waiting in [`RedisBatcher`]'s queue.
-struct Job {
-    keys: Vec<String>,
-    windows: Vec<(RateWindow, u64)>,
-    weight: u64,
-    reply: tokio::sync::oneshot::Sender<Result<Verdict, String>>,
-}
-
-/// Most requests one script call takes.
-const REDIS_BATCH: usize = 64;
-
-/// Checks every window of each request and counts the request in all of them, or in none,
-/// atomically; the requests of one call are taken in order, one after the other, exactly as
-/// separate calls would be. The window index comes from Redis's clock, so every process
-/// agrees on the window.
-/// ARGV: the number n of windows per request, the n window lengths in seconds, then per
-/// request its weight and its n quotas. KEYS: n counters per request (the window index is
-/// appended here). Returns per request, per window, the count (after the request when
-/// admitted, before it when refused) and the milliseconds to the reset, then 1 when admitted.
+/// Checks every window and counts the request in all of them, or in none, atomically.
+/// KEYS: one counter per window (its index appended here, from Redis's clock, so every
+/// process agrees on the window). ARGV: weight, then each window's quota, then its length
+/// in seconds. Returns, per window, the count (after the request when admitted, before it
+/// when refused) and the milliseconds to its reset, then 1 when admitted.
 const SCRIPT: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = tonumber(ARGV[1])
-local lens = {}
-for i = 1, n do lens[i] = tonumber(ARGV[1 + i]) * 1000 end
-local out = {}
-local a = 2 + n
-for j = 0, #KEYS / n - 1 do
-  local w = tonumber(ARGV[a])
-  local keys, used, resets = {}, {}, {}
-  local fits = 1
-  for i = 1, n do
-    local idx = math.floor(now / lens[i])
-    keys[i] = KEYS[j * n + i] .. ':' .. idx
-    used[i] = tonumber(redis.call('GET', keys[i]) or '0')
-    resets[i] = (idx + 1) * lens[i] - now
-    if used[i] + w > tonumber(ARGV[a + i]) then fits = 0 end
-  end
-  for i = 1, n do
-    if fits == 1 then
-      used[i] = redis.call('INCRBY', keys[i], w)
-      if used[i] == w then redis.call('PEXPIRE', keys[i], resets[i] + 5000) end
-    end
-    out[#out + 1] = used[i]
-    out[#out + 1] = resets[i]
-  end
-  out[#out + 1] = fits
-  a = a + 1 + n
+local n = #KEYS
+local w = tonumber(ARGV[1])
+local keys, used, resets = {}, {}, {}
+local fits = 1
+for i = 1, n do
+  local len = tonumber(ARGV[1 + n + i]) * 1000
+  local idx = math.floor(now / len)
+  keys[i] = KEYS[i] .. ':' .. idx
+  used[i] = tonumber(redis.call('GET', keys[i]) or '0')
+  resets[i] = (idx + 1) * len - now
+  if used[i] + w > tonumber(ARGV[1 + i]) then fits = 0 end
 end
+local out = {}
+for i = 1, n do
+  if fits == 1 then
+    used[i] = redis.call('INCRBY', keys[i], w)
+    if used[i] == w then redis.call('PEXPIRE', keys[i], resets[i] + 5000) end
+  end
+  out[#out + 1] = used[i]
+  out[#out + 1] = resets[i]
+end
+out[#out + 1] = fits
 return out
 ";
 
-/// The Redis side of the limiter: requests arriving together share one script call (one
-/// round trip and one wake-up of Redis for all of them), taken by one task.
-struct RedisBatcher {
-    shared: Arc<RedisCounters>,
-    queue: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Job>>,
-}
-
-impl RedisBatcher {
+impl RedisCounters {
     async fn take(
         &self,
         org: Uuid,
@@ -256,79 +226,22 @@ impl RedisBatcher {
         windows: &[(RateWindow, u64)],
         weight: u64,
     ) -> Result<Verdict, String> {
-        let queue = self.queue.get_or_init(|| {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(run_batches(self.shared.clone(), rx));
-            tx
-        });
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let job = Job {
-            // The hash tag keeps an organisation's counters in one cluster slot.
-            keys: windows
-                .iter()
-                .map(|&(w, _)| format!("tern:rl:{{{org}}}:{}:{}", owner(org, key, w), w.as_str()))
-                .collect(),
-            windows: windows.to_vec(),
-            weight,
-            reply,
-        };
-        queue
-            .send(job)
-            .map_err(|_| "the Redis task stopped".to_string())?;
-        match tokio::time::timeout(REDIS_TIMEOUT, answer).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err("the Redis task dropped the request".into()),
-            Err(_) => Err("no answer within 250 ms".into()),
-        }
-    }
-}
-
-async fn run_batches(redis: Arc<RedisCounters>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Job>) {
-    let mut jobs = Vec::with_capacity(REDIS_BATCH);
-    while rx.recv_many(&mut jobs, REDIS_BATCH).await > 0 {
-        let batch = std::mem::take(&mut jobs);
-        match redis.take_all(&batch).await {
-            Ok(verdicts) => {
-                for (job, v) in batch.into_iter().zip(verdicts) {
-                    let _ = job.reply.send(Ok(v));
-                }
-            }
-            Err(e) => {
-                for job in batch {
-                    let _ = job.reply.send(Err(e.clone()));
-                }
-            }
-        }
-    }
-}
-
-impl RedisCounters {
-    /// One script call for `jobs` (all with the same windows, in [`RateWindow::ALL`] order).
-    async fn take_all(&self, jobs: &[Job]) -> Result<Vec<Verdict>, String> {
-        let Some(first) = jobs.first() else {
-            return Ok(Vec::new());
-        };
-        let n = first.windows.len();
-        if jobs
-            .iter()
-            .any(|j| j.windows.len() != n || j.keys.len() != n)
-        {
-            return Err("requests with different windows".into());
-        }
         let mut conn = self.connection().await?;
         let mut inv = redis_script().prepare_invoke();
-        inv.arg(n);
-        for &(w, _) in &first.windows {
-            inv.arg(w.seconds());
+        for &(w, _) in windows {
+            // The hash tag keeps an organisation's counters in one cluster slot.
+            inv.key(format!(
+                "tern:rl:{{{org}}}:{}:{}",
+                owner(org, key, w),
+                w.as_str()
+            ));
         }
-        for j in jobs {
-            for k in &j.keys {
-                inv.key(k);
-            }
-            inv.arg(j.weight);
-            for &(_, q) in &j.windows {
-                inv.arg(q);
-            }
+        inv.arg(weight);
+        for &(_, q) in windows {
+            inv.arg(q);
+        }
+        for &(w, _) in windows {
+            inv.arg(w.seconds());
         }
         let res =
             tokio::time::timeout(REDIS_TIMEOUT, inv.invoke_async::<Vec<i64>>(&mut conn)).await;
@@ -337,15 +250,32 @@ impl RedisCounters {
             Ok(Err(e)) => return Err(self.failed(e.to_string())),
             Err(_) => return Err(self.failed("no answer within 250 ms".into())),
         };
-        let per = n * 2 + 1;
-        if out.len() != per * jobs.len() {
+        if out.len() != windows.len() * 2 + 1 {
             return Err(format!("unexpected script answer of {} values", out.len()));
         }
-        Ok(jobs
+        let states = windows
             .iter()
-            .zip(out.chunks(per))
-            .map(|(j, out)| verdict(&j.windows, j.weight, out))
-            .collect())
+            .enumerate()
+            .map(|(i, &(w, q))| WindowState {
+                window: w,
+                quota: q,
+                used: u64::try_from(out[i * 2]).unwrap_or(0),
+                reset_ms: out[i * 2 + 1],
+            })
+            .collect::<Vec<_>>();
+        Ok(if out[windows.len() * 2] == 1 {
+            Verdict::Admitted(states)
+        } else {
+            // Counted nowhere: decide again from the counts to name the window.
+            match quota::decide(states, weight) {
+                v @ Verdict::Exceeded { .. } => v,
+                // A quota raised between the script and here: refuse with the last window.
+                Verdict::Admitted(states) => Verdict::Exceeded {
+                    window: windows.last().map_or(RateWindow::TenantDay, |w| w.0),
+                    states,
+                },
+            }
+        })
     }
 
     /// The shared connection; a new one is made (by one request at a time, the others
@@ -391,32 +321,6 @@ impl RedisCounters {
     fn failed(&self, e: String) -> String {
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = Conn::Down(Instant::now());
         e
-    }
-}
-
-/// One request's part of the script's answer as a verdict.
-fn verdict(windows: &[(RateWindow, u64)], weight: u64, out: &[i64]) -> Verdict {
-    let states = windows
-        .iter()
-        .enumerate()
-        .map(|(i, &(w, q))| WindowState {
-            window: w,
-            quota: q,
-            used: u64::try_from(out[i * 2]).unwrap_or(0),
-            reset_ms: out[i * 2 + 1],
-        })
-        .collect::<Vec<_>>();
-    if out[windows.len() * 2] == 1 {
-        return Verdict::Admitted(states);
-    }
-    // Counted nowhere: decide again from the counts to name the window.
-    match quota::decide(states, weight) {
-        v @ Verdict::Exceeded { .. } => v,
-        // A quota raised between the script and here: refuse with the last window.
-        Verdict::Admitted(states) => Verdict::Exceeded {
-            window: windows.last().map_or(RateWindow::TenantDay, |w| w.0),
-            states,
-        },
     }
 }
 
