@@ -9,8 +9,9 @@
 //! exact — N units left admit exactly N requests, whichever processes they reach. A chunk
 //! not used for [`IDLE_GIVE_BACK`] is given back, so at rest the counter holds exactly the
 //! requests admitted; a process that dies loses at most its chunk (counted, never admitted).
-//! Without an allowance (enterprise) requests are counted in the background, in batches,
-//! and never wait.
+//! Without an allowance (enterprise) requests never wait: their counts are summed in memory
+//! and written every 100 ms (a process that dies loses at most those 100 ms of counts,
+//! which no allowance depends on).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,8 @@ use crate::Principal;
 const MAX_BATCH: usize = 1024;
 /// Largest chunk a process takes.
 const MAX_CHUNK: i64 = 1024;
+/// How often counts of requests without an allowance are written.
+const COUNT_EVERY: Duration = Duration::from_millis(100);
 /// A chunk left unused this long goes back to the counter.
 const IDLE_GIVE_BACK: Duration = Duration::from_secs(1);
 
@@ -38,8 +41,8 @@ type Counter = (Uuid, i64);
 type Reply = oneshot::Sender<Result<bool, ()>>;
 
 enum Msg {
-    /// Count one request without an allowance.
-    Count(Counter),
+    /// Count requests without an allowance.
+    Count(Counter, i64),
     /// A request of `Counter` found its process's chunk empty: a unit for it, or `false`
     /// when the allowance has none left.
     Need {
@@ -85,7 +88,7 @@ impl RequestMeter {
             .allowance(METER)
             .map(|a| i64::try_from(a).unwrap_or(i64::MAX))
         else {
-            let _ = self.tx.send(Msg::Count(counter));
+            let _ = self.tx.send(Msg::Count(counter, 1));
             return Ok(());
         };
         if self.take_held(counter) {
@@ -126,19 +129,47 @@ async fn run(
     chunks: Arc<Mutex<HashMap<Counter, Chunk>>>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    let mut tick = tokio::time::interval(IDLE_GIVE_BACK / 2);
+    // Requests without an allowance wait for nothing: their counts are summed here and
+    // written every tick (or with the next take), one upsert per counter, instead of one
+    // write per batch of requests on the send path.
+    let mut plain: HashMap<Counter, i64> = HashMap::new();
+    let mut tick = tokio::time::interval(COUNT_EVERY);
+    let mut last_give_back = Instant::now();
     loop {
         tokio::select! {
             n = rx.recv_many(&mut batch, MAX_BATCH) => {
                 if n == 0 {
+                    count_batch(&db, &chunks, drain(&mut plain)).await;
                     give_back_idle(&db, &chunks, Duration::ZERO).await;
                     return;
                 }
-                count_batch(&db, &chunks, std::mem::take(&mut batch)).await;
+                let mut needs = Vec::new();
+                for m in batch.drain(..) {
+                    match m {
+                        Msg::Count(c, n) => *plain.entry(c).or_default() += n,
+                        need @ Msg::Need { .. } => needs.push(need),
+                    }
+                }
+                if !needs.is_empty() {
+                    needs.extend(drain(&mut plain));
+                    count_batch(&db, &chunks, needs).await;
+                }
             }
-            _ = tick.tick() => give_back_idle(&db, &chunks, IDLE_GIVE_BACK).await,
+            _ = tick.tick() => {
+                if !plain.is_empty() {
+                    count_batch(&db, &chunks, drain(&mut plain)).await;
+                }
+                if last_give_back.elapsed() >= IDLE_GIVE_BACK / 2 {
+                    last_give_back = Instant::now();
+                    give_back_idle(&db, &chunks, IDLE_GIVE_BACK).await;
+                }
+            }
         }
     }
+}
+
+fn drain(plain: &mut HashMap<Counter, i64>) -> Vec<Msg> {
+    plain.drain().map(|(c, n)| Msg::Count(c, n)).collect()
 }
 
 /// Counts a batch: one add per counter. Requests without an allowance are added as they
@@ -148,7 +179,7 @@ async fn count_batch(db: &Db, chunks: &Mutex<HashMap<Counter, Chunk>>, batch: Ve
     let mut waiting: HashMap<Counter, (i64, Vec<Reply>)> = HashMap::new();
     for m in batch {
         match m {
-            Msg::Count(c) => *plain.entry(c).or_default() += 1,
+            Msg::Count(c, n) => *plain.entry(c).or_default() += n,
             Msg::Need {
                 counter,
                 allowance,

@@ -473,3 +473,40 @@ async fn allowance_exact_across_instances_sqlite() {
 async fn allowance_exact_across_instances_postgres() {
     allowance_exact_across_instances(Backend::Postgres).await;
 }
+
+/// Without an allowance (enterprise) requests never wait for the meter, and are still
+/// counted, every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_an_allowance_are_counted() {
+    let app = TestApp::start(Backend::Postgres).await;
+    let org = app.new_org("Big", "enterprise").await;
+    let member = app.member(&org, "o@big.test", "owner").await;
+    let (_, key) = app
+        .key_for(&org, &member, &["--preset", "full_access"])
+        .await;
+    for r in futures::future::join_all((0..25).map(|_| get(&app, &app.base, &key))).await {
+        assert_eq!(r.0, 200);
+    }
+    let id: uuid::Uuid = org.parse().unwrap();
+    let start = app
+        .db
+        .get_org(id)
+        .await
+        .unwrap()
+        .unwrap()
+        .billing_period_start;
+    let (period, _) = tern_domain::plan::billing_period(start, tern_domain::time::now_ms());
+    crate::common::eventually_within(Duration::from_secs(5), "25 requests counted", || async {
+        (app.db
+            .usage_in_period(id, "api_requests", period)
+            .await
+            .unwrap()
+            == 25)
+            .then_some(())
+    })
+    .await;
+    let show = app.admin(&["org", "show", "--org", &org]).await.unwrap();
+    assert_eq!(show["usage"]["api_requests"]["used"], 25);
+    assert_eq!(show["usage"]["api_requests"]["allowance"], Value::Null);
+    app.stop().await;
+}
