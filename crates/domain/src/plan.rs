@@ -388,7 +388,11 @@ mod tests {
         assert_eq!(eff.limit(Entitlement::ApiKeys), Some(7));
         assert_eq!(eff.rate_limit(RateWindow::KeyMinute), 5);
         assert_eq!(eff.price_minor(Category::Marketing), 1);
-        assert_eq!(eff.price_minor(Category::Utility), 20);
+        // Billing is opt-in: a price not set is 0.
+        assert_eq!(eff.price_minor(Category::Utility), 0);
+        assert_eq!(eff.burst(), None);
+        o.rate_limits.insert(BURST.into(), 3);
+        assert_eq!(Effective::new("free", &o).burst(), Some(3));
     }
 
     #[test]
