@@ -13,7 +13,7 @@ use axum::response::Response;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 pub use tern_core::Principal as AuthContext;
-use tern_core::{admission, principal};
+use tern_core::{admission, principal, rate};
 pub use tern_domain::auth::{Required, perm};
 use tern_domain::quota::{self, RateHeaders};
 use tern_store::AuthRecord;
@@ -39,9 +39,12 @@ impl<P: Required> Authed<P> {
         ctx: AuthContext,
         slot: Option<&RateSlot>,
         weight: u64,
+        early: Early,
     ) -> Result<Self, ApiError> {
         tracing::Span::current().record("org_id", tracing::field::display(ctx.org_id));
-        let a = admission::admit(&state.core, &ctx, P::PERMISSION, weight).await;
+        let (hash, early) = early;
+        let a = admission::admit(&state.core, &ctx, P::PERMISSION, weight, early).await;
+        state.core.limiter.remember(&hash, &ctx);
         if let (Some(slot), Some(h)) = (slot, a.headers) {
             slot.put(h);
         }
@@ -57,9 +60,15 @@ impl<P: Required + Send + Sync> FromRequestParts<AppState> for Authed<P> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ctx = authenticate(parts, state).await?;
+        let hash = key_hash(&parts.headers)?;
         let weight = request_weight(&parts.method, parts.uri.path());
-        Self::admit(state, ctx, parts.extensions.get::<RateSlot>(), weight).await
+        let (rec, early) = tokio::join!(
+            state.core.lookups.auth(&hash),
+            state.core.limiter.early(&hash, weight)
+        );
+        let ctx = context(state, &hash, rec?)?;
+        let slot = parts.extensions.get::<RateSlot>();
+        Self::admit(state, ctx, slot, weight, (hash, early)).await
     }
 }
 
@@ -114,12 +123,8 @@ pub async fn rate_headers(mut req: Request, next: Next) -> Response {
     res
 }
 
-/// Resolves the bearer key to its organisation, or answers 401.
-pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<AuthContext, ApiError> {
-    let hash = key_hash(&parts.headers)?;
-    let rec = state.core.lookups.auth(&hash).await?;
-    context(state, rec)
-}
+/// A key's hash with what the limiter started for it during the lookup.
+pub type Early = (Vec<u8>, Option<(rate::Hint, rate::Early)>);
 
 /// The SHA-256 of the request's bearer key, or 401 when there is none or it cannot be a key.
 pub fn key_hash(headers: &HeaderMap) -> Result<Vec<u8>, ApiError> {
@@ -131,6 +136,13 @@ pub fn key_hash(headers: &HeaderMap) -> Result<Vec<u8>, ApiError> {
 }
 
 /// The caller from the key's record (looked up by [`key_hash`]), or 401.
-pub fn context(state: &AppState, rec: Option<AuthRecord>) -> Result<AuthContext, ApiError> {
-    Ok(principal::from_record(&state.db, rec)?)
+pub fn context(
+    state: &AppState,
+    hash: &[u8],
+    rec: Option<AuthRecord>,
+) -> Result<AuthContext, ApiError> {
+    principal::from_record(&state.db, rec).map_err(|p| {
+        state.core.limiter.forget(hash);
+        ApiError(p)
+    })
 }

@@ -10,6 +10,7 @@ use tern_domain::auth::Permission;
 use tern_domain::quota::RateHeaders;
 use tern_domain::{ErrorCode, Problem};
 
+use crate::rate::{Early, Hint};
 use crate::{Core, Principal};
 
 /// The outcome of the checks: the headers to send whatever the answer, and the refusal.
@@ -19,21 +20,39 @@ pub struct Admission {
     pub result: Result<(), Problem>,
 }
 
-/// Admits `p`'s request of `weight` needing `perm`.
-pub async fn admit(core: &Core, p: &Principal, perm: Permission, weight: u64) -> Admission {
+/// Admits `p`'s request of `weight` needing `perm`; `early` is what [`Limiter::early`] did
+/// for the key while it was looked up.
+///
+/// [`Limiter::early`]: crate::rate::Limiter::early
+pub async fn admit(
+    core: &Core,
+    p: &Principal,
+    perm: Permission,
+    weight: u64,
+    early: Option<(Hint, Early)>,
+) -> Admission {
     let authorized = p.authorize(perm);
-    if authorized.is_ok() && !core.limiter.burst_ok(p) {
-        return Admission {
-            headers: None,
-            result: Err(Problem::new(ErrorCode::RateLimited)
-                .with_message(
-                    "Requests arrive faster than this key's burst limit; pause briefly and retry.",
-                )
-                .with_detail("reason", "burst")
-                .with_retry_after(1)),
-        };
-    }
-    let verdict = core.limiter.take(p, weight).await;
+    let early = early
+        .filter(|(h, _)| h.org_id == p.org_id && h.key_id == p.key_id)
+        .map(|(_, e)| e);
+    let verdict = match early {
+        Some(Early::Burst) => {
+            return Admission {
+                headers: None,
+                result: authorized.and(Err(burst_limited())),
+            };
+        }
+        Some(Early::Counted(v)) => v,
+        None => {
+            if authorized.is_ok() && !core.limiter.burst_ok(p) {
+                return Admission {
+                    headers: None,
+                    result: Err(burst_limited()),
+                };
+            }
+            core.limiter.take(p, weight).await
+        }
+    };
     let headers = verdict.headers();
     if let Some(problem) = verdict.problem() {
         // Refused by a quota: counted nowhere. A missing permission still answers first.
@@ -47,4 +66,13 @@ pub async fn admit(core: &Core, p: &Principal, perm: Permission, weight: u64) ->
         headers,
         result: authorized.and(counted),
     }
+}
+
+fn burst_limited() -> Problem {
+    Problem::new(ErrorCode::RateLimited)
+        .with_message(
+            "Requests arrive faster than this key's burst limit; pause briefly and retry.",
+        )
+        .with_detail("reason", "burst")
+        .with_retry_after(1)
 }

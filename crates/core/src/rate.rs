@@ -32,6 +32,9 @@ const REDIS_RETRY: Duration = Duration::from_secs(1);
 pub struct Limiter {
     /// No quotas and no burst limiter (`TERN_RATE_LIMITS=off`).
     off: bool,
+    /// With Redis: what each key's last admission used, so that its next Redis call starts
+    /// together with the key lookup instead of after it (see [`Limiter::early`]).
+    hints: Mutex<HashMap<Vec<u8>, Hint>>,
     local: Mutex<LocalCounters>,
     bursts: Mutex<HashMap<Uuid, (u64, Arc<DefaultDirectRateLimiter>)>>,
     redis: Option<RedisCounters>,
@@ -70,9 +73,77 @@ impl Limiter {
         if self.off {
             return Verdict::Admitted(Vec::new());
         }
-        let windows = quota::windows(&p.effective());
+        self.take_for(p.org_id, p.key_id, &quota::windows(&p.effective()), weight)
+            .await
+    }
+
+    /// The burst check and the Redis call of a key's request, started before the key is
+    /// looked up, from what the key's last admission used (`None` without Redis or without
+    /// an earlier admission in this process). Redis's round trip then overlaps the lookup's
+    /// instead of following it. Admission uses the outcome only when the lookup confirms
+    /// the organisation and key; a quota changed since the hint counts this one request
+    /// under the old value.
+    pub async fn early(&self, hash: &[u8], weight: u64) -> Option<(Hint, Early)> {
+        if self.off || self.redis.is_none() {
+            return None;
+        }
+        let hint = self
+            .hints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(hash)
+            .cloned()?;
+        if let Some(n) = hint.burst
+            && !self.burst_check(hint.key_id, n)
+        {
+            return Some((hint, Early::Burst));
+        }
+        let v = self
+            .take_for(hint.org_id, hint.key_id, &hint.windows, weight)
+            .await;
+        Some((hint, Early::Counted(v)))
+    }
+
+    /// Notes what `p`'s admission used, for [`Limiter::early`] (Redis only).
+    pub fn remember(&self, hash: &[u8], p: &Principal) {
+        if self.off || self.redis.is_none() {
+            return;
+        }
+        let hint = Hint {
+            org_id: p.org_id,
+            key_id: p.key_id,
+            windows: quota::windows(&p.effective()),
+            burst: p.effective().burst(),
+        };
+        let mut hints = self.hints.lock().unwrap_or_else(|e| e.into_inner());
+        if hints.get(hash) != Some(&hint) {
+            // Bounded: a flood of keys only costs the overlap until they come back.
+            if hints.len() >= 100_000 {
+                hints.clear();
+            }
+            hints.insert(hash.to_vec(), hint);
+        }
+    }
+
+    /// Forgets a key that no longer authenticates.
+    pub fn forget(&self, hash: &[u8]) {
+        if self.redis.is_some() {
+            self.hints
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(hash);
+        }
+    }
+
+    async fn take_for(
+        &self,
+        org: Uuid,
+        key: Uuid,
+        windows: &[(RateWindow, u64)],
+        weight: u64,
+    ) -> Verdict {
         if let Some(r) = &self.redis {
-            match r.take(p.org_id, p.key_id, &windows, weight).await {
+            match r.take(org, key, windows, weight).await {
                 Ok(v) => return v,
                 Err(e) => {
                     metrics::counter!("tern_rate_limit_redis_fallback_total").increment(1);
@@ -80,7 +151,7 @@ impl Limiter {
                 }
             }
         }
-        self.take_local(p.org_id, p.key_id, &windows, weight, now_ms())
+        self.take_local(org, key, windows, weight, now_ms())
     }
 
     fn take_local(
@@ -114,24 +185,46 @@ impl Limiter {
     /// The burst limiter (GCRA, `burst` requests per second per key with a burst of as
     /// many): `false` when this request comes too fast. Always `true` without a setting.
     pub fn burst_ok(&self, p: &Principal) -> bool {
-        let Some(n) = p.effective().burst().filter(|_| !self.off) else {
-            return true;
-        };
+        match p.effective().burst().filter(|_| !self.off) {
+            Some(n) => self.burst_check(p.key_id, n),
+            None => true,
+        }
+    }
+
+    fn burst_check(&self, key_id: Uuid, n: u64) -> bool {
         let per_sec =
             NonZeroU32::new(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(NonZeroU32::MIN);
         let limiter = {
             let mut map = self.bursts.lock().unwrap_or_else(|e| e.into_inner());
-            match map.get(&p.key_id) {
+            match map.get(&key_id) {
                 Some((set, l)) if *set == n => l.clone(),
                 _ => {
                     let l = Arc::new(RateLimiter::direct(Quota::per_second(per_sec)));
-                    map.insert(p.key_id, (n, l.clone()));
+                    map.insert(key_id, (n, l.clone()));
                     l
                 }
             }
         };
         limiter.check().is_ok()
     }
+}
+
+/// What a key's last admission used: its organisation, key and limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hint {
+    pub org_id: Uuid,
+    pub key_id: Uuid,
+    windows: Vec<(RateWindow, u64)>,
+    burst: Option<u64>,
+}
+
+/// What [`Limiter::early`] did.
+#[derive(Debug)]
+pub enum Early {
+    /// The burst limiter refused the request (nothing counted).
+    Burst,
+    /// The quotas' verdict (counted when admitted).
+    Counted(Verdict),
 }
 
 fn owner(org: Uuid, key: Uuid, w: RateWindow) -> Uuid {

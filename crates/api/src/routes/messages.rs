@@ -132,14 +132,18 @@ pub async fn send_message(
         }),
         _ => None,
     };
-    let found = state.core.lookups.send(&hash, contact).await?;
+    let (found, early) = tokio::join!(
+        state.core.lookups.send(&hash, contact),
+        state.core.limiter.early(&hash, 1)
+    );
+    let found = found?;
     let (rec, options) = match found {
         Some(SendContext { auth, options }) => (Some(auth), options),
         None => (None, Vec::new()),
     };
     let slot = slot.as_ref().map(|Extension(s)| s);
-    let auth =
-        Authed::<perm::MessagesSend>::admit(&state, auth::context(&state, rec)?, slot, 1).await?;
+    let ctx = auth::context(&state, &hash, rec)?;
+    let auth = Authed::<perm::MessagesSend>::admit(&state, ctx, slot, 1, (hash, early)).await?;
 
     let key_header = headers
         .get(send::IDEMPOTENCY_KEY_HEADER)

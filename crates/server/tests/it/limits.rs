@@ -510,3 +510,29 @@ async fn requests_without_an_allowance_are_counted() {
     assert_eq!(show["usage"]["api_requests"]["allowance"], Value::Null);
     app.stop().await;
 }
+
+/// With Redis, a key's later requests start their Redis call during the key lookup; every
+/// rule holds the same (exact counts, scopes, weights, a 403 with headers, burst).
+async fn the_rules_hold_with_redis(backend: Backend) {
+    // A fresh organisation each: the rules share its tenant windows.
+    let app = with_redis(backend, &redis_url()).await;
+    key_quota_counts_exactly(&app).await;
+    app.stop().await;
+    let app = with_redis(backend, &redis_url()).await;
+    tenant_quota_is_shared_by_keys(&app).await;
+    app.stop().await;
+    let app = with_redis(backend, &redis_url()).await;
+    uploads_weigh_five(&app).await;
+    burst_limiter(&app).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_rules_hold_sqlite() {
+    the_rules_hold_with_redis(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_rules_hold_postgres() {
+    the_rules_hold_with_redis(Backend::Postgres).await;
+}
