@@ -39,10 +39,10 @@ impl<P: Required> Authed<P> {
         ctx: AuthContext,
         slot: Option<&RateSlot>,
         weight: u64,
-        early: Early,
+        lookahead: Lookahead,
     ) -> Result<Self, ApiError> {
         tracing::Span::current().record("org_id", tracing::field::display(ctx.org_id));
-        let (hash, early) = early;
+        let (hash, early) = lookahead;
         let a = admission::admit(&state.core, &ctx, P::PERMISSION, weight, early).await;
         state.core.limiter.remember(&hash, &ctx);
         if let (Some(slot), Some(h)) = (slot, a.headers) {
@@ -124,7 +124,7 @@ pub async fn rate_headers(mut req: Request, next: Next) -> Response {
 }
 
 /// A key's hash with what the limiter started for it during the lookup.
-pub type Early = (Vec<u8>, Option<(rate::Hint, rate::Early)>);
+pub type Lookahead = (Vec<u8>, Option<(rate::Hint, rate::Early)>);
 
 /// The SHA-256 of the request's bearer key, or 401 when there is none or it cannot be a key.
 pub fn key_hash(headers: &HeaderMap) -> Result<Vec<u8>, ApiError> {

@@ -63,11 +63,6 @@ impl Limiter {
         }
     }
 
-    /// Whether the counters are shared through Redis.
-    pub fn shared(&self) -> bool {
-        self.redis.is_some()
-    }
-
     /// Checks and counts a request of `weight` against the caller's four windows.
     pub async fn take(&self, p: &Principal, weight: u64) -> Verdict {
         if self.off {

@@ -30,6 +30,31 @@ async fn set_limits(app: &TestApp, org: &str, pairs: &[&str]) {
     app.admin(&args).await.unwrap();
 }
 
+/// The organisation's `api_requests` count in its current billing period.
+async fn api_requests_used(app: &TestApp, org: uuid::Uuid) -> i64 {
+    let start = app
+        .db
+        .get_org(org)
+        .await
+        .unwrap()
+        .unwrap()
+        .billing_period_start;
+    let (period, _) = tern_domain::plan::billing_period(start, tern_domain::time::now_ms());
+    app.db
+        .usage_in_period(org, "api_requests", period)
+        .await
+        .unwrap()
+}
+
+/// Waits (at most 5 s) until the count is `n`: counts without a wait and chunks given back
+/// are written behind the answers.
+async fn api_requests_reach(app: &TestApp, org: uuid::Uuid, n: i64) {
+    crate::common::eventually_within(Duration::from_secs(5), "api_requests count", || async {
+        (api_requests_used(app, org).await == n).then_some(())
+    })
+    .await;
+}
+
 /// Waits for a fresh minute when less than `need` seconds are left in this one, so a test's
 /// requests all fall in one window.
 async fn fresh_minute(need: u64) {
@@ -217,6 +242,8 @@ both_backends! {
     uploads_weigh_five_http => async |app: &TestApp| uploads_weigh_five(app).await;
     burst_limiter_http => async |app: &TestApp| burst_limiter(app).await;
     api_requests_allowance_http => async |app: &TestApp| api_requests_allowance(app).await;
+    media_feature_off_refuses_uploads_http => async |app: &TestApp| media_feature_off_refuses_uploads(app).await;
+    requests_without_an_allowance_are_counted_http => async |app: &TestApp| requests_without_an_allowance_are_counted(app).await;
 }
 
 fn redis_url() -> String {
@@ -273,23 +300,7 @@ async fn two_instances_share_counts(backend: Backend) {
     );
     // The meter (a database row) counts the admitted ones; it is written behind the answer.
     let org = app.org_uuid();
-    let start = app
-        .db
-        .get_org(org)
-        .await
-        .unwrap()
-        .unwrap()
-        .billing_period_start;
-    let (period, _) = tern_domain::plan::billing_period(start, tern_domain::time::now_ms());
-    crate::common::eventually_within(Duration::from_secs(5), "api_requests counted", || async {
-        (app.db
-            .usage_in_period(org, "api_requests", period)
-            .await
-            .unwrap()
-            == 12)
-            .then_some(())
-    })
-    .await;
+    api_requests_reach(&app, org, 12).await;
     let _ = stop.send(());
     app.stop().await;
 }
@@ -322,6 +333,16 @@ async fn redis_two_instances_share_counts_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_off_sqlite() {
+    limits_off_counts_no_quota_but_keeps_the_allowance(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_off_postgres() {
+    limits_off_counts_no_quota_but_keeps_the_allowance(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_falls_back_sqlite() {
     redis_down_falls_back(Backend::Sqlite).await;
 }
@@ -332,10 +353,8 @@ async fn redis_down_falls_back_postgres() {
 }
 
 /// `TERN_RATE_LIMITS=off`: no quotas, no headers; the plan allowance still holds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_off_counts_no_quota_but_keeps_the_allowance() {
-    let app =
-        TestApp::start_configured(Backend::Sqlite, false, None, |c| c.rate_limits = false).await;
+async fn limits_off_counts_no_quota_but_keeps_the_allowance(backend: Backend) {
+    let app = TestApp::start_configured(backend, false, None, |c| c.rate_limits = false).await;
     let (_, key) = app.owner_key("full_access").await;
     set_limits(&app, &app.org_id, &["key-minute=1", "burst=1"]).await;
     app.admin(&[
@@ -360,9 +379,7 @@ async fn limits_off_counts_no_quota_but_keeps_the_allowance() {
 
 /// An operator can take a feature away: `--feature media=off` → uploads answer 402
 /// `plan_feature_unavailable` naming the feature and the plan that has it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn media_feature_off_refuses_uploads() {
-    let app = TestApp::start(Backend::Sqlite).await;
+async fn media_feature_off_refuses_uploads(app: &TestApp) {
     let (_, key) = app.owner_key("full_access").await;
     app.admin(&[
         "org",
@@ -387,7 +404,6 @@ async fn media_feature_off_refuses_uploads() {
     assert_eq!(e["details"]["plan"], "growth");
     assert_eq!(e["details"]["upgrade_plan"], "enterprise");
     assert!(num(&h, "ratelimit-remaining").is_some());
-    app.stop().await;
 }
 
 /// The `api_requests` allowance is exact across two instances that take units in chunks:
@@ -404,35 +420,15 @@ async fn allowance_exact_across_instances(backend: Backend) {
     )
     .await;
     let org = app.org_uuid();
-    let start = app
-        .db
-        .get_org(org)
-        .await
-        .unwrap()
-        .unwrap()
-        .billing_period_start;
-    let (period, _) = tern_domain::plan::billing_period(start, tern_domain::time::now_ms());
     // Chunks: a first round with a large allowance leaves units held in both instances.
     let bases = [app.base.clone(), b.clone()];
     for r in futures::future::join_all((0..40).map(|i| get(&app, &bases[i % 2], &key))).await {
         assert_eq!(r.0, 200, "{}", r.2);
     }
-    let used = app
-        .db
-        .usage_in_period(org, "api_requests", period)
-        .await
-        .unwrap();
+    let used = api_requests_used(&app, org).await;
     assert!(used >= 40, "{used}");
     // Whatever is held now, exactly 150 more are admitted.
-    crate::common::eventually_within(Duration::from_secs(5), "idle chunks given back", || async {
-        (app.db
-            .usage_in_period(org, "api_requests", period)
-            .await
-            .unwrap()
-            == 40)
-            .then_some(())
-    })
-    .await;
+    api_requests_reach(&app, org, 40).await;
     let allowance = (40 + 150).to_string();
     app.admin(&[
         "org",
@@ -453,13 +449,7 @@ async fn allowance_exact_across_instances(backend: Backend) {
             .filter(|r| r.0 != 200)
             .all(|r| r.0 == 402 && r.2["code"] == "usage_limit_reached")
     );
-    assert_eq!(
-        app.db
-            .usage_in_period(org, "api_requests", period)
-            .await
-            .unwrap(),
-        190
-    );
+    assert_eq!(api_requests_used(&app, org).await, 190);
     let _ = stop.send(());
     app.stop().await;
 }
@@ -476,39 +466,20 @@ async fn allowance_exact_across_instances_postgres() {
 
 /// Without an allowance (enterprise) requests never wait for the meter, and are still
 /// counted, every one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_without_an_allowance_are_counted() {
-    let app = TestApp::start(Backend::Postgres).await;
+async fn requests_without_an_allowance_are_counted(app: &TestApp) {
     let org = app.new_org("Big", "enterprise").await;
     let member = app.member(&org, "o@big.test", "owner").await;
     let (_, key) = app
         .key_for(&org, &member, &["--preset", "full_access"])
         .await;
-    for r in futures::future::join_all((0..25).map(|_| get(&app, &app.base, &key))).await {
+    for r in futures::future::join_all((0..25).map(|_| get(app, &app.base, &key))).await {
         assert_eq!(r.0, 200);
     }
     let id: uuid::Uuid = org.parse().unwrap();
-    let start = app
-        .db
-        .get_org(id)
-        .await
-        .unwrap()
-        .unwrap()
-        .billing_period_start;
-    let (period, _) = tern_domain::plan::billing_period(start, tern_domain::time::now_ms());
-    crate::common::eventually_within(Duration::from_secs(5), "25 requests counted", || async {
-        (app.db
-            .usage_in_period(id, "api_requests", period)
-            .await
-            .unwrap()
-            == 25)
-            .then_some(())
-    })
-    .await;
+    api_requests_reach(app, id, 25).await;
     let show = app.admin(&["org", "show", "--org", &org]).await.unwrap();
     assert_eq!(show["usage"]["api_requests"]["used"], 25);
     assert_eq!(show["usage"]["api_requests"]["allowance"], Value::Null);
-    app.stop().await;
 }
 
 /// With Redis, a key's later requests start their Redis call during the key lookup; every

@@ -6,6 +6,7 @@
 #[macro_use]
 mod common;
 
+mod billing;
 mod cli;
 mod contacts;
 mod crash_safety;
