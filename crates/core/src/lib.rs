@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 
 pub mod admin;
 pub mod admission;
+pub mod campaigns;
 pub mod contacts;
 pub mod events;
 mod guarded;

@@ -6,6 +6,7 @@
 mod names;
 
 pub mod auth;
+pub mod campaign;
 pub mod contact;
 pub mod crypto;
 pub mod cursor;

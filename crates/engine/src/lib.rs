@@ -2,6 +2,7 @@
 //! use case in `tern-core`; the loops are safe with any number of `tern serve` processes
 //! (leased claims).
 
+pub mod campaigns;
 pub mod dispatch;
 pub mod housekeeping;
 pub mod inbox;

@@ -174,6 +174,11 @@ impl Workers {
                 webhooks,
                 cancel.clone(),
             )),
+            // Scheduled launches, expiry, auto-pause and fan-out of campaigns.
+            tokio::spawn(tern_engine::campaigns::run(
+                state.core.clone(),
+                cancel.clone(),
+            )),
             // Expired idempotency keys, old processed webhook batches and event keys.
             tokio::spawn(tern_engine::housekeeping::run(db.clone(), cancel.clone())),
             // Templates created outside Tern, and statuses whose webhook was missed.

@@ -192,6 +192,14 @@ impl From<ItemRow> for DispatchItem {
     }
 }
 
+/// A queued message may go: an API send, or a running campaign's (a paused campaign's
+/// messages wait in the queue until it resumes).
+macro_rules! campaign_running {
+    () => {
+        "(campaign_id IS NULL OR campaign_id IN (SELECT c.id FROM campaigns c WHERE c.status = 'running'))"
+    };
+}
+
 /// Claims due queued messages: `$1` limit, `$2` now, `$3` owner, `$4` lease end, `$5` give-up
 /// deadline (and `$6` the phone number when `number` is given). Two texts rather than
 /// `($6 IS NULL OR …)` so the planner can use the per-number index.
@@ -204,8 +212,8 @@ macro_rules! claim_sql {
              updated_at = ", bump_updated_at!("messages", "$2"), " \
              WHERE id IN (SELECT id FROM messages \
                           WHERE dispatch_state = 'queued' ", $filter, " AND next_attempt_at <= $2 \
-                            AND status IN ('accepted', 'sending') \
-                          ORDER BY next_attempt_at, id LIMIT $1", $(" ", $lock,)? ") \
+                            AND status IN ('accepted', 'sending') AND ", campaign_running!(), " \
+                          ORDER BY (campaign_id IS NOT NULL), next_attempt_at, id LIMIT $1", $(" ", $lock,)? ") \
              RETURNING id, org_id, phone_number_id, request, media_id, status, attempts, \
              created_at, updated_at, lease_owner, locked_until, next_attempt_at"
         )
@@ -259,14 +267,15 @@ impl Db {
         after: Option<&str>,
         limit: i64,
     ) -> Result<Vec<String>> {
-        let ids = with_pool!(self, pool => sqlx::query_scalar::<_, String>(
+        let ids = with_pool!(self, pool => sqlx::query_scalar::<_, String>(concat!(
                 "SELECT p.id FROM phone_numbers p \
                  WHERE ($2 IS NULL OR p.id > $2) AND ( \
                    SELECT m.next_attempt_at FROM messages m \
                    WHERE m.phone_number_id = p.id AND m.dispatch_state = 'queued' \
                      AND m.next_attempt_at <= $1 AND m.status IN ('accepted', 'sending') \
-                   ORDER BY m.next_attempt_at LIMIT 1) IS NOT NULL \
-                 ORDER BY p.id LIMIT $3")
+                     AND ", campaign_running!(), " \
+                   LIMIT 1) IS NOT NULL \
+                 ORDER BY p.id LIMIT $3"))
             .bind(now)
             .bind(after)
             .bind(limit)
@@ -276,7 +285,8 @@ impl Db {
     }
 
     /// Claims up to `claim.limit` queued messages due at `claim.now` (of one number, or of
-    /// any), the earliest due first: `dispatch_state = 'in_flight'`, `status = 'sending'`,
+    /// any), API sends before campaign sends (the priority lane), then the earliest due;
+    /// a paused campaign's messages wait: `dispatch_state = 'in_flight'`, `status = 'sending'`,
     /// `attempts + 1`, `lease_owner`, `locked_until = now + lease`, and `next_attempt_at =
     /// now + lease + grace`, the deadline after which an abandoned claim fails (see the
     /// module docs: an in-flight claim is never claimed again). Safe with any number of

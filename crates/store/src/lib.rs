@@ -9,6 +9,7 @@
 
 mod accept_queue;
 mod api_keys;
+mod campaigns;
 mod contact_fields;
 mod contacts;
 mod conversations;
@@ -35,6 +36,10 @@ mod usage;
 
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
 pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
+pub use campaigns::{
+    AudienceContact, COUNTER_SHARDS, Campaign, CampaignCounts, NewRecipient, PendingRecipient,
+    RecipientRow, counter_shard,
+};
 pub use contact_fields::ContactField;
 pub use contacts::{Contact, ContactKey};
 pub use conversations::Conversation;
@@ -58,5 +63,7 @@ pub use orgs::{Member, Org};
 pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};
 pub use phone_numbers::PhoneNumber;
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
+/// JSON columns' wrapper (campaigns' audience and parameters).
+pub use sqlx::types::Json;
 pub use templates::Template;
 pub use usage::{UsageAdd, UsageGrant};

@@ -1,6 +1,7 @@
 //! The route table. Public API routes are declared once, with their OpenAPI annotations,
 //! and the served document is produced from the same list.
 
+pub mod campaigns;
 pub mod contacts;
 pub mod conversations;
 pub mod docs;
@@ -57,6 +58,18 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::test_subscription))
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(webhooks::replay))
+        .routes(routes!(
+            campaigns::list_campaigns,
+            campaigns::create_campaign
+        ))
+        .routes(routes!(campaigns::get_campaign))
+        .routes(routes!(campaigns::get_progress))
+        .routes(routes!(campaigns::list_recipients))
+        .routes(routes!(campaigns::schedule_campaign))
+        .routes(routes!(campaigns::resolve_campaign))
+        .routes(routes!(campaigns::launch_campaign))
+        .routes(routes!(campaigns::pause_campaign))
+        .routes(routes!(campaigns::resume_campaign))
         .routes(routes!(media::get_media))
         .routes(routes!(media::download_media))
         // Uploads read up to the file ceiling, not the JSON limit (this inner layer wins).

@@ -132,7 +132,7 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         }
         None => (req.content.clone(), None),
     };
-    let charges = billing(principal, req, category, s.now)?;
+    let charges = billing(principal, req.kind, category, s.now)?;
     // Last: a link is imported here, so every cheaper check has passed first.
     let media_id = match &req.media {
         Some(m) => Some(
@@ -276,6 +276,14 @@ fn sending_number<'a>(
     sender: Option<&Sender>,
 ) -> Result<&'a SendOption> {
     let numbers: Vec<&PhoneNumber> = options.iter().map(|o| &o.number).collect();
+    let i = choose_number(&numbers, sender)?;
+    options.get(i).ok_or_else(Problem::unavailable)
+}
+
+/// The index in `numbers` of the number to send from (a message's or a campaign's): the
+/// selected one (`phone_number_id` or `from`), or the organisation's only one; it must be
+/// able to send.
+pub(crate) fn choose_number(numbers: &[&PhoneNumber], sender: Option<&Sender>) -> Result<usize> {
     let chosen = match sender {
         Some(s) => {
             let (field, value) = match s {
@@ -283,18 +291,18 @@ fn sending_number<'a>(
                 Sender::From(v) => ("from", v),
             };
             let e164 = phone::parse_international(value).ok().map(|p| p.e164);
-            let found = options.iter().find(|o| {
-                o.number.id == *value
-                    || (field == "from" && e164.as_deref() == Some(&o.number.display_phone_number))
+            let found = numbers.iter().position(|n| {
+                n.id == *value
+                    || (field == "from" && e164.as_deref() == Some(&n.display_phone_number))
             });
             match found {
-                Some(o) => o,
+                Some(i) => i,
                 None => {
                     return Err(Problem::validation(vec![FieldError::new(
                         field,
                         "is not one of the organisation's numbers; see details.numbers",
                     )])
-                    .with_detail("numbers", numbers_detail(&numbers)));
+                    .with_detail("numbers", numbers_detail(numbers)));
                 }
             }
         }
@@ -309,20 +317,23 @@ fn sending_number<'a>(
                     "is required: the organisation has several numbers (see details.numbers)",
                 )])
                 .with_detail("reason", "from_required")
-                .with_detail("numbers", numbers_detail(&numbers)));
+                .with_detail("numbers", numbers_detail(numbers)));
             }
-            match options.first() {
-                Some(o) => o,
-                None => return Err(Problem::conflict("no_connected_phone_number")),
-            }
+            0
         }
     };
-    if !numbers::can_send(&chosen.number) {
-        return Err(Problem::conflict("phone_number_not_connected")
-            .with_message("The selected number cannot send now.")
-            .with_detail("phone_number_id", chosen.number.id.clone()));
+    match numbers.get(chosen) {
+        Some(n) if numbers::can_send(n) => Ok(chosen),
+        Some(n) => Err(not_connected(&n.id)),
+        None => Err(Problem::conflict("no_connected_phone_number")),
     }
-    Ok(chosen)
+}
+
+/// The chosen number cannot send now.
+pub(crate) fn not_connected(id: &str) -> Problem {
+    Problem::conflict("phone_number_not_connected")
+        .with_message("The selected number cannot send now.")
+        .with_detail("phone_number_id", id)
 }
 
 /// Checks the recipient: an existing contact, or (for a phone number or BSUID not yet
@@ -362,7 +373,7 @@ async fn recipient(
 }
 
 /// A template the network sends only to a phone number, for a customer known by BSUID.
-fn phone_number_required(name: &str) -> Problem {
+pub(crate) fn phone_number_required(name: &str) -> Problem {
     Problem::conflict("phone_number_required")
         .with_message(format!(
             "Template {name:?} has a one-tap, zero-tap or copy-code button, which needs the customer's phone number; this customer is known only by their user_id."
@@ -370,7 +381,7 @@ fn phone_number_required(name: &str) -> Problem {
         .with_detail("template_name", name)
 }
 
-fn template_not_approved(name: &str, language: &str) -> Problem {
+pub(crate) fn template_not_approved(name: &str, language: &str) -> Problem {
     Problem::new(ErrorCode::TemplateNotApproved)
         .with_message(format!(
             "No approved template {name:?} in language {language:?} for this number's business account."
@@ -383,18 +394,18 @@ fn template_not_approved(name: &str, language: &str) -> Problem {
 /// feature, template sends pause while the subscription is
 /// restricted, debit the wallet by their category's price, and every send counts against
 /// the plan's `messages_sent` allowance.
-fn billing(
+pub(crate) fn billing(
     principal: &Principal,
-    req: &SendRequest,
+    kind: send::Kind,
     category: Option<Category>,
     now: i64,
 ) -> Result<Charges> {
-    if req.kind.is_media() {
+    if kind.is_media() {
         principal.require_feature(Feature::Media)?;
     }
     let org = &principal.org;
     let status = SubscriptionStatus::parse(&org.subscription_status);
-    if req.kind.is_template()
+    if kind.is_template()
         && matches!(
             status,
             Some(SubscriptionStatus::Restricted | SubscriptionStatus::Cancelled)
@@ -423,7 +434,7 @@ fn billing(
     })
 }
 
-fn wallet_low(balance: i64, required: i64, category: Option<Category>) -> Problem {
+pub(crate) fn wallet_low(balance: i64, required: i64, category: Option<Category>) -> Problem {
     Problem::new(ErrorCode::WalletBalanceLow)
         .with_detail("balance_minor", balance)
         .with_detail("required_minor", required)

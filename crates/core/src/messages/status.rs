@@ -18,11 +18,12 @@
 //! event exists exactly when its change does. A failure that gives the
 //! wallet debit back commits the refund in that same transaction.
 
+use tern_domain::campaign::Bucket;
 use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
 use tern_store::{
     Db, DispatchClaim, DispatchItem, DispatchSweep, DispatchWrite, Message, StatusChange,
-    StoreError,
+    StoreError, Tx, counter_shard,
 };
 use uuid::Uuid;
 
@@ -118,6 +119,7 @@ pub async fn apply_report(
             .update_message_status(msg.id, msg.status, msg.updated_at, &change, now_ms())
             .await?
         {
+            campaign_progress(&mut tx, &msg, change.status, change.failure_code.as_deref()).await?;
             events::message_status(&mut tx, msg.org_id, msg.status, change.status, || {
                 written(&msg, &change)
             })
@@ -167,6 +169,8 @@ pub async fn record_send(
                 } else {
                     0
                 };
+                campaign_progress(&mut tx, &msg, change.status, change.failure_code.as_deref())
+                    .await?;
                 events::message_status(&mut tx, msg.org_id, msg.status, change.status, || {
                     written(&msg, &change)
                 })
@@ -179,6 +183,31 @@ pub async fn record_send(
         }
     }
     Err(contention())
+}
+
+/// A campaign message's recipient moves to its new status's bucket in the campaign's
+/// progress counters (and a failure's code is counted), in the status change's transaction.
+async fn campaign_progress(
+    tx: &mut Tx,
+    before: &Message,
+    after: Status,
+    failure_code: Option<&str>,
+) -> Result<(), StoreError> {
+    let Some(campaign_id) = before.campaign_id else {
+        return Ok(());
+    };
+    let (from, to) = (Bucket::of_message(before.status), Bucket::of_message(after));
+    if from == to {
+        return Ok(());
+    }
+    tx.move_campaign_count(campaign_id, counter_shard(before.id), from, to, 1)
+        .await?;
+    if to == Bucket::Failed {
+        let code = failure_code.unwrap_or("unknown");
+        tx.add_campaign_reason(campaign_id, "failed", code, 1)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The message as `change` left it (the event's `data`: the Message at that moment).
@@ -231,6 +260,11 @@ pub async fn expire_unknown(
         .await?;
     for e in &expired {
         if let Some(m) = tx.get_message(e.org_id, e.id).await? {
+            let before = Message {
+                status: Status::Sending,
+                ..m.clone()
+            };
+            campaign_progress(&mut tx, &before, m.status, m.failure_code.as_deref()).await?;
             events::message_status(&mut tx, m.org_id, Status::Sending, m.status, || m.clone())
                 .await?;
         }

@@ -116,10 +116,7 @@ pub(super) fn parse_to(
     }
 }
 
-pub(super) fn parse_sender(
-    obj: &Map<String, Value>,
-    errors: &mut Vec<FieldError>,
-) -> Option<Sender> {
+pub fn parse_sender(obj: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<Sender> {
     let mut read = |key: &str| match get(obj, key) {
         None => None,
         Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),

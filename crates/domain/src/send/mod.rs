@@ -16,6 +16,7 @@ mod media;
 mod template;
 mod window;
 
+pub use address::parse_sender;
 use address::*;
 use content::*;
 pub use idempotency::*;

@@ -7,6 +7,7 @@
 mod common;
 
 mod billing;
+mod campaigns;
 mod cli;
 mod contacts;
 mod crash_safety;

@@ -1,0 +1,325 @@
+//! The campaign worker's steps: launch a due scheduled campaign, and for a running one end
+//! the rest at `expires_at`, pause on the error threshold, complete it when every recipient
+//! has an outcome, and fan out the next batch of pending recipients into messages.
+//!
+//! Exactly once: a recipient's message is accepted with the idempotency key
+//! `campaign/<campaign>/<contact>` (a `/` no API key can hold) through the store's acceptance
+//! (`Db::accept_messages`, the path of POST /messages: key, charges, message and dispatch
+//! queue in one transaction). A second attempt for the same recipient (a crash between the
+//! acceptance and marking the recipient, a second process) finds the key bound and only
+//! marks the recipient with the message that exists. The key outlives any campaign.
+//!
+//! Pacing: the batch tops the campaign's queued messages up to about one second of the
+//! number's throughput, so the dispatcher always has the next ones while pause, expiry and
+//! API sends (claimed first: the priority lane) take effect within about a second.
+
+use serde_json::Value;
+use tern_cloudapi::send as network;
+use tern_domain::campaign::{self, Params, PauseReason, SkipReason, Status};
+use tern_domain::contact::Consent;
+use tern_domain::message::{Direction, Status as MessageStatus};
+use tern_domain::plan::Overrides;
+use tern_domain::send::Kind;
+use tern_domain::{new_id, template};
+use tern_store::{Accept, Acceptance, Campaign, Message, Org};
+use uuid::Uuid;
+
+use super::{change, pause, pause_reason_for, resolve, sendable};
+use crate::{Core, Principal, Result};
+
+/// How long a recipient's idempotency key is kept: longer than any campaign runs.
+const KEY_TTL_MS: i64 = 400 * 24 * 60 * 60 * 1000;
+/// The most messages one step accepts.
+pub const MAX_BATCH: i64 = 500;
+/// Outcomes looked at by the error threshold.
+const THRESHOLD_WINDOW: i64 = 100;
+
+/// What one step did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Messages accepted.
+    pub accepted: usize,
+    /// Recipients skipped at fan-out.
+    pub skipped: usize,
+    /// The campaign's status after the step.
+    pub status: Option<Status>,
+}
+
+/// The organisation acting as the caller of its own campaign's sends.
+fn principal(org: Org) -> Principal {
+    Principal::system(org)
+}
+
+/// Works one scheduled or running campaign once.
+pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step> {
+    let Some(org) = core.db.get_org(org_id).await? else {
+        return Ok(Step::default());
+    };
+    let p = principal(org);
+    let mut c = super::get(core, org_id, id).await?;
+    if c.status == Status::Scheduled && c.scheduled_at.is_some_and(|t| t <= now) {
+        c = launch_due(core, &p, c, now).await?;
+    }
+    if c.status != Status::Running {
+        return Ok(Step {
+            status: Some(c.status),
+            ..Default::default()
+        });
+    }
+    if c.expires_at.is_some_and(|t| t <= now) {
+        let mut tx = core.db.begin().await?;
+        let n = tx.expire_recipients(id, now).await?;
+        tx.commit().await?;
+        if n > 0 {
+            tracing::info!(campaign = %id, expired = n, "campaign expired");
+        }
+    }
+    let counts = core.db.campaign_counts(id).await?;
+    if counts.open() <= 0 {
+        let c = change(core, org_id, id, None, now, |c| {
+            if c.status == Status::Running {
+                c.status = Status::Completed;
+                c.completed_at = Some(now);
+            }
+            Ok(())
+        })
+        .await?;
+        return Ok(Step {
+            status: Some(c.status),
+            ..Default::default()
+        });
+    }
+    if counts.failed >= 20 {
+        let last = core.db.campaign_last_outcomes(id, THRESHOLD_WINDOW).await?;
+        if campaign::error_threshold_reached(&last) {
+            return paused(core, org_id, id, PauseReason::ErrorThreshold, now).await;
+        }
+    }
+    if counts.pending <= 0 {
+        return Ok(running());
+    }
+    let (number, tpl, charges) = match sendable(core, &p, &c, now).await {
+        Ok(s) => s,
+        Err(problem) => {
+            return match pause_reason_for(&problem) {
+                Some(r) => paused(core, org_id, id, r, now).await,
+                None => Err(problem),
+            };
+        }
+    };
+    // About one second of the number's pace queued ahead of the dispatcher.
+    let target = number.throughput_mps.max(20);
+    let room = (target - counts.queued).min(MAX_BATCH);
+    if room <= 0 {
+        return Ok(running());
+    }
+    let rows = core.db.pending_recipients(id, &number.id, room).await?;
+    let params = Params::from_json(&c.params.0);
+    let needs_phone = template::needs_phone_number(tpl.category, &tpl.components);
+    let mut skips: Vec<(Uuid, SkipReason)> = Vec::new();
+    let mut items: Vec<Accept> = Vec::with_capacity(rows.len());
+    for r in rows {
+        if Consent::parse(&r.consent_status) == Some(Consent::OptedOut) {
+            skips.push((r.contact_id, SkipReason::OptedOut));
+            continue;
+        }
+        let address = match (&r.wa_id, &r.user_id) {
+            (Some(w), _) => network::Address::Phone(w),
+            (None, Some(_)) if needs_phone => {
+                skips.push((r.contact_id, SkipReason::PhoneNumberRequired));
+                continue;
+            }
+            (None, Some(u)) => network::Address::UserId(u),
+            (None, None) => {
+                skips.push((r.contact_id, SkipReason::NoAddress));
+                continue;
+            }
+        };
+        let components = match &params {
+            Params::Components(c) => c.clone(),
+            Params::None => Value::Array(template::network_components(&tpl.components, &[], None)),
+            Params::Variables(_) => {
+                let vars = r
+                    .variables
+                    .as_ref()
+                    .map(|v| v.0.as_slice())
+                    .unwrap_or_default();
+                Value::Array(template::network_components(&tpl.components, vars, None))
+            }
+        };
+        let content = network::template_object(&c.template_name, &c.template_language, components);
+        let request = network::message_request(address, Kind::Template.as_str(), content, None);
+        let message = Message {
+            id: new_id(),
+            org_id,
+            conversation_id: r.conversation_id.unwrap_or_else(new_id),
+            contact_id: r.contact_id,
+            phone_number_id: number.id.clone(),
+            direction: Direction::Outbound,
+            r#type: Kind::Template.as_str().into(),
+            status: MessageStatus::Accepted,
+            template_name: Some(c.template_name.clone()),
+            template_language: Some(c.template_language.clone()),
+            text: None,
+            media_id: None,
+            wamid: None,
+            request,
+            campaign_id: Some(id),
+            created_at: now,
+            sent_at: None,
+            delivered_at: None,
+            read_at: None,
+            failed_at: None,
+            failure_code: None,
+            failure: None,
+            updated_at: now,
+            content: None,
+            reply_to: None,
+            referral: None,
+            edited_at: None,
+            revoked_at: None,
+        };
+        items.push(Accept {
+            message,
+            key: recipient_key(id, r.contact_id),
+            fingerprint: id.as_bytes().to_vec(),
+            key_expires_at: now + KEY_TTL_MS,
+            charges: charges.clone(),
+            new_contact: None,
+            contact_limit: None,
+            new_conversation: r.conversation_id.is_none(),
+        });
+    }
+    let results = core.db.accept_messages(&mut items).await;
+    let mut messaged: Vec<(Uuid, Uuid)> = Vec::with_capacity(items.len());
+    let mut stop: Option<PauseReason> = None;
+    let mut accepted = 0;
+    for (item, result) in items.iter().zip(results) {
+        match result {
+            Ok(Acceptance::Accepted) => {
+                accepted += 1;
+                messaged.push((item.message.contact_id, item.message.id));
+            }
+            // Accepted before (a crash before the recipient was marked, or another
+            // process): that message is the recipient's one.
+            Ok(Acceptance::KeyTaken(rec)) => {
+                if let Some(m) = rec.message_id {
+                    messaged.push((item.message.contact_id, m));
+                }
+            }
+            Ok(Acceptance::WalletLow { .. }) => {
+                stop.get_or_insert(PauseReason::WalletBalanceLow);
+            }
+            Ok(Acceptance::AllowanceUsed { .. }) => {
+                stop.get_or_insert(PauseReason::UsageLimitReached);
+            }
+            Ok(Acceptance::ContactLimit { .. }) => {}
+            Err(e) => {
+                tracing::warn!(campaign = %id, error = %e, "campaign message not accepted; retried")
+            }
+        }
+    }
+    let mut tx = core.db.begin().await?;
+    tx.mark_recipients_messaged(id, &messaged, now).await?;
+    skips.sort_by_key(|s| s.1);
+    for group in skips.chunk_by(|a, b| a.1 == b.1) {
+        let ids: Vec<Uuid> = group.iter().map(|s| s.0).collect();
+        tx.skip_recipients(id, &ids, group[0].1.as_str(), now)
+            .await?;
+    }
+    tx.commit().await?;
+    if accepted > 0 {
+        core.dispatch_wakeup.notify_one();
+        metrics::counter!("tern_campaign_messages_total").increment(accepted as u64);
+    }
+    let mut step = Step {
+        accepted,
+        skipped: skips.len(),
+        status: Some(Status::Running),
+    };
+    if let Some(r) = stop {
+        step.status = paused(core, org_id, id, r, now).await?.status;
+    }
+    Ok(step)
+}
+
+/// The idempotency key of a recipient's message.
+pub fn recipient_key(campaign_id: Uuid, contact_id: Uuid) -> String {
+    format!("campaign/{campaign_id}/{contact_id}")
+}
+
+fn running() -> Step {
+    Step {
+        status: Some(Status::Running),
+        ..Default::default()
+    }
+}
+
+async fn paused(core: &Core, org_id: Uuid, id: Uuid, r: PauseReason, now: i64) -> Result<Step> {
+    tracing::warn!(campaign = %id, reason = r.as_str(), "campaign paused");
+    let c = pause(core, org_id, id, r, now).await?;
+    Ok(Step {
+        status: Some(c.status),
+        ..Default::default()
+    })
+}
+
+/// A scheduled campaign whose time came: launched as `POST …/launch` would (resolved first
+/// if it was not); when a check refuses, paused with the matching reason.
+async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result<Campaign> {
+    let (org_id, id) = (c.org_id, c.id);
+    if let Err(problem) = sendable(core, p, &c, now).await {
+        let reason = pause_reason_for(&problem).unwrap_or(PauseReason::TemplateNotApproved);
+        tracing::warn!(campaign = %id, reason = reason.as_str(), "scheduled campaign could not launch");
+        return change(core, org_id, id, None, now, |c| {
+            if c.status == Status::Scheduled {
+                c.status = Status::Paused;
+                c.pause_reason = Some(reason.as_str().to_string());
+                c.paused_at = Some(now);
+                c.launched_at = Some(now);
+            }
+            Ok(())
+        })
+        .await;
+    }
+    if c.resolved_at.is_none() {
+        match resolve(core, org_id, id, true, now).await {
+            Ok(_) => {}
+            Err(p) if p.details.get("reason").and_then(Value::as_str) == Some("audience_empty") => {
+                // Nothing to send: the campaign is done.
+                return change(core, org_id, id, None, now, |c| {
+                    c.status = Status::Completed;
+                    c.launched_at = Some(now);
+                    c.completed_at = Some(now);
+                    c.recipient_count = Some(0);
+                    Ok(())
+                })
+                .await;
+            }
+            Err(p) => return Err(p),
+        }
+    }
+    change(core, org_id, id, None, now, |c| {
+        if c.status == Status::Scheduled {
+            c.status = Status::Running;
+            c.launched_at = Some(now);
+        }
+        Ok(())
+    })
+    .await
+}
+
+impl Principal {
+    /// The organisation itself, for work it asked for earlier (a campaign's sends): its plan
+    /// and billing state, every permission.
+    pub fn system(org: Org) -> Principal {
+        Principal {
+            org_id: org.id,
+            key_id: Uuid::nil(),
+            role: tern_domain::auth::Role::Owner,
+            permissions: tern_domain::auth::Permission::ALL.to_vec(),
+            overrides: Overrides::from_json(&org.overrides),
+            org,
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Campaigns (DESIGN.md "Campaigns"): create, resolve the audience into recipients,
+//! schedule, launch, pause, resume, and the worker's steps ([`fanout`]). Every status change
+//! goes through [`change`] (one writer: the campaign row is locked, the domain's rule
+//! decides, the `campaign.status` event joins the transaction).
+
+pub mod fanout;
+pub mod view;
+
+use tern_domain::campaign::{self, Action, NewCampaign, Params, PauseReason, SkipReason, Status};
+use tern_domain::contact::Consent;
+use tern_domain::events::EventType;
+use tern_domain::plan::{Entitlement, Feature};
+use tern_domain::send::Kind;
+use tern_domain::{Problem, new_id, template};
+use tern_store::{Campaign, NewRecipient, PhoneNumber, Template};
+use uuid::Uuid;
+
+use crate::messages::send::{billing, choose_number, not_connected, template_not_approved};
+use crate::{Core, Principal, Result, events, numbers};
+
+/// Creates a `draft` campaign (`POST /campaigns`).
+pub async fn create(
+    core: &Core,
+    p: &Principal,
+    body: &serde_json::Value,
+    now: i64,
+) -> Result<Campaign> {
+    p.require_feature(Feature::Campaigns)?;
+    let new: NewCampaign = campaign::parse_create(body, now)?;
+    let numbers = core.db.list_phone_numbers(p.org_id, None, 100).await?;
+    let refs: Vec<&PhoneNumber> = numbers.iter().collect();
+    let number = &numbers[choose_number(&refs, new.sender.as_ref())?];
+    let effective = p.effective();
+    if effective.limit(Entitlement::Campaigns).is_some() {
+        let used = core.db.count_campaigns(p.org_id).await?;
+        effective.check_count(Entitlement::Campaigns, used)?;
+    }
+    let c = Campaign {
+        id: new_id(),
+        org_id: p.org_id,
+        name: new.name,
+        status: Status::Draft,
+        template_name: new.template_name,
+        template_language: new.template_language,
+        phone_number_id: number.id.clone(),
+        audience: sqlx_json(new.audience.to_json()),
+        params: sqlx_json(new.params.to_json()),
+        scheduled_at: None,
+        expires_at: new.expires_at,
+        recipient_count: None,
+        pause_reason: None,
+        resolved_at: None,
+        launched_at: None,
+        paused_at: None,
+        completed_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    core.db.insert_campaign(&c).await?;
+    Ok(c)
+}
+
+fn sqlx_json(v: serde_json::Value) -> tern_store::Json<serde_json::Value> {
+    tern_store::Json(v)
+}
+
+/// The organisation's campaign, or 404.
+pub async fn get(core: &Core, org_id: Uuid, id: Uuid) -> Result<Campaign> {
+    core.db.get_campaign(org_id, id).await?.ok_or_else(|| {
+        Problem::not_found().with_message("No campaign with this id in the organisation.")
+    })
+}
+
+/// The campaign as the API shows it (with its counts).
+pub async fn show(core: &Core, c: &Campaign) -> Result<view::Campaign> {
+    let counts = core.db.campaign_counts(c.id).await?;
+    Ok(view::Campaign::new(c, counts))
+}
+
+/// `GET /campaigns/{id}/progress`.
+pub async fn progress(core: &Core, org_id: Uuid, id: Uuid) -> Result<view::Progress> {
+    let c = get(core, org_id, id).await?;
+    let counts = core.db.campaign_counts(id).await?;
+    let mut skipped_reasons = std::collections::BTreeMap::new();
+    let mut failure_codes = std::collections::BTreeMap::new();
+    for (kind, reason, n) in core.db.campaign_reasons(id).await? {
+        match kind.as_str() {
+            "skipped" => skipped_reasons.insert(reason, n),
+            _ => failure_codes.insert(reason, n),
+        };
+    }
+    Ok(view::Progress {
+        campaign_id: id.to_string(),
+        status: c.status.as_str().to_string(),
+        counts: counts.into(),
+        skipped_reasons,
+        failure_codes,
+        updated_at: tern_domain::time::format_ms(tern_domain::time::now_ms().max(c.updated_at)),
+    })
+}
+
+/// Runs `f` on the locked campaign and writes what it left, with a `campaign.status` event
+/// when the status changed. `action`: refuse with `invalid_campaign_state` unless the
+/// campaign's status allows it. The one writer of a campaign's row.
+pub(crate) async fn change(
+    core: &Core,
+    org_id: Uuid,
+    id: Uuid,
+    action: Option<Action>,
+    now: i64,
+    f: impl FnOnce(&mut Campaign) -> Result<()>,
+) -> Result<Campaign> {
+    let mut tx = core.db.begin().await?;
+    let mut c = tx
+        .lock_campaign(org_id, id)
+        .await?
+        .ok_or_else(Problem::not_found)?;
+    if let Some(a) = action
+        && !c.status.allows(a)
+    {
+        return Err(campaign::invalid_state(c.status, a));
+    }
+    let before = c.status;
+    f(&mut c)?;
+    c.updated_at = if now > c.updated_at {
+        now
+    } else {
+        c.updated_at + 1
+    };
+    tx.save_campaign(&c).await?;
+    if c.status != before {
+        let counts = core.db.campaign_counts(id).await?;
+        events::emit(&mut tx, org_id, EventType::CampaignStatus, || {
+            view::Campaign::new(&c, counts)
+        })
+        .await?;
+        metrics::counter!("tern_campaign_status_total", "status" => c.status.as_str()).increment(1);
+    }
+    tx.commit().await?;
+    Ok(c)
+}
+
+/// `POST /campaigns/{id}/<action>`.
+pub async fn act(
+    core: &Core,
+    p: &Principal,
+    id: Uuid,
+    action: Action,
+    body: &serde_json::Value,
+    now: i64,
+) -> Result<Campaign> {
+    p.require_feature(Feature::Campaigns)?;
+    let c = get(core, p.org_id, id).await?;
+    if !c.status.allows(action) {
+        return Err(campaign::invalid_state(c.status, action));
+    }
+    match action {
+        Action::Resolve => resolve(core, p.org_id, id, false, now).await,
+        Action::Schedule => {
+            let s = campaign::parse_schedule(body, now)?;
+            change(core, p.org_id, id, Some(action), now, |c| {
+                c.scheduled_at = s.scheduled_at;
+                if let Some(e) = s.expires_at {
+                    c.expires_at = e;
+                }
+                c.status = match (s.scheduled_at, c.resolved_at) {
+                    (Some(_), _) => Status::Scheduled,
+                    (None, Some(_)) => Status::Ready,
+                    (None, None) => Status::Draft,
+                };
+                Ok(())
+            })
+            .await
+        }
+        Action::Launch => {
+            sendable(core, p, &c, now).await?;
+            if c.resolved_at.is_none() {
+                resolve(core, p.org_id, id, true, now).await?;
+            }
+            change(core, p.org_id, id, Some(action), now, |c| {
+                c.status = Status::Running;
+                c.launched_at = Some(now);
+                Ok(())
+            })
+            .await
+        }
+        Action::Pause => pause(core, p.org_id, id, PauseReason::Manual, now).await,
+        Action::Resume => {
+            sendable(core, p, &c, now).await?;
+            change(core, p.org_id, id, Some(action), now, |c| {
+                c.status = Status::Running;
+                c.pause_reason = None;
+                c.paused_at = None;
+                Ok(())
+            })
+            .await
+        }
+    }
+}
+
+/// Pauses a running campaign with `reason`.
+pub async fn pause(
+    core: &Core,
+    org_id: Uuid,
+    id: Uuid,
+    reason: PauseReason,
+    now: i64,
+) -> Result<Campaign> {
+    change(core, org_id, id, Some(Action::Pause), now, |c| {
+        c.status = Status::Paused;
+        c.pause_reason = Some(reason.as_str().to_string());
+        c.paused_at = Some(now);
+        Ok(())
+    })
+    .await
+}
+
+/// The pause reason for a refusal of the checks of a send, if one fits.
+pub fn pause_reason_for(p: &Problem) -> Option<PauseReason> {
+    let code = p.code.as_str();
+    let reason = p.details.get("reason").and_then(|r| r.as_str());
+    Some(match (code, reason) {
+        ("wallet_balance_low", _) => PauseReason::WalletBalanceLow,
+        ("usage_limit_reached", _) => PauseReason::UsageLimitReached,
+        ("subscription_restricted", _) => PauseReason::SubscriptionRestricted,
+        ("template_not_approved", _) | ("validation_failed", _) => PauseReason::TemplateNotApproved,
+        ("plan_feature_unavailable", _) => PauseReason::PlanFeatureUnavailable,
+        ("conflict", Some("phone_number_not_connected" | "no_connected_phone_number")) => {
+            PauseReason::PhoneNumberNotConnected
+        }
+        _ => return None,
+    })
+}
+
+/// What a template send of this campaign checks (launch, resume, and each fan-out batch):
+/// the plan's `campaigns` feature, the number can send, the template is approved for the
+/// number's WABA and takes these parameters, the subscription and the wallet allow a send.
+/// Returns the number and the template.
+pub(crate) async fn sendable(
+    core: &Core,
+    p: &Principal,
+    c: &Campaign,
+    now: i64,
+) -> Result<(PhoneNumber, Template, tern_store::Charges)> {
+    p.require_feature(Feature::Campaigns)?;
+    let number = core
+        .db
+        .get_phone_number(&c.phone_number_id)
+        .await?
+        .filter(|n| n.org_id == c.org_id)
+        .ok_or_else(|| not_connected(&c.phone_number_id))?;
+    if !numbers::can_send(&number) {
+        return Err(not_connected(&number.id));
+    }
+    let tpl = core
+        .db
+        .find_approved_template(
+            c.org_id,
+            &number.waba_id,
+            &c.template_name,
+            &c.template_language,
+        )
+        .await?
+        .ok_or_else(|| template_not_approved(&c.template_name, &c.template_language))?;
+    let (vars, components) = match Params::from_json(&c.params.0) {
+        Params::None => (None, None),
+        // A contact's value stands in as a placeholder: the shape is what is checked here.
+        Params::Variables(v) => (
+            Some(
+                v.iter()
+                    .map(|v| match v {
+                        campaign::Variable::Literal(s) => s.clone(),
+                        campaign::Variable::Field { .. } => "x".to_string(),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            None,
+        ),
+        Params::Components(c) => (None, Some(c)),
+    };
+    template::check_send(&tpl.components, vars.as_deref(), components.as_ref(), None)
+        .map_err(|r| r.into_problem())?;
+    let charges = billing(p, Kind::Template, Some(tpl.category), now)?;
+    Ok((number, tpl, charges))
+}
+
+/// Snapshots the audience into recipients (`draft` | `ready` → `ready`): one read of the
+/// audience, variables filled per contact, opted-out contacts and those whose values break
+/// the rules skipped with a reason, written with multi-row inserts in one transaction.
+/// `for_launch`: also from `scheduled` (a launch resolves first when it was not).
+pub async fn resolve(
+    core: &Core,
+    org_id: Uuid,
+    id: Uuid,
+    for_launch: bool,
+    now: i64,
+) -> Result<Campaign> {
+    let c = get(core, org_id, id).await?;
+    let Some(spec) = campaign::AudienceSpec::from_json(&c.audience.0) else {
+        return Err(Problem::unavailable());
+    };
+    let contacts = core.db.audience_contacts(org_id, &spec).await?;
+    if contacts.is_empty() {
+        return Err(
+            Problem::conflict("audience_empty").with_message("The audience matches no contact.")
+        );
+    }
+    let params = Params::from_json(&c.params.0);
+    // The template, if approved already: whether it needs a phone number (BSUID-only
+    // contacts are skipped then).
+    let number = core.db.get_phone_number(&c.phone_number_id).await?;
+    let needs_phone = match &number {
+        Some(n) => core
+            .db
+            .find_approved_template(org_id, &n.waba_id, &c.template_name, &c.template_language)
+            .await?
+            .is_some_and(|t| template::needs_phone_number(t.category, &t.components)),
+        None => false,
+    };
+    let recipients: Vec<NewRecipient> = contacts
+        .iter()
+        .map(|ct| {
+            let mut r = NewRecipient {
+                contact_id: ct.id,
+                skipped: None,
+                variables: None,
+            };
+            let skip = if Consent::parse(&ct.consent_status) == Some(Consent::OptedOut) {
+                Some(SkipReason::OptedOut)
+            } else if ct.wa_id.is_none() && ct.user_id.is_none() {
+                Some(SkipReason::NoAddress)
+            } else if needs_phone && ct.wa_id.is_none() {
+                Some(SkipReason::PhoneNumberRequired)
+            } else {
+                None
+            };
+            if let Params::Variables(vars) = &params {
+                let values = campaign::ContactValues {
+                    name: ct.name.as_deref(),
+                    wa_id: ct.wa_id.as_deref(),
+                    custom_fields: &ct.custom_fields.0,
+                };
+                match campaign::fill(vars, values) {
+                    Some(v) => r.variables = Some(v),
+                    None if skip.is_none() => {
+                        r.skipped = Some(SkipReason::VariableInvalid.as_str())
+                    }
+                    None => {}
+                }
+            }
+            if let Some(s) = skip {
+                r.skipped = Some(s.as_str());
+            }
+            r
+        })
+        .collect();
+    let mut tx = core.db.begin().await?;
+    let Some(mut locked) = tx.lock_campaign(org_id, id).await? else {
+        return Err(Problem::not_found());
+    };
+    let allowed = locked.status.allows(Action::Resolve)
+        || (for_launch && locked.status.allows(Action::Launch));
+    if !allowed {
+        return Err(campaign::invalid_state(locked.status, Action::Resolve));
+    }
+    tx.replace_recipients(id, &recipients, now).await?;
+    let before = locked.status;
+    locked.status = if locked.status == Status::Draft {
+        Status::Ready
+    } else {
+        locked.status
+    };
+    locked.recipient_count = Some(recipients.len() as i64);
+    locked.resolved_at = Some(now);
+    locked.updated_at = if now > locked.updated_at {
+        now
+    } else {
+        locked.updated_at + 1
+    };
+    tx.save_campaign(&locked).await?;
+    if locked.status != before {
+        let pending = recipients.iter().filter(|r| r.skipped.is_none()).count() as i64;
+        let counts = tern_store::CampaignCounts {
+            pending,
+            skipped: recipients.len() as i64 - pending,
+            ..Default::default()
+        };
+        events::emit(&mut tx, org_id, EventType::CampaignStatus, || {
+            view::Campaign::new(&locked, counts)
+        })
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(locked)
+}

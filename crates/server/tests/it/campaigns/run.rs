@@ -1,0 +1,348 @@
+//! Running campaigns with the workers against the simulator, on both backends: a 2,000-
+//! recipient campaign paused and resumed several times sends each recipient exactly one
+//! message (the simulator's request log is the proof); scheduled launch, expiry, and the
+//! wallet and error-threshold auto-pauses.
+
+use super::*;
+use crate::common::{APP_SECRET, Backend, eventually_within};
+use std::collections::HashMap;
+use std::time::Duration;
+use tern_domain::time::now_ms;
+use tern_simulator::{Behaviour, NumberSpec, RecipientSpec, SimHandle, TemplateSeed};
+
+const WABA: &str = "waba1";
+
+struct Run {
+    app: TestApp,
+    sim: SimHandle,
+    key: String,
+}
+
+/// Tern with its workers, the simulator as the network, one number at `mps` on both sides,
+/// and template `promo` (one variable) approved on both sides.
+async fn start(backend: Backend, mps: i64) -> Run {
+    let sim = tern_simulator::start(tern_simulator::SimArgs::local(APP_SECRET))
+        .await
+        .unwrap();
+    let app = TestApp::start_with_graph(backend, &sim.base_url(), true).await;
+    sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
+    sim.register_number(NumberSpec {
+        id: PNID.into(),
+        display_phone_number: "+14155550100".into(),
+        waba_id: WABA.into(),
+        access_token: "token".into(),
+        throughput_mps: Some(mps as u32),
+        verified_name: None,
+    })
+    .unwrap();
+    app.add_number(&app.org_id, PNID, "+14155550100").await;
+    app.db
+        .update_phone_number(PNID, None, Some(mps), now_ms())
+        .await
+        .unwrap();
+    let components =
+        json!([{"type": "BODY", "text": "Hello {{1}}.", "example": {"body_text": [["Ada"]]}}]);
+    sim.seed_template(TemplateSeed {
+        waba_id: WABA.into(),
+        name: "promo".into(),
+        language: "en_US".into(),
+        category: "marketing".into(),
+        status: "approved".into(),
+        parameter_format: None,
+        components: components.as_array().unwrap().clone(),
+    });
+    insert_template(&app, "promo", components, "marketing").await;
+    let key = app.owner_key("full_access").await.1;
+    Run { app, sim, key }
+}
+
+/// `n` contacts tagged `tag`, named `C<i>`, phones from `base`.
+async fn contacts(app: &TestApp, n: usize, base: u64, tag: &str) -> Vec<String> {
+    let org = app.org_uuid();
+    let mut phones = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let db = app.db.clone();
+            let tag = tag.to_string();
+            let wa = (base + i as u64).to_string();
+            tasks.spawn(async move {
+                let (c, _) = db
+                    .upsert_contact_by_wa_id(
+                        org,
+                        &wa,
+                        Some(&format!("C{i}")),
+                        None,
+                        uuid::Uuid::now_v7(),
+                        now_ms(),
+                    )
+                    .await
+                    .unwrap();
+                db.add_contact_tags(org, c.id, &[tag], now_ms())
+                    .await
+                    .unwrap();
+                wa
+            });
+        }
+        while let Some(wa) = tasks.join_next().await {
+            phones.push(wa.unwrap());
+        }
+    }
+    phones
+}
+
+/// Sends the simulator took (200), per recipient.
+fn sends_per_recipient(sim: &SimHandle) -> HashMap<String, Vec<Value>> {
+    let mut per: HashMap<String, Vec<Value>> = HashMap::new();
+    for r in sim.requests() {
+        if r.method == "POST" && r.path.ends_with("/messages") && r.response_status == Some(200) {
+            let to = r.body["to"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_start_matches('+')
+                .to_string();
+            per.entry(to).or_default().push(r.body.clone());
+        }
+    }
+    per
+}
+
+fn sent_count(sim: &SimHandle) -> usize {
+    sends_per_recipient(sim).values().map(Vec::len).sum()
+}
+
+async fn status_of(r: &Run, id: &str) -> Value {
+    let (s, _, c) = call(&r.app, &r.key, "GET", &format!("/campaigns/{id}"), None).await;
+    assert_eq!(s, 200, "{c}");
+    c
+}
+
+async fn wait_status(r: &Run, id: &str, want: &str, bound: Duration) -> Value {
+    eventually_within(bound, &format!("campaign {want}"), || async {
+        let c = status_of(r, id).await;
+        (c["status"] == want).then_some(c)
+    })
+    .await
+}
+
+async fn launch(r: &Run, tag: &str, extra: Value) -> String {
+    let mut body = json!({"name": "Run", "template": {"name": "promo", "language": "en_US",
+                           "variables": [{"field": "name", "fallback": "friend"}]},
+                          "audience": {"tags": [tag]}});
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    let c = create(&r.app, &r.key, body).await;
+    let id = c["id"].as_str().unwrap().to_string();
+    let (s, l) = act(&r.app, &r.key, &id, "launch", None).await;
+    assert_eq!(s, 200, "{l}");
+    id
+}
+
+async fn paused_and_resumed_sends_each_recipient_once(backend: Backend) {
+    const N: usize = 2_000;
+    let r = start(backend, 400).await;
+    let phones = contacts(&r.app, N, 447_700_100_000, "all").await;
+    let id = launch(&r, "all", json!({})).await;
+    for at in [300, 900, 1_500] {
+        eventually_within(Duration::from_secs(60), "sends before pausing", || async {
+            (sent_count(&r.sim) >= at).then_some(())
+        })
+        .await;
+        let (s, p) = act(&r.app, &r.key, &id, "pause", None).await;
+        assert_eq!((s, p["status"].as_str()), (200, Some("paused")), "{p}");
+        // Sends already claimed when the pause landed finish; then nothing goes.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let settled = sent_count(&r.sim);
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert_eq!(sent_count(&r.sim), settled, "nothing is sent while paused");
+        assert!(settled < N, "paused before the end ({settled})");
+        let p = progress(&r.app, &r.key, &id).await;
+        assert!(p["pending"].as_i64().unwrap() > 0, "{p}");
+        let (s, c) = act(&r.app, &r.key, &id, "resume", None).await;
+        assert_eq!(s, 200, "{c}");
+    }
+    let done = wait_status(&r, &id, "completed", Duration::from_secs(120)).await;
+    assert!(done["completed_at"].is_string());
+    let per = sends_per_recipient(&r.sim);
+    assert_eq!(per.len(), N, "every recipient reached");
+    for wa in &phones {
+        let sends = per.get(wa).map(Vec::len).unwrap_or_default();
+        assert_eq!(sends, 1, "recipient {wa} got {sends} messages");
+    }
+    // The value filled in for each recipient is its contact's name.
+    let body = &per[&phones[7]][0];
+    let param = &body["template"]["components"][0]["parameters"][0]["text"];
+    assert!(param.as_str().unwrap().starts_with('C'), "{body}");
+    // Progress settles with every recipient sent (and further).
+    let p = eventually_within(Duration::from_secs(30), "statuses settled", || async {
+        let p = progress(&r.app, &r.key, &id).await;
+        (p["queued"] == 0
+            && p["sent"].as_i64().unwrap()
+                + p["delivered"].as_i64().unwrap()
+                + p["read"].as_i64().unwrap()
+                == N as i64)
+            .then_some(p)
+    })
+    .await;
+    assert_eq!(p["total"], N);
+    // Recipients point at their messages, which carry the campaign id.
+    let (_, _, page) = call(
+        &r.app,
+        &r.key,
+        "GET",
+        &format!("/campaigns/{id}/recipients?limit=3"),
+        None,
+    )
+    .await;
+    let m = page["data"][0]["message_id"].as_str().unwrap();
+    let (s, _, msg) = call(&r.app, &r.key, "GET", &format!("/messages/{m}"), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(msg["campaign_id"], id.as_str());
+    assert_eq!(msg["type"], "template");
+    r.sim.shutdown().await;
+    r.app.stop().await;
+}
+
+async fn schedules_expiry_and_auto_pauses(backend: Backend) {
+    let r = start(backend, 50).await;
+    // Due launch: scheduled a moment ahead, it launches and completes by itself.
+    contacts(&r.app, 3, 447_700_200_000, "few").await;
+    let c = create(&r.app, &r.key, json!({"name": "Later", "template": {"name": "promo", "language": "en_US", "variables": ["x"]},
+                                          "audience": {"tags": ["few"]}})).await;
+    let id = c["id"].as_str().unwrap().to_string();
+    let at = tern_domain::time::format_ms(now_ms() + 1_200);
+    let (s, c) = act(
+        &r.app,
+        &r.key,
+        &id,
+        "schedule",
+        Some(json!({"scheduled_at": at})),
+    )
+    .await;
+    assert_eq!((s, c["status"].as_str()), (200, Some("scheduled")), "{c}");
+    let done = wait_status(&r, &id, "completed", Duration::from_secs(30)).await;
+    assert!(done["launched_at"].is_string());
+    assert_eq!(sent_count(&r.sim), 3);
+
+    // Expiry: a campaign paused past its expires_at ends the rest as expired on resume.
+    contacts(&r.app, 4, 447_700_300_000, "exp").await;
+    let expires = tern_domain::time::format_ms(now_ms() + 1_000);
+    let c = create(&r.app, &r.key, json!({"name": "Exp", "template": {"name": "promo", "language": "en_US", "variables": ["x"]},
+                                          "audience": {"tags": ["exp"]}, "expires_at": expires})).await;
+    let id = c["id"].as_str().unwrap().to_string();
+    act(&r.app, &r.key, &id, "resolve", None).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (s, c) = act(&r.app, &r.key, &id, "launch", None).await;
+    assert_eq!(s, 200, "{c}");
+    wait_status(&r, &id, "completed", Duration::from_secs(30)).await;
+    let p = progress(&r.app, &r.key, &id).await;
+    assert_eq!(
+        (p["expired"].as_i64(), p["total"].as_i64()),
+        (Some(4), Some(4)),
+        "{p}"
+    );
+    assert_eq!(sent_count(&r.sim), 3, "nothing sent after expiry");
+
+    // Wallet: room for two template messages, then paused with wallet_balance_low.
+    r.app
+        .admin(&[
+            "org",
+            "update",
+            "--org",
+            &r.app.org_id,
+            "--price",
+            "marketing=100",
+            "--wallet-balance-minor",
+            "250",
+        ])
+        .await
+        .unwrap();
+    contacts(&r.app, 5, 447_700_400_000, "wallet").await;
+    let id = launch(&r, "wallet", json!({})).await;
+    let c = wait_status(&r, &id, "paused", Duration::from_secs(30)).await;
+    assert_eq!(c["pause_reason"], "wallet_balance_low");
+    let p = progress(&r.app, &r.key, &id).await;
+    assert_eq!(p["pending"], 3, "{p}");
+    // Resume checks the wallet like a send: refused while it is low.
+    let (s, e) = act(&r.app, &r.key, &id, "resume", None).await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (402, Some("wallet_balance_low")),
+        "{e}"
+    );
+    r.app
+        .admin(&[
+            "org",
+            "update",
+            "--org",
+            &r.app.org_id,
+            "--price",
+            "marketing=0",
+        ])
+        .await
+        .unwrap();
+
+    // Error threshold: recipients the network cannot reach fail; at 20 failures that are at
+    // least a fifth of the last outcomes the campaign pauses itself.
+    let bad = contacts(&r.app, 200, 447_700_500_000, "bad").await;
+    for wa in &bad {
+        r.sim
+            .register_recipient(RecipientSpec {
+                wa_id: wa.clone(),
+                behaviour: Behaviour::NotOnWhatsapp,
+                fail_code: None,
+                profile_name: None,
+            })
+            .unwrap();
+    }
+    r.app
+        .db
+        .update_phone_number(PNID, None, Some(20), now_ms())
+        .await
+        .unwrap();
+    let id = launch(&r, "bad", json!({})).await;
+    let c = wait_status(&r, &id, "paused", Duration::from_secs(60)).await;
+    assert_eq!(c["pause_reason"], "error_threshold");
+    let p = eventually_within(Duration::from_secs(10), "failures counted", || async {
+        let p = progress(&r.app, &r.key, &id).await;
+        (p["failed"].as_i64().unwrap() >= 20).then_some(p)
+    })
+    .await;
+    assert!(
+        p["pending"].as_i64().unwrap() > 0,
+        "paused before the end: {p}"
+    );
+    assert!(
+        p["failure_codes"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_i64().unwrap())
+            .sum::<i64>()
+            >= 20,
+        "{p}"
+    );
+    r.sim.shutdown().await;
+    r.app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_paused_and_resumed_sends_each_recipient_once() {
+    paused_and_resumed_sends_each_recipient_once(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_paused_and_resumed_sends_each_recipient_once() {
+    paused_and_resumed_sends_each_recipient_once(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_schedules_expiry_and_auto_pauses() {
+    schedules_expiry_and_auto_pauses(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_schedules_expiry_and_auto_pauses() {
+    schedules_expiry_and_auto_pauses(Backend::Postgres).await;
+}
