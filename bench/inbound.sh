@@ -31,19 +31,10 @@ for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is requi
 tmp=$(mktemp -d /tmp/tern-bench-inbound.XXXXXX)
 pids=()
 pg_db=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && wait "$p" 2>/dev/null || true; done
-  [[ -n "$pg_db" ]] && psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-  exit "$rc"
-}
+. "$root/bench/lib.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-. "$root/bench/lib.sh"
 
 echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
 cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q

@@ -31,3 +31,37 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
     snap["procs"][pid] = [st[st.index("(") + 1:st.rindex(")")], cmd[:100], int(rest[11]) + int(rest[12])]
 json.dump(snap, sys.stdout)'
 }
+
+# Peak resident set (VmHWM) of process $1, in MiB.
+hwm_mib() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# Cleanup of a bench script (trap it on EXIT): stops the children in `pids`, drops the
+# PostgreSQL database `pg_db` if one is left, removes `tmp`; keeps the exit status.
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && wait "$p" 2>/dev/null || true; done
+  if [[ -n "${pg_db:-}" ]]; then
+    psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+# run_backends PREFIX: `run_backend NAME URL` for each of $backends, on a fresh SQLite file or
+# a fresh PostgreSQL database named PREFIX_<pid> (dropped afterwards).
+run_backends() {
+  local b
+  for b in $backends; do
+    case $b in
+      sqlite) run_backend sqlite "sqlite://$tmp/bench.db" ;;
+      postgres)
+        pg_db="$1_$$"
+        psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
+        run_backend postgres "postgres://postgres@127.0.0.1:5432/$pg_db?sslmode=disable"
+        psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE $pg_db WITH (FORCE)" >/dev/null
+        pg_db=""
+        ;;
+      *) echo "unknown backend $b (sqlite, postgres)" >&2; exit 2 ;;
+    esac
+  done
+}

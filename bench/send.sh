@@ -117,26 +117,11 @@ for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is requi
 tmp=$(mktemp -d /tmp/tern-bench-send.XXXXXX)
 pids=()
 pg_db=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  for p in "${pids[@]:-}"; do
-    [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]:-}"; do
-    [[ -n "$p" ]] && wait "$p" 2>/dev/null || true
-  done
-  if [[ -n "$pg_db" ]]; then
-    psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
-  rm -rf "$tmp"
-  exit "$rc"
-}
+. "$root/bench/lib.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- helpers ---------------------------------------------------------------------------------
-. "$root/bench/lib.sh"
 # cpu_split BEFORE AFTER TERN_PID SIM_PID PG_DB WRK_SECONDS [RECEIVER_PID] → one line: shares of
 # 2 cores' time. PostgreSQL = its shared processes + backends of the bench database; backends
 # of other databases and every other process count as "other" (the top three are named).
@@ -174,7 +159,6 @@ print(f"tern {pct(use['tern'])} · wrk {pct(wrk)} · postgres {pct(use['postgres
       f"idle {pct(total - busy)} (of {os.cpu_count()} cores)")
 EOF
 }
-hwm_mib() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
 percentiles() { # reads integers (ms) on stdin → "p50 p99 n" (nearest rank)
   python3 -c '
 import math, sys
@@ -457,19 +441,7 @@ print(f"{n} deliveries during the POST run ({n / secs:.0f}/s; {count} by the tim
   summary+=("$name|${wh_line:-}|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog")
 }
 
-for b in $backends; do
-  case $b in
-    sqlite) run_backend sqlite "sqlite://$tmp/bench.db" ;;
-    postgres)
-      pg_db="tern_bench_$$"
-      psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
-      run_backend postgres "postgres://postgres@127.0.0.1:5432/$pg_db?sslmode=disable"
-      psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE $pg_db WITH (FORCE)" >/dev/null
-      pg_db=""
-      ;;
-    *) echo "unknown backend $b (sqlite, postgres)" >&2; exit 2 ;;
-  esac
-done
+run_backends tern_bench
 
 echo
 echo "=== summary: $(nproc) cores, wrk -t$threads -c$conns -d${secs}s, $recipients recipients, $tern_mps mps$([[ $webhook_subs -gt 0 ]] && echo ", $webhook_subs webhook subscriptions (message.status)"), $(date -u +%FT%TZ) ==="

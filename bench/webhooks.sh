@@ -85,22 +85,11 @@ for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is requi
 tmp=$(mktemp -d /tmp/tern-bench-webhooks.XXXXXX)
 pids=()
 pg_db=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]:-}"; do [[ -n "$p" ]] && wait "$p" 2>/dev/null || true; done
-  if [[ -n "$pg_db" ]]; then
-    psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
-  rm -rf "$tmp"
-  exit "$rc"
-}
+. "$root/bench/lib.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- helpers ---------------------------------------------------------------------------------
-. "$root/bench/lib.sh"
 # cpu_split BEFORE AFTER TERN_PID RECEIVER_PID PG_DB CLIENT_SECONDS DELIVERIES → one line:
 # shares of all cores' time, and tern's CPU µs per delivery. PostgreSQL = its shared
 # processes + backends of the bench database; everything else is "other" (top three named).
@@ -136,7 +125,6 @@ print(f"tern {pct(use['tern'])} · receiver {pct(use['receiver'])} · postgres {
       f"tern {per} µs CPU per delivery")
 EOF
 }
-hwm_mib() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
 # host_speed → seconds a fixed single-threaded Python loop takes (≈0.24 on this machine type).
 host_speed() { python3 -c 'import time;t=time.perf_counter();sum(i*i for i in range(3_000_000));print(f"{time.perf_counter()-t:.2f}")'; }
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; } # field NAME "RESULT …"

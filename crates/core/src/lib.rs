@@ -7,7 +7,7 @@
 //! | [`principal`] | the caller: key → organisation, effective plan, permissions |
 //! | [`limits`] | plan count limits, checked atomically with the create |
 //! | [`numbers`] | a sending number: can it send, its access token (one place) |
-//! | [`messages::send`] | accept a message (POST /messages today, campaign fan-out later) |
+//! | [`messages::send`] | accept a message (POST /messages; its checks serve campaigns too) |
 //! | [`messages::status`] | the only writer of a message's status |
 //! | [`inbox`] | apply one stored network notification |
 //! | [`templates`] | create, submit, sync, network status updates |
@@ -20,6 +20,7 @@
 //! | [`admission`] | every public API request's checks: permission, plan feature, burst, quotas, `api_requests` |
 //! | [`rate`] | request quotas (in-process or Redis) and the burst limiter |
 //! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
+//! | [`campaigns`] | create, resolve, schedule, launch, pause, resume; the worker's fan-out step |
 //! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
 
 use std::sync::Arc;

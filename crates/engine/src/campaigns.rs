@@ -52,8 +52,11 @@ pub async fn once(core: &Core, owner: &str, now: i64) -> usize {
 /// Runs until cancelled.
 pub async fn run(core: Core, cancel: CancellationToken) {
     let owner = format!("campaigns-{}", new_id());
-    loop {
-        once(&core, &owner, now_ms()).await;
+    while !cancel.is_cancelled() {
+        // A full batch means more is due at once: no pause before the next pass.
+        if once(&core, &owner, now_ms()).await >= fanout::MAX_BATCH as usize {
+            continue;
+        }
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tokio::time::sleep(TICK) => {}

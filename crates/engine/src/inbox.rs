@@ -30,10 +30,14 @@ fn concurrency(db: &Db) -> usize {
 pub use tern_core::inbox::Report;
 
 /// Runs until cancelled, woken when a batch is stored and every second regardless (so a
-/// batch stored by another instance, or one whose lease expired, is picked up).
-pub async fn run(db: Db, wakeup: Arc<Notify>, cancel: CancellationToken) {
+/// batch stored by another instance, or one whose lease expired, is picked up). Batches are
+/// claimed and marked processed through `db`; their effects are written through `apply_db`,
+/// which may defer its commits' flush to disk (`Db::with_own_pool_deferred_commits`): the
+/// synchronous commit marking the batch processed comes after them and flushes them too, and
+/// a batch whose effects a crash lost is still unprocessed, so it is applied again.
+pub async fn run(db: Db, apply_db: Db, wakeup: Arc<Notify>, cancel: CancellationToken) {
     loop {
-        match drain(&db).await {
+        match drain_with(&db, &apply_db).await {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "inbox processing failed; will retry"),
         }
@@ -47,31 +51,41 @@ pub async fn run(db: Db, wakeup: Arc<Notify>, cancel: CancellationToken) {
 
 /// Processes every claimable batch; returns the combined report.
 pub async fn drain(db: &Db) -> Result<Report, StoreError> {
+    drain_with(db, db).await
+}
+
+/// [`drain`], writing the batches' effects through `apply_db` (see [`run`]).
+pub async fn drain_with(db: &Db, apply_db: &Db) -> Result<Report, StoreError> {
     let mut total = Report::default();
     loop {
         let items = db.claim_inbox(BATCH, LEASE_MS, now_ms()).await?;
         if items.is_empty() {
             return Ok(total);
         }
+        // Each batch is applied and marked in its own future: the loop below awaits nothing,
+        // so no batch's open transaction (holding row locks others wait for) is left unpolled
+        // while the loop waits for a connection.
         let mut done = futures::stream::iter(items)
             .map(|item| async move {
-                let outcome = process_body(db, &item.body).await;
-                (item, outcome)
+                match process_body(apply_db, &item.body).await {
+                    Ok(report) => db
+                        .mark_inbox_processed(item.id, now_ms())
+                        .await
+                        .map(|()| Some(report)),
+                    Err(e) => {
+                        // Back off: 2 s, 4 s, … capped at 5 min; the batch stays until it works.
+                        let delay = (2_000i64 << item.attempts.clamp(0, 8)).min(300_000);
+                        tracing::warn!(inbox_id = %item.id, error = %e, "inbox batch failed");
+                        db.mark_inbox_failed(item.id, &e.to_string(), now_ms() + delay)
+                            .await
+                            .map(|()| None)
+                    }
+                }
             })
             .buffer_unordered(concurrency(db));
-        while let Some((item, outcome)) = done.next().await {
-            match outcome {
-                Ok(report) => {
-                    db.mark_inbox_processed(item.id, now_ms()).await?;
-                    total.add(&report);
-                }
-                Err(e) => {
-                    // Back off: 2 s, 4 s, … capped at 5 min; the batch stays until it works.
-                    let delay = (2_000i64 << item.attempts.clamp(0, 8)).min(300_000);
-                    tracing::warn!(inbox_id = %item.id, error = %e, "inbox batch failed");
-                    db.mark_inbox_failed(item.id, &e.to_string(), now_ms() + delay)
-                        .await?;
-                }
+        while let Some(outcome) = done.next().await {
+            if let Some(report) = outcome? {
+                total.add(&report);
             }
         }
     }

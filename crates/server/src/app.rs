@@ -117,6 +117,12 @@ pub async fn serve_on(
     Ok(())
 }
 
+/// Connections of the dispatcher and the inbox worker, apart from the API's pool.
+const WORK_CONNECTIONS: u32 = 4;
+/// Connections applying the network's webhook batches (two batches at once, see
+/// `tern_engine::inbox`).
+const INBOX_CONNECTIONS: u32 = 2;
+
 /// Background workers of one instance; safe to run in every instance (leases).
 pub struct Workers {
     cancel: CancellationToken,
@@ -146,10 +152,13 @@ impl Workers {
         webhooks: tern_engine::webhooks::WebhookWorkerConfig,
     ) -> Workers {
         let cancel = CancellationToken::new();
+        // Sending and applying the network's status webhooks get connections of their own,
+        // so a burst of API requests cannot starve them (the API's pool stays its own).
+        let work = db.with_own_pool(WORK_CONNECTIONS);
         let handles = vec![
             // Accepted messages → the network, paced per number.
             tokio::spawn(tern_engine::dispatch::run(
-                db.clone(),
+                work.clone(),
                 state.core.cloud.clone(),
                 state.core.key.clone(),
                 dispatch,
@@ -158,7 +167,8 @@ impl Workers {
                 cancel.clone(),
             )),
             tokio::spawn(tern_engine::inbox::run(
-                db.clone(),
+                work.clone(),
+                db.with_own_pool_deferred_commits(INBOX_CONNECTIONS),
                 state.inbox_wakeup.clone(),
                 cancel.clone(),
             )),

@@ -33,6 +33,25 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A pooled PostgreSQL connection idle this long is pinged before use.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
+fn pg_pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        // sqlx pings every connection it hands out by default: a second round trip per
+        // statement. Ping only one that sat idle (a server restart shows up there); a
+        // connection that broke mid-use fails its statement, is discarded, and the
+        // caller's retry gets a fresh one.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_IF_IDLE_FOR {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Which database engine backs a [`Db`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -303,28 +322,56 @@ impl Db {
         options: PgConnectOptions,
         max_connections: Option<u32>,
     ) -> Result<Db> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections.unwrap_or(POSTGRES_MAX_CONNECTIONS))
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            // sqlx pings every connection it hands out by default: a second round trip per
-            // statement. Ping only one that sat idle (a server restart shows up there); a
-            // connection that broke mid-use fails its statement, is discarded, and the
-            // caller's retry gets a fresh one.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= PING_IF_IDLE_FOR {
-                        sqlx::Connection::ping(conn).await?;
-                    }
-                    Ok(true)
-                })
-            })
+        let pool = pg_pool_options(max_connections.unwrap_or(POSTGRES_MAX_CONNECTIONS))
             .connect_with(options)
             .await?;
         Ok(Db {
             pool: Pool::Postgres(pool),
             deliveries_queued: Default::default(),
         })
+    }
+
+    /// A handle on the same database with a pool of its own (`max_connections`, opened on
+    /// first use): background work (dispatch, status webhooks) gets connections the API's
+    /// request bursts cannot take. An in-memory SQLite database has one connection only, so
+    /// it gets this handle back. Shares the delivery wake-up.
+    pub fn with_own_pool(&self, max_connections: u32) -> Db {
+        self.own_pool(max_connections, false)
+    }
+
+    /// Like [`Db::with_own_pool`], with PostgreSQL commits that do not wait for the WAL to
+    /// reach the disk (`synchronous_commit = off`): a crash may lose the last few hundred
+    /// milliseconds of them, never half of one. Only for work that is derived from a durable
+    /// record and redone from it until a later synchronous commit marks it done (that commit
+    /// flushes the WAL up to itself, so every earlier deferred commit is on disk with it):
+    /// applying a stored network webhook batch, whose `processed_at` is then written through
+    /// an ordinary handle. SQLite commits in WAL mode do not wait for the disk anyway.
+    pub fn with_own_pool_deferred_commits(&self, max_connections: u32) -> Db {
+        self.own_pool(max_connections, true)
+    }
+
+    fn own_pool(&self, max_connections: u32, deferred: bool) -> Db {
+        let pool = match &self.pool {
+            Pool::Postgres(p) => {
+                let mut options = p.connect_options().as_ref().clone();
+                if deferred {
+                    options = options.options([("synchronous_commit", "off")]);
+                }
+                Pool::Postgres(pg_pool_options(max_connections).connect_lazy_with(options))
+            }
+            Pool::Sqlite(p) if p.options().get_max_connections() > 1 => Pool::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .test_before_acquire(false)
+                    .connect_lazy_with(p.connect_options().as_ref().clone()),
+            ),
+            Pool::Sqlite(_) => return self.clone(),
+        };
+        Db {
+            pool,
+            deliveries_queued: std::sync::Arc::clone(&self.deliveries_queued),
+        }
     }
 
     /// Applies pending migrations (idempotent; safe to run from several processes at once

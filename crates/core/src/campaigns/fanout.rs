@@ -9,9 +9,10 @@
 //! acceptance and marking the recipient, a second process) finds the key bound and only
 //! marks the recipient with the message that exists. The key outlives any campaign.
 //!
-//! Pacing: the batch tops the campaign's queued messages up to about one second of the
-//! number's throughput, so the dispatcher always has the next ones while pause, expiry and
-//! API sends (claimed first: the priority lane) take effect within about a second.
+//! Pacing: the batch tops the campaign's queued messages up to about two seconds of the
+//! number's throughput, so the dispatcher always has the next ones; the dispatcher paces
+//! them, claims API sends first (the priority lane) and leaves a paused campaign's queued
+//! messages where they are.
 
 use serde_json::Value;
 use tern_cloudapi::send as network;
@@ -30,7 +31,11 @@ use crate::{Core, Principal, Result};
 /// How long a recipient's idempotency key is kept: longer than any campaign runs.
 const KEY_TTL_MS: i64 = 400 * 24 * 60 * 60 * 1000;
 /// The most messages one step accepts.
-pub const MAX_BATCH: i64 = 500;
+pub const MAX_BATCH: i64 = 1_000;
+/// Seconds of the number's pace kept queued ahead of the dispatcher: enough that a slow step
+/// (a busy database) does not leave it idle. A paused campaign's queued messages wait in the
+/// queue and API sends are claimed first, so a deeper queue delays neither.
+const LOOKAHEAD_SECS: i64 = 2;
 /// Outcomes looked at by the error threshold.
 const THRESHOLD_WINDOW: i64 = 100;
 
@@ -107,8 +112,8 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
             };
         }
     };
-    // About one second of the number's pace queued ahead of the dispatcher.
-    let target = number.throughput_mps.max(20);
+    // A couple of seconds of the number's pace queued ahead of the dispatcher.
+    let target = (number.throughput_mps * LOOKAHEAD_SECS).max(50);
     let room = (target - counts.queued).min(MAX_BATCH);
     if room <= 0 {
         return Ok(running());

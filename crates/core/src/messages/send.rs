@@ -4,7 +4,8 @@
 //! Idempotency-Key, applies the charges, creates a new recipient's contact and
 //! conversation, and stores the message queued for dispatch, all in one transaction
 //! (shared by concurrent acceptances: `tern_store::AcceptQueue`). The dispatcher is woken
-//! at once. Called by POST /messages today and by campaign fan-out later.
+//! at once. Called by POST /messages; campaign fan-out (`crate::campaigns::fanout`) runs
+//! the same checks (number, consent, template, billing) and the same store acceptance.
 //!
 //! A refusal of a request whose key is already bound answers as the key does (replay of
 //! the message, or `duplicate_request`), so a retried request never sees a later check.

@@ -15,7 +15,8 @@
 //!
 //! Each decided change is written in a transaction ([`tern_store::Tx`]) that the
 //! `message.status` event reporting it ([`crate::events::message_status`]) joins, so an
-//! event exists exactly when its change does. A failure that gives the
+//! event exists exactly when its change does; a campaign message's change moves its
+//! recipient between the campaign's progress counters in that transaction too. A failure that gives the
 //! wallet debit back commits the refund in that same transaction.
 
 use tern_domain::campaign::Bucket;

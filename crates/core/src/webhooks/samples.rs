@@ -89,25 +89,36 @@ pub fn data(kind: EventType, subscription_id: Uuid, now: i64) -> Value {
             created_at: at.clone(),
             updated_at: at.clone(),
         })),
-        // Campaigns have no view yet (their capability comes later): the fields DESIGN.md
-        // decides for a Campaign.
-        EventType::CampaignStatus => json!({
-            "id": nil,
-            "name": "Test campaign",
-            "status": "running",
-            "phone_number_id": "100000000000000",
-            "template": {"name": "test_template", "language": "en_US"},
-            "audience": {"tags": ["test"], "tag_match": "any"},
-            "scheduled_at": null,
-            "expires_at": null,
-            "recipient_count": 0,
-            "pause_reason": null,
-            "resolved_at": at,
-            "launched_at": at,
-            "paused_at": null,
-            "completed_at": null,
-            "created_at": at,
-            "updated_at": at,
-        }),
+        EventType::CampaignStatus => {
+            let sample = tern_store::Campaign {
+                id: Uuid::nil(),
+                org_id: Uuid::nil(),
+                name: "Test campaign".into(),
+                status: tern_domain::campaign::Status::Running,
+                template_name: "test_template".into(),
+                template_language: "en_US".into(),
+                phone_number_id: "100000000000000".into(),
+                audience: tern_store::Json(json!({"tags": ["test"], "tag_match": "any"})),
+                params: tern_store::Json(
+                    json!({"variables": [{"field": "name", "fallback": "there"}]}),
+                ),
+                scheduled_at: None,
+                expires_at: None,
+                recipient_count: Some(1),
+                pause_reason: None,
+                resolved_at: Some(now),
+                launched_at: Some(now),
+                paused_at: None,
+                completed_at: None,
+                created_at: now,
+                updated_at: now,
+            };
+            let counts = tern_store::CampaignCounts {
+                pending: 1,
+                ..Default::default()
+            };
+            serde_json::to_value(crate::campaigns::view::Campaign::new(&sample, counts))
+                .unwrap_or_default()
+        }
     }
 }

@@ -69,24 +69,35 @@ pub(crate) fn text(to: Value, body: &str) -> Value {
 
 /// An approved template of the organisation (network id `1234`), stored directly.
 pub(crate) async fn insert_template(app: &TestApp, name: &str, components: Value, category: &str) {
+    insert_approved_template(&app.db, app.org_uuid(), "waba1", name, components, category).await;
+}
+
+/// An approved `en_US` template of organisation `org` on WABA `waba`, stored directly.
+pub(crate) async fn insert_approved_template(
+    db: &tern_store::Db,
+    org: Uuid,
+    waba: &str,
+    name: &str,
+    components: Value,
+    category: &str,
+) {
     let now = now_ms();
-    app.db
-        .insert_template(&tern_store::Template {
-            id: Uuid::now_v7(),
-            org_id: app.org_uuid(),
-            waba_id: "waba1".into(),
-            name: name.into(),
-            language: "en_US".into(),
-            category: category.parse().unwrap(),
-            status: "approved".parse().unwrap(),
-            components,
-            rejection_reason: None,
-            network_id: Some("1234".into()),
-            created_at: now,
-            updated_at: now,
-        })
-        .await
-        .unwrap();
+    db.insert_template(&tern_store::Template {
+        id: Uuid::now_v7(),
+        org_id: org,
+        waba_id: waba.into(),
+        name: name.into(),
+        language: "en_US".into(),
+        category: category.parse().unwrap(),
+        status: "approved".parse().unwrap(),
+        components,
+        rejection_reason: None,
+        network_id: Some("1234".into()),
+        created_at: now,
+        updated_at: now,
+    })
+    .await
+    .unwrap();
 }
 
 fn fields(body: &Value) -> Vec<String> {

@@ -15,13 +15,13 @@ const LEASE: i64 = 10_000;
 const GRACE: i64 = 60_000;
 
 /// An organisation with one number ("100") and one contact, and a conversation between them.
-struct World {
-    org_id: Uuid,
-    contact_id: Uuid,
-    conversation_id: Uuid,
+pub(crate) struct World {
+    pub(crate) org_id: Uuid,
+    pub(crate) contact_id: Uuid,
+    pub(crate) conversation_id: Uuid,
 }
 
-async fn world(db: &Db) -> World {
+pub(crate) async fn world(db: &Db) -> World {
     let org = insert_org(db).await;
     for pnid in ["100", "200"] {
         db.insert_phone_number(&phone_number(org.id, pnid))
@@ -41,8 +41,8 @@ async fn world(db: &Db) -> World {
 }
 
 /// Inserts an accepted outbound text message on number `pnid` and queues it due at `due`.
-async fn queued(db: &Db, w: &World, pnid: &str, due: i64) -> Uuid {
-    queued_with_media(db, w, pnid, due, None).await
+pub(crate) async fn queued(db: &Db, w: &World, pnid: &str, due: i64) -> Uuid {
+    queued_message(db, w, pnid, due, None, None).await
 }
 
 /// [`queued`], with `media_id` stored on the message.
@@ -52,6 +52,18 @@ async fn queued_with_media(
     pnid: &str,
     due: i64,
     media_id: Option<Uuid>,
+) -> Uuid {
+    queued_message(db, w, pnid, due, media_id, None).await
+}
+
+/// [`queued`], with `media_id` and `campaign_id` stored on the message.
+pub(crate) async fn queued_message(
+    db: &Db,
+    w: &World,
+    pnid: &str,
+    due: i64,
+    media_id: Option<Uuid>,
+    campaign_id: Option<Uuid>,
 ) -> Uuid {
     let conversation_id = if pnid == "100" {
         w.conversation_id
@@ -77,7 +89,7 @@ async fn queued_with_media(
         media_id,
         wamid: None,
         request: json!({"to": "16505551234", "type": "text", "text": {"body": "hi"}}),
-        campaign_id: None,
+        campaign_id,
         created_at: T0,
         sent_at: None,
         delivered_at: None,
@@ -97,7 +109,12 @@ async fn queued_with_media(
     id
 }
 
-fn claim<'a>(owner: &'a str, pnid: Option<&'a str>, limit: i64, now: i64) -> DispatchClaim<'a> {
+pub(crate) fn claim<'a>(
+    owner: &'a str,
+    pnid: Option<&'a str>,
+    limit: i64,
+    now: i64,
+) -> DispatchClaim<'a> {
     DispatchClaim {
         phone_number_id: pnid,
         limit,
@@ -121,7 +138,7 @@ fn sent_change(wamid: &str, at: i64) -> StatusChange {
     }
 }
 
-fn ids(items: &[DispatchItem]) -> Vec<Uuid> {
+pub(crate) fn ids(items: &[DispatchItem]) -> Vec<Uuid> {
     items.iter().map(|i| i.id).collect()
 }
 

@@ -45,6 +45,7 @@ macro_rules! store_tests {
 }
 
 mod api_keys;
+mod campaigns;
 mod connect;
 mod contact_fields;
 mod contacts;

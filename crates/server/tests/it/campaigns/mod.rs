@@ -221,8 +221,24 @@ async fn create_rules_and_refusals(app: &TestApp) {
 }
 
 async fn every_action_in_every_state(app: &TestApp) {
-    let key = setup(app).await;
+    app.add_number(&app.org_id, PNID, "+14155550100").await;
+    let (key_id, key) = app.owner_key("full_access").await;
     approved_template(app, "promo", 1).await;
+    // A subscription to campaign.status: every status change below is one event.
+    app.db
+        .insert_webhook_subscription(&tern_store::NewSubscription {
+            id: uuid::Uuid::now_v7(),
+            org_id: app.org_uuid(),
+            api_key_id: key_id.parse().unwrap(),
+            url: "https://hooks.example.com/tern".into(),
+            event_types: vec!["campaign.status".into()],
+            secret_enc: vec![1, 2, 3],
+            enabled: true,
+            description: None,
+            created_at: tern_domain::time::now_ms(),
+        })
+        .await
+        .unwrap();
     let body = json!({"name": "S", "template": {"name": "promo", "language": "en_US", "variables": ["x"]},
                       "audience": {"tags": ["vip"]}});
     // An empty audience cannot resolve.
@@ -356,6 +372,11 @@ async fn every_action_in_every_state(app: &TestApp) {
     assert_eq!(fields(&e), vec!["template.variables"]);
     let (_, _, c3) = call(app, &key, "GET", &format!("/campaigns/{id3}"), None).await;
     assert_eq!(c3["status"], "ready");
+    // The changes above: resolve, schedule, unschedule, schedule, launch, pause, resume (7);
+    // launch from draft (resolve + launch: 2); the third's resolve (1). No event for a
+    // refused action or a second resolve of a ready campaign.
+    app.db.fan_out_events(1_000).await.unwrap();
+    assert_eq!(app.db.webhook_delivery_states().await.unwrap().len(), 10);
 }
 
 async fn audiences_variables_and_recipients(app: &TestApp) {

@@ -157,8 +157,11 @@ async fn paused_and_resumed_sends_each_recipient_once(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(1_000)).await;
         assert_eq!(sent_count(&r.sim), settled, "nothing is sent while paused");
         assert!(settled < N, "paused before the end ({settled})");
+        // The rest waits: not yet messaged, or queued and held while paused.
         let p = progress(&r.app, &r.key, &id).await;
-        assert!(p["pending"].as_i64().unwrap() > 0, "{p}");
+        let waiting = p["pending"].as_i64().unwrap() + p["queued"].as_i64().unwrap();
+        assert!(waiting > 0, "{p}");
+        assert_eq!(p["status"], "paused");
         let (s, c) = act(&r.app, &r.key, &id, "resume", None).await;
         assert_eq!(s, 200, "{c}");
     }

@@ -121,6 +121,8 @@ pub(super) struct Fixture {
     pub(super) http: reqwest::Client,
     pub(super) logs: Vec<(String, PathBuf)>,
     pub(super) api_key: String,
+    /// The organisation `provision` created.
+    pub(super) org_id: String,
     /// More environment for every child (`tern serve`, `tern admin`).
     pub(super) extra_env: Vec<(String, String)>,
     pub(super) dir: tempfile::TempDir,
@@ -201,6 +203,7 @@ impl Fixture {
                 .unwrap(),
             logs: Vec::new(),
             api_key: String::new(),
+            org_id: String::new(),
             extra_env: Vec::new(),
             dir,
         }
@@ -456,6 +459,7 @@ impl Fixture {
             .as_str()
             .unwrap()
             .to_string();
+        self.org_id = org.clone();
         // The children wrote where the test looks (for PostgreSQL: the URL selected the schema).
         let found = self.db.get_org(org.parse().unwrap()).await.unwrap();
         assert!(

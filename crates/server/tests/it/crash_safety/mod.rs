@@ -47,6 +47,7 @@ const SENT: &[&str] = &["sent", "delivered", "read"];
 /// How long any child gets to answer its health check.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
+mod campaigns;
 mod fixture;
 mod webhooks;
 use fixture::*;

@@ -1,0 +1,215 @@
+use crate::dispatch::{claim, ids, queued, queued_message, world};
+use crate::fixtures::{T0, insert_contact};
+use serde_json::json;
+use tern_domain::campaign::{Audience, AudienceSpec, Bucket, Status};
+use tern_store::{Campaign, CampaignCounts, Db, Json, NewRecipient, counter_shard};
+use uuid::Uuid;
+
+fn campaign(org_id: Uuid, status: Status) -> Campaign {
+    Campaign {
+        id: Uuid::now_v7(),
+        org_id,
+        name: "Spring".into(),
+        status,
+        template_name: "promo".into(),
+        template_language: "en_US".into(),
+        phone_number_id: "100".into(),
+        audience: Json(json!({"all_contacts": true})),
+        params: Json(json!({})),
+        scheduled_at: None,
+        expires_at: None,
+        recipient_count: None,
+        pause_reason: None,
+        resolved_at: None,
+        launched_at: None,
+        paused_at: None,
+        completed_at: None,
+        created_at: T0,
+        updated_at: T0,
+    }
+}
+
+async fn set_status(db: &Db, c: &mut Campaign, status: Status) {
+    c.status = status;
+    let mut tx = db.begin().await.unwrap();
+    tx.save_campaign(c).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+async fn tag(db: &Db, org: Uuid, wa_id: &str, tags: &[&str]) -> Uuid {
+    let c = insert_contact(db, org, wa_id, T0).await;
+    let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+    if !tags.is_empty() {
+        db.add_contact_tags(org, c.id, &tags, T0).await.unwrap();
+    }
+    c.id
+}
+
+async fn audience(db: &Db, org: Uuid, audience: Audience, exclude: &[&str]) -> Vec<Uuid> {
+    let spec = AudienceSpec {
+        audience,
+        exclude_tags: exclude.iter().map(|t| t.to_string()).collect(),
+    };
+    db.audience_contacts(org, &spec)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
+
+fn sorted(mut v: Vec<Uuid>) -> Vec<Uuid> {
+    v.sort();
+    v
+}
+
+store_tests! {
+    // API sends on a number are claimed before a campaign's, whatever their due times; a
+    // paused campaign's messages stay queued until it runs again.
+    priority_lane_and_paused_campaigns => |db| async move {
+        let w = world(&db).await;
+        let mut c = campaign(w.org_id, Status::Running);
+        db.insert_campaign(&c).await.unwrap();
+        let early = queued_message(&db, &w, "100", T0, None, Some(c.id)).await;
+        let api = queued(&db, &w, "100", T0 + 5).await;
+        let got = db.claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
+        assert_eq!(ids(&got), vec![api], "the API send first");
+        set_status(&db, &mut c, Status::Paused).await;
+        assert!(db.due_dispatch_numbers(T0 + 10, None, 10).await.unwrap().is_empty());
+        assert!(db.claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap().is_empty());
+        assert!(db.claim_dispatch(&claim("w", None, 5, T0 + 10)).await.unwrap().is_empty());
+        set_status(&db, &mut c, Status::Running).await;
+        assert_eq!(db.due_dispatch_numbers(T0 + 10, None, 10).await.unwrap(), vec!["100".to_string()]);
+        let got = db.claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap();
+        assert_eq!(ids(&got), vec![early]);
+    },
+
+    campaigns_list_get_and_lease => |db| async move {
+        let w = world(&db).await;
+        let a = campaign(w.org_id, Status::Draft);
+        let mut b = campaign(w.org_id, Status::Scheduled);
+        b.created_at = T0 + 1;
+        b.scheduled_at = Some(T0 + 100);
+        db.insert_campaign(&a).await.unwrap();
+        db.insert_campaign(&b).await.unwrap();
+        assert_eq!(db.get_campaign(w.org_id, a.id).await.unwrap(), Some(a.clone()));
+        assert_eq!(db.get_campaign(Uuid::now_v7(), a.id).await.unwrap(), None);
+        let all = db.list_campaigns(w.org_id, None, None, 10).await.unwrap();
+        assert_eq!(all.iter().map(|c| c.id).collect::<Vec<_>>(), vec![b.id, a.id]);
+        let drafts = db.list_campaigns(w.org_id, Some(Status::Draft), None, 10).await.unwrap();
+        assert_eq!(drafts.len(), 1);
+        let after = db.list_campaigns(w.org_id, None, Some((b.created_at, b.id)), 10).await.unwrap();
+        assert_eq!(after.iter().map(|c| c.id).collect::<Vec<_>>(), vec![a.id]);
+        assert_eq!(db.count_campaigns(w.org_id).await.unwrap(), 2);
+        // Due scheduled campaigns (and running ones) are the worker's.
+        assert!(db.active_campaigns(T0 + 99, 10).await.unwrap().is_empty());
+        assert_eq!(db.active_campaigns(T0 + 100, 10).await.unwrap(), vec![(w.org_id, b.id)]);
+        // One worker at a time, until its lease lapses.
+        assert!(db.lease_campaign(b.id, "p1", T0, T0 + 50).await.unwrap());
+        assert!(!db.lease_campaign(b.id, "p2", T0 + 10, T0 + 60).await.unwrap());
+        assert!(db.lease_campaign(b.id, "p1", T0 + 10, T0 + 60).await.unwrap());
+        assert!(db.lease_campaign(b.id, "p2", T0 + 60, T0 + 110).await.unwrap());
+    },
+
+    audiences_resolve_set_based => |db| async move {
+        let w = world(&db).await;
+        let org = w.org_id;
+        let a = tag(&db, org, "447700900001", &["vip", "uk"]).await;
+        let b = tag(&db, org, "447700900002", &["vip"]).await;
+        let c = tag(&db, org, "447700900003", &["uk", "blocked"]).await;
+        let d = tag(&db, org, "447700900004", &["vip", "uk", "blocked"]).await;
+        let everyone = sorted(vec![w.contact_id, a, b, c, d]);
+        let vip = || Audience::Tags { tags: vec!["vip".into()], all: false };
+        assert_eq!(audience(&db, org, vip(), &[]).await, sorted(vec![a, b, d]));
+        assert_eq!(
+            audience(&db, org, Audience::Tags { tags: vec!["vip".into(), "uk".into()], all: false }, &[]).await,
+            sorted(vec![a, b, c, d])
+        );
+        assert_eq!(
+            audience(&db, org, Audience::Tags { tags: vec!["vip".into(), "uk".into()], all: true }, &[]).await,
+            sorted(vec![a, d])
+        );
+        assert_eq!(audience(&db, org, vip(), &["blocked"]).await, sorted(vec![a, b]));
+        assert_eq!(audience(&db, org, Audience::AllContacts, &[]).await, everyone);
+        assert_eq!(audience(&db, org, Audience::AllContacts, &["blocked"]).await, sorted(vec![w.contact_id, a, b]));
+        // Ids: deduplicated, foreign and unknown ones left out.
+        let other = crate::fixtures::insert_org(&db).await;
+        let foreign = insert_contact(&db, other.id, "447700900009", T0).await.id;
+        assert_eq!(
+            audience(&db, org, Audience::ContactIds(vec![b, a, b, foreign, Uuid::now_v7()]), &[]).await,
+            sorted(vec![a, b])
+        );
+    },
+
+    recipients_and_counters => |db| async move {
+        let w = world(&db).await;
+        let org = w.org_id;
+        let c = campaign(org, Status::Running);
+        db.insert_campaign(&c).await.unwrap();
+        let people: Vec<Uuid> = {
+            let mut v = Vec::new();
+            for i in 0..6 {
+                v.push(tag(&db, org, &format!("44770090010{i}"), &[]).await);
+            }
+            sorted(v)
+        };
+        let recipients: Vec<NewRecipient> = people
+            .iter()
+            .enumerate()
+            .map(|(i, id)| NewRecipient {
+                contact_id: *id,
+                skipped: (i == 5).then_some("opted_out"),
+                variables: Some(vec![format!("v{i}")]),
+            })
+            .collect();
+        let mut tx = db.begin().await.unwrap();
+        tx.replace_recipients(c.id, &recipients, T0).await.unwrap();
+        tx.commit().await.unwrap();
+        let counts = db.campaign_counts(c.id).await.unwrap();
+        assert_eq!(counts, CampaignCounts { pending: 5, skipped: 1, ..Default::default() });
+        assert_eq!(db.campaign_reasons(c.id).await.unwrap(), vec![("skipped".into(), "opted_out".into(), 1)]);
+        // Pending recipients in contact order, with their stored values.
+        let pending = db.pending_recipients(c.id, "100", 3).await.unwrap();
+        assert_eq!(pending.iter().map(|p| p.contact_id).collect::<Vec<_>>(), people[..3].to_vec());
+        assert_eq!(pending[0].variables.as_ref().map(|v| v.0.clone()), Some(vec!["v0".to_string()]));
+        // Messaged (twice for one: the second changes nothing), skipped, expired.
+        let m0 = queued_message(&db, &w, "100", T0, None, Some(c.id)).await;
+        let mut tx = db.begin().await.unwrap();
+        assert_eq!(tx.mark_recipients_messaged(c.id, &[(people[0], m0), (people[1], Uuid::now_v7())], T0).await.unwrap(), 2);
+        assert_eq!(tx.mark_recipients_messaged(c.id, &[(people[0], Uuid::now_v7())], T0).await.unwrap(), 0);
+        assert_eq!(tx.skip_recipients(c.id, &[people[2], people[5]], "variable_invalid", T0).await.unwrap(), 1);
+        tx.commit().await.unwrap();
+        // A status change moves its recipient between buckets in its message's shard.
+        let mut tx = db.begin().await.unwrap();
+        tx.move_campaign_count(c.id, counter_shard(m0), Bucket::Queued, Bucket::Failed, 1).await.unwrap();
+        tx.add_campaign_reason(c.id, "failed", "recipient_not_on_whatsapp", 1).await.unwrap();
+        assert_eq!(tx.expire_recipients(c.id, T0).await.unwrap(), 2);
+        tx.commit().await.unwrap();
+        let counts = db.campaign_counts(c.id).await.unwrap();
+        assert_eq!(
+            counts,
+            CampaignCounts { queued: 1, failed: 1, skipped: 2, expired: 2, ..Default::default() }
+        );
+        assert_eq!(counts.total(), 6);
+        assert_eq!(counts.open(), 1);
+        let reasons = db.campaign_reasons(c.id).await.unwrap();
+        assert!(reasons.contains(&("skipped".into(), "variable_invalid".into(), 1)), "{reasons:?}");
+        assert!(reasons.contains(&("failed".into(), "recipient_not_on_whatsapp".into(), 1)), "{reasons:?}");
+        // Recipients as the API lists them: a messaged one at its message's status.
+        let all = db.list_campaign_recipients(c.id, None, None, 10).await.unwrap();
+        assert_eq!(all.len(), 6);
+        assert_eq!((all[0].status.as_str(), all[0].message_id), ("queued", Some(m0)));
+        let expired = db.list_campaign_recipients(c.id, Some(Bucket::Expired), None, 10).await.unwrap();
+        assert_eq!(expired.iter().map(|r| r.contact_id).collect::<Vec<_>>(), people[3..5].to_vec());
+        let page = db.list_campaign_recipients(c.id, None, Some(people[3]), 10).await.unwrap();
+        assert_eq!(page.iter().map(|r| r.contact_id).collect::<Vec<_>>(), people[4..].to_vec());
+        // The newest outcomes: none yet (the one message is still queued).
+        assert!(db.campaign_last_outcomes(c.id, 100).await.unwrap().is_empty());
+        // Resolving again starts over.
+        let mut tx = db.begin().await.unwrap();
+        tx.replace_recipients(c.id, &recipients[..2], T0).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(db.campaign_counts(c.id).await.unwrap(), CampaignCounts { pending: 2, ..Default::default() });
+        assert!(db.campaign_reasons(c.id).await.unwrap().is_empty());
+    },
+}
