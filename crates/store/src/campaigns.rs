@@ -441,6 +441,17 @@ impl Tx {
         Ok(c)
     }
 
+    /// [`Db::campaign_counts`] inside this transaction (no second connection while it is
+    /// open: a pool whose connections all wait for another one stalls until its timeout).
+    pub async fn campaign_counts(&mut self, campaign_id: Uuid) -> Result<CampaignCounts> {
+        let c = with_tx!(self, conn => sqlx::query_as::<_, CampaignCounts>(concat!(
+                "SELECT ", sum_counts!(), " FROM campaign_counters WHERE campaign_id = $1"))
+            .bind(campaign_id)
+            .fetch_one(&mut **conn)
+            .await)?;
+        Ok(c)
+    }
+
     /// Writes the campaign's mutable fields.
     pub async fn save_campaign(&mut self, c: &Campaign) -> Result<()> {
         with_tx!(self, conn => sqlx::query(

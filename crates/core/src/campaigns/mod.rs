@@ -129,7 +129,7 @@ pub(crate) async fn change(
     };
     tx.save_campaign(&c).await?;
     if c.status != before {
-        let counts = core.db.campaign_counts(id).await?;
+        let counts = tx.campaign_counts(id).await?;
         events::emit(&mut tx, org_id, EventType::CampaignStatus, || {
             view::Campaign::new(&c, counts)
         })
