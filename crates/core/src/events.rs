@@ -27,6 +27,17 @@ pub async fn emit<T: Serialize>(
     data: impl FnOnce() -> T,
 ) -> Result<usize, StoreError> {
     let subscribers = tx.webhook_subscribers(org_id, kind.as_str()).await?;
+    emit_to(tx, org_id, kind, &subscribers, data).await
+}
+
+/// [`emit`] to `subscribers`, already read in `tx`.
+async fn emit_to<T: Serialize>(
+    tx: &mut Tx,
+    org_id: Uuid,
+    kind: EventType,
+    subscribers: &[Uuid],
+    data: impl FnOnce() -> T,
+) -> Result<usize, StoreError> {
     if subscribers.is_empty() {
         return Ok(0);
     }
@@ -42,7 +53,7 @@ pub async fn emit<T: Serialize>(
         payload: String::from_utf8(payload).unwrap_or_default(),
         created_at,
     };
-    tx.insert_event(&event, &subscribers).await?;
+    tx.insert_event(&event, subscribers).await?;
     metrics::counter!("tern_events_total", "type" => kind.as_str()).increment(1);
     Ok(subscribers.len())
 }
@@ -57,18 +68,53 @@ pub async fn message_status(
     after: Status,
     msg: impl FnOnce() -> Message,
 ) -> Result<(), StoreError> {
-    let reported = matches!(
-        after,
-        Status::Sent | Status::Delivered | Status::Read | Status::Failed
-    );
-    if reported && after != before {
+    StatusEvents::new(org_id).emit(tx, before, after, msg).await
+}
+
+/// `message.status` events of one organisation in one transaction: the subscribers are read
+/// once, at the first change that reports a status, for all of them.
+pub struct StatusEvents {
+    org_id: Uuid,
+    subscribers: Option<Vec<Uuid>>,
+}
+
+impl StatusEvents {
+    pub fn new(org_id: Uuid) -> StatusEvents {
+        StatusEvents {
+            org_id,
+            subscribers: None,
+        }
+    }
+
+    /// See [`message_status`].
+    pub async fn emit(
+        &mut self,
+        tx: &mut Tx,
+        before: Status,
+        after: Status,
+        msg: impl FnOnce() -> Message,
+    ) -> Result<(), StoreError> {
+        let reported = matches!(
+            after,
+            Status::Sent | Status::Delivered | Status::Read | Status::Failed
+        );
+        if !reported || after == before {
+            return Ok(());
+        }
+        let kind = EventType::MessageStatus;
+        let subscribers = match &self.subscribers {
+            Some(s) => s,
+            None => self
+                .subscribers
+                .insert(tx.webhook_subscribers(self.org_id, kind.as_str()).await?),
+        };
         // The row is built only when a subscription wants it (status changes are hot).
-        emit(tx, org_id, EventType::MessageStatus, || {
+        emit_to(tx, self.org_id, kind, subscribers, || {
             views::Message::from(msg())
         })
-        .await?;
+        .await
+        .map(drop)
     }
-    Ok(())
 }
 
 /// `message.received`: a customer's new message.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Db, Tx, with_pool, with_tx};
+use crate::db::{Db, Pool, Tx, with_pool, with_tx};
 use crate::error::Result;
 use tern_domain::failure::Failure;
 use tern_domain::message::{Direction, Status};
@@ -242,6 +242,44 @@ impl Db {
         let row: Option<Row> =
             with_pool!(self, pool => sqlx::query_as(BY_ID).bind(id).fetch_optional(pool).await)?;
         Ok(row.map(Message::from))
+    }
+
+    /// The messages with these wamids (one read for a notification's statuses; a wamid Tern
+    /// does not hold is simply absent).
+    pub async fn find_messages_by_wamids(&self, wamids: &[&str]) -> Result<Vec<Message>> {
+        if wamids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<Row> = match &self.pool {
+            Pool::Postgres(pool) => {
+                const SQL: &str = concat!(
+                    "SELECT ",
+                    message_columns!(),
+                    " FROM messages WHERE wamid = ANY($1)"
+                );
+                sqlx::query_as(SQL).bind(wamids).fetch_all(pool).await?
+            }
+            Pool::Sqlite(pool) => {
+                let marks = (1..=wamids.len())
+                    .map(|i| format!("${i}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let sql = format!(
+                    concat!(
+                        "SELECT ",
+                        message_columns!(),
+                        " FROM messages WHERE wamid IN ({})"
+                    ),
+                    marks
+                );
+                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+                for w in wamids {
+                    q = q.bind(*w);
+                }
+                q.fetch_all(pool).await?
+            }
+        };
+        Ok(rows.into_iter().map(Message::from).collect())
     }
 
     /// Tern's id of the organisation's message with this wamid, if Tern holds it.

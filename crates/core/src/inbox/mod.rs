@@ -11,6 +11,8 @@
 
 mod inbound;
 
+use std::collections::HashSet;
+
 use tern_cloudapi::{MessagesValue, Sender, StatusUpdate, UserIdUpdates};
 use tern_domain::message::{Precision, Status};
 use tern_domain::{new_id, time::now_ms};
@@ -18,7 +20,7 @@ use tern_store::{Db, Identity, StoreError};
 use uuid::Uuid;
 
 use crate::messages::failure;
-use crate::messages::status::{self, Applied, Report as StatusReport};
+use crate::messages::status::{self, Applied, Report as StatusReport, Reported};
 
 /// What applying a notification did, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -175,11 +177,20 @@ async fn apply_messages_value(
     for m in &value.messages {
         inbound::store(db, org_id, pnid, value, m, report).await?;
     }
+    apply_statuses(db, org_id, &value.statuses, report).await?;
+    // Since 2026 statuses name the customer too (BSUID; username on delivered/read): each
+    // customer once per notification.
+    let mut seen = HashSet::new();
     for s in &value.statuses {
-        apply_status(db, org_id, s, report).await?;
-        // Since 2026 statuses name the customer too (BSUID; username on delivered/read).
         let who = value.recipient(s);
-        if who.user_id.is_some() || who.username.is_some() {
+        if (who.user_id.is_some() || who.username.is_some())
+            && seen.insert((
+                who.wa_id.clone(),
+                who.user_id.clone(),
+                who.parent_user_id.clone(),
+                who.username.clone(),
+            ))
+        {
             let observed = db
                 .observe_identity(org_id, &identity(&who), now_ms())
                 .await?;
@@ -189,42 +200,63 @@ async fn apply_messages_value(
     Ok(())
 }
 
-async fn apply_status(
+/// A notification's statuses, through the status writer in one batch.
+async fn apply_statuses(
     db: &Db,
     org_id: Uuid,
-    s: &StatusUpdate,
+    statuses: &[StatusUpdate],
     report: &mut Report,
 ) -> Result<(), StoreError> {
-    let Some(incoming) = s.status.message_status() else {
-        tracing::info!(status = s.status.as_str(), "unknown status value ignored");
-        report.statuses_ignored += 1;
-        return Ok(());
-    };
-    let tern_id = s
-        .biz_opaque_callback_data
-        .as_deref()
-        .and_then(|d| Uuid::parse_str(d).ok());
-    let at = s
-        .timestamp
-        .map(|t| t.saturating_mul(1000))
-        .unwrap_or_else(now_ms);
-    let failure = (incoming == Status::Failed).then(|| failure::from_webhook(s.errors.first()));
-    let r = StatusReport {
-        status: incoming,
-        at,
-        precision: Precision::WholeSecond,
-        wamid: Some(&s.id),
-        failure: failure.as_ref(),
-    };
-    match status::apply_report(db, org_id, &s.id, tern_id, &r).await? {
-        Applied::Changed => {
-            metrics::counter!("tern_network_events_total", "kind" => "status").increment(1);
-            report.statuses_applied += 1;
-        }
-        Applied::Unchanged => report.statuses_ignored += 1,
-        Applied::UnknownMessage => {
-            tracing::debug!(wamid = %s.id, "status for an unknown message ignored");
+    let failures: Vec<Option<failure::Failure>> = statuses
+        .iter()
+        .map(|s| {
+            (s.status.message_status() == Some(Status::Failed))
+                .then(|| failure::from_webhook(s.errors.first()))
+        })
+        .collect();
+    let mut reports = Vec::with_capacity(statuses.len());
+    for (s, failure) in statuses.iter().zip(&failures) {
+        let Some(incoming) = s.status.message_status() else {
+            tracing::info!(status = s.status.as_str(), "unknown status value ignored");
             report.statuses_ignored += 1;
+            continue;
+        };
+        let at = s
+            .timestamp
+            .map(|t| t.saturating_mul(1000))
+            .unwrap_or_else(now_ms);
+        reports.push(Reported {
+            wamid: &s.id,
+            tern_id: s
+                .biz_opaque_callback_data
+                .as_deref()
+                .and_then(|d| Uuid::parse_str(d).ok()),
+            report: StatusReport {
+                status: incoming,
+                at,
+                precision: Precision::WholeSecond,
+                wamid: Some(&s.id),
+                failure: failure.as_ref(),
+            },
+        });
+    }
+    if reports.is_empty() {
+        return Ok(());
+    }
+    for (r, applied) in reports
+        .iter()
+        .zip(status::apply_reports(db, org_id, &reports).await?)
+    {
+        match applied {
+            Applied::Changed => {
+                metrics::counter!("tern_network_events_total", "kind" => "status").increment(1);
+                report.statuses_applied += 1;
+            }
+            Applied::Unchanged => report.statuses_ignored += 1,
+            Applied::UnknownMessage => {
+                tracing::debug!(wamid = %r.wamid, "status for an unknown message ignored");
+                report.statuses_ignored += 1;
+            }
         }
     }
     Ok(())

@@ -19,6 +19,8 @@
 //! recipient between the campaign's progress counters in that transaction too. A failure that gives the
 //! wallet debit back commits the refund in that same transaction.
 
+use std::collections::{BTreeMap, HashMap};
+
 use tern_domain::campaign::Bucket;
 use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
@@ -130,6 +132,131 @@ pub async fn apply_report(
         }
     }
     Err(contention())
+}
+
+/// A status report about the message with `wamid` (see [`apply_report`]).
+#[derive(Debug, Clone)]
+pub struct Reported<'a> {
+    pub wamid: &'a str,
+    pub tern_id: Option<Uuid>,
+    pub report: Report<'a>,
+}
+
+/// Applies a notification's status reports for one organisation, in order, as
+/// [`apply_report`] would one by one, with one read of the messages and one transaction:
+/// the network sends a busy number's statuses in batches (often a message's `sent`,
+/// `delivered` and `read` together), and one write per message and one commit per batch
+/// cost a fraction of a transaction per report. Each step still has its own
+/// `message.status` event. A message another writer moved meanwhile (and one found only by
+/// Tern's id) goes through [`apply_report`] afterwards.
+pub async fn apply_reports(
+    db: &Db,
+    org_id: Uuid,
+    reports: &[Reported<'_>],
+) -> Result<Vec<Applied>, StoreError> {
+    let mut results = vec![Applied::UnknownMessage; reports.len()];
+    let wamids: Vec<&str> = reports.iter().map(|r| r.wamid).collect();
+    let found = db.find_messages_by_wamids(&wamids).await?;
+    let by_wamid: HashMap<&str, &Message> = found
+        .iter()
+        .filter_map(|m| m.wamid.as_deref().map(|w| (w, m)))
+        .collect();
+    // Each message's steps in report order, decided over the message as the previous step
+    // left it; ordered by id so concurrent batches lock rows in one order.
+    let mut plans: BTreeMap<Uuid, Plan<'_>> = BTreeMap::new();
+    let mut alone = Vec::new();
+    for (i, r) in reports.iter().enumerate() {
+        let Some(msg) = by_wamid.get(r.wamid) else {
+            alone.push(i);
+            continue;
+        };
+        if msg.org_id != org_id {
+            tracing::warn!(
+                wamid = r.wamid,
+                "status for another organisation's message ignored"
+            );
+            continue;
+        }
+        let plan = plans.entry(msg.id).or_insert_with(|| Plan {
+            original: msg,
+            now: (*msg).clone(),
+            steps: Vec::new(),
+        });
+        match decide(&plan.now, &r.report) {
+            Some((change, _)) => {
+                let before = plan.now.status;
+                plan.now = written(&plan.now, &change);
+                plan.steps.push((i, before, change));
+            }
+            None => results[i] = Applied::Unchanged,
+        }
+    }
+    let mut tx = db.begin().await?;
+    let at = now_ms();
+    let mut moves: BTreeMap<(Uuid, i64, Bucket, Bucket), i64> = BTreeMap::new();
+    let mut failures: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
+    let mut events = events::StatusEvents::new(org_id);
+    for plan in plans.values() {
+        let Some((_, _, last)) = plan.steps.last() else {
+            continue;
+        };
+        let o = plan.original;
+        if !tx
+            .update_message_status(o.id, o.status, o.updated_at, last, at)
+            .await?
+        {
+            alone.extend(plan.steps.iter().map(|(i, _, _)| *i));
+            continue;
+        }
+        if let Some(campaign_id) = o.campaign_id {
+            let (from, to) = (
+                Bucket::of_message(o.status),
+                Bucket::of_message(last.status),
+            );
+            if from != to {
+                *moves
+                    .entry((campaign_id, counter_shard(o.id), from, to))
+                    .or_default() += 1;
+                if to == Bucket::Failed {
+                    let code = last.failure_code.as_deref().unwrap_or("unknown");
+                    *failures.entry((campaign_id, code.to_string())).or_default() += 1;
+                }
+            }
+        }
+        let mut msg = o.clone();
+        for (i, before, change) in &plan.steps {
+            msg = written(&msg, change);
+            events
+                .emit(&mut tx, *before, change.status, || msg.clone())
+                .await?;
+            results[*i] = Applied::Changed;
+        }
+    }
+    // Counters after every message row, in key order: a lock order no other writer inverts.
+    for ((campaign_id, shard, from, to), n) in moves {
+        tx.move_campaign_count(campaign_id, shard, from, to, n)
+            .await?;
+    }
+    for ((campaign_id, code), n) in failures {
+        tx.add_campaign_reason(campaign_id, "failed", &code, n)
+            .await?;
+    }
+    tx.commit().await?;
+    alone.sort_unstable();
+    for i in alone {
+        let r = &reports[i];
+        results[i] = apply_report(db, org_id, r.wamid, r.tern_id, &r.report).await?;
+    }
+    Ok(results)
+}
+
+/// One message's steps within [`apply_reports`].
+struct Plan<'m> {
+    original: &'m Message,
+    /// The message as the steps so far leave it.
+    now: Message,
+    /// `(report index, status before, change)`.
+    steps: Vec<(usize, Status, StatusChange)>,
 }
 
 /// What recording a send's outcome did.

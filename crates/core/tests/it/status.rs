@@ -235,6 +235,167 @@ async fn reports_follow_the_monotonic_rule() {
     .await;
 }
 
+/// A `message.status` subscription of the organisation (to count its events).
+async fn status_subscription(db: &Db, org: &Org) {
+    let m = tern_core::admin::add_member(db, org.id, "a@acme.test", tern_domain::auth::Role::Owner)
+        .await
+        .unwrap();
+    let k = tern_core::admin::create_key(
+        db,
+        org.id,
+        m.id,
+        "k",
+        Some(tern_domain::auth::Preset::ReadOnly),
+        &[],
+    )
+    .await
+    .unwrap();
+    db.insert_webhook_subscription(&tern_store::NewSubscription {
+        id: new_id(),
+        org_id: org.id,
+        api_key_id: k.key.id,
+        url: "https://hooks.example.com/t".into(),
+        event_types: vec!["message.status".into()],
+        secret_enc: vec![1, 2, 3],
+        enabled: true,
+        description: None,
+        created_at: now_ms(),
+    })
+    .await
+    .unwrap();
+}
+
+/// A notification's reports applied together end exactly where the same reports applied one
+/// by one end (every order of four steps, with a repeat), and each step that changed the
+/// message has its own event.
+#[tokio::test]
+async fn a_batch_ends_where_the_reports_one_by_one_end() {
+    on_both(|db: Db| async move {
+        let org = fixtures::org(&db, json!({})).await;
+        fixtures::number(&db, &org, PNID).await;
+        status_subscription(&db, &org).await;
+        let t0 = now_ms() - 60_000;
+        let f = Failure::tern("recipient_not_on_whatsapp", "no");
+        let step = |status: Status, secs: i64| Report {
+            status,
+            at: t0 + secs * 1000,
+            precision: Precision::WholeSecond,
+            wamid: None,
+            failure: (status == Status::Failed).then_some(&f),
+        };
+        let orders: [[(Status, i64); 4]; 4] = [
+            [
+                (Status::Delivered, 2),
+                (Status::Read, 3),
+                (Status::Delivered, 2),
+                (Status::Sent, 1),
+            ],
+            [
+                (Status::Read, 3),
+                (Status::Sent, 1),
+                (Status::Delivered, 2),
+                (Status::Read, 4),
+            ],
+            [
+                (Status::Delivered, 2),
+                (Status::Failed, 5),
+                (Status::Read, 3),
+                (Status::Delivered, 1),
+            ],
+            [
+                (Status::Failed, 5),
+                (Status::Failed, 6),
+                (Status::Read, 3),
+                (Status::Sent, 1),
+            ],
+        ];
+        for (n, order) in orders.iter().enumerate() {
+            let (wa, wb) = (format!("wamid.A{n}"), format!("wamid.B{n}"));
+            let a = sent_message(&db, &org, &wa, t0).await;
+            let b = sent_message(&db, &org, &wb, t0).await;
+            let reports: Vec<status::Reported<'_>> = order
+                .iter()
+                .map(|&(st, secs)| status::Reported {
+                    wamid: &wa,
+                    tern_id: None,
+                    report: step(st, secs),
+                })
+                .collect();
+            let batch = status::apply_reports(&db, org.id, &reports).await.unwrap();
+            let (batch_events, _) = db.fan_out_events(1000).await.unwrap();
+            let mut single = Vec::new();
+            for &(st, secs) in order {
+                single.push(
+                    status::apply_report(&db, org.id, &wb, None, &step(st, secs))
+                        .await
+                        .unwrap(),
+                );
+            }
+            let (single_events, _) = db.fan_out_events(1000).await.unwrap();
+            assert_eq!(batch, single, "order {n}");
+            let (ga, gb) = (
+                db.get_message(org.id, a.id).await.unwrap().unwrap(),
+                db.get_message(org.id, b.id).await.unwrap().unwrap(),
+            );
+            let row = |m: &Message| {
+                (
+                    m.status,
+                    m.sent_at,
+                    m.delivered_at,
+                    m.read_at,
+                    m.failed_at,
+                    m.failure.clone(),
+                )
+            };
+            assert_eq!(row(&ga), row(&gb), "order {n}");
+            // One event per step to a new status: delivered+read, read, delivered+failed, failed.
+            assert_eq!(
+                (batch_events, single_events),
+                ([2, 1, 2, 1][n], [2, 1, 2, 1][n]),
+                "order {n}"
+            );
+        }
+        // Unknown, another organisation's, and a repeat in one batch.
+        let c = sent_message(&db, &org, "wamid.C", t0).await;
+        let reports = [
+            status::Reported {
+                wamid: "wamid.nope",
+                tern_id: None,
+                report: step(Status::Read, 3),
+            },
+            status::Reported {
+                wamid: "wamid.C",
+                tern_id: None,
+                report: step(Status::Delivered, 2),
+            },
+            status::Reported {
+                wamid: "wamid.C",
+                tern_id: None,
+                report: step(Status::Delivered, 2),
+            },
+        ];
+        assert_eq!(
+            status::apply_reports(&db, org.id, &reports).await.unwrap(),
+            [
+                Applied::UnknownMessage,
+                Applied::Changed,
+                Applied::Unchanged
+            ]
+        );
+        assert_eq!(
+            status::apply_reports(&db, Uuid::now_v7(), &reports[1..])
+                .await
+                .unwrap(),
+            [Applied::UnknownMessage, Applied::UnknownMessage]
+        );
+        assert_eq!(
+            db.get_message(org.id, c.id).await.unwrap().unwrap().status,
+            Status::Delivered
+        );
+    })
+    .await;
+}
+
 /// CORE.md rule 3: outside the store (which holds the SQL) and the status writer, no code
 /// calls a store method that changes a message's status.
 #[test]

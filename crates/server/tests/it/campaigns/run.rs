@@ -18,12 +18,16 @@ struct Run {
     key: String,
 }
 
-/// Tern with its workers, the simulator as the network, one number at `mps` on both sides,
-/// and template `promo` (one variable) approved on both sides.
+/// Tern with its workers, the simulator as the network (statuses batched), one number at
+/// `mps` on both sides, and template `promo` (one variable) approved on both sides.
 async fn start(backend: Backend, mps: i64) -> Run {
-    let sim = tern_simulator::start(tern_simulator::SimArgs::local(APP_SECRET))
-        .await
-        .unwrap();
+    // Statuses come batched, as from a busy number: several in one notification, often a
+    // message's sent, delivered and read together (the status writer's batch path).
+    let args = tern_simulator::SimArgs {
+        batch_window_ms: 150,
+        ..tern_simulator::SimArgs::local(APP_SECRET)
+    };
+    let sim = tern_simulator::start(args).await.unwrap();
     let app = TestApp::start_with_graph(backend, &sim.base_url(), true).await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     sim.register_number(NumberSpec {
