@@ -603,6 +603,57 @@ dispatch_tests! {
         assert_eq!(env.requests_for(id).len(), 1);
     },
 
+    outcomes_recorded_together_are_each_decided_as_alone => |env| async move {
+        use tern_core::messages::failure::Failure;
+        use tern_core::messages::status::{self, Recorded, Report};
+        use tern_domain::message::Precision;
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            ids.push(env.accept_text(&format!("1650555{i:04}"), "batch").await);
+        }
+        let claimed = env.db.claim_dispatch(&DispatchClaim {
+            phone_number_id: None, limit: 10, owner: "batch-worker", now: now_ms(),
+            lease_ms: 30_000, grace_ms: 30_000,
+        }).await.unwrap();
+        assert_eq!(claimed.len(), 4);
+        let item = |id: Uuid| claimed.iter().find(|c| c.id == id).unwrap();
+        let report = |status, wamid, failure| Report { status, at: now_ms(), precision: Precision::Millis, wamid, failure };
+        // The network's `delivered` for the first came before its send answer.
+        let delivered = report(Status::Delivered, None, None);
+        status::apply_report(&env.db, env.org_id, "wamid.B0", Some(ids[0]), &delivered).await.unwrap();
+        // The last one's claim went to another worker: its outcome is stale.
+        let mut stale = item(ids[3]).clone();
+        stale.lease_owner = "another-worker".into();
+        let f = Failure::tern("message_payload_invalid", "x");
+        let outcomes = [
+            (item(ids[0]), report(Status::Sent, Some("wamid.B0"), None)),
+            (item(ids[1]), report(Status::Sent, Some("wamid.B1"), None)),
+            (item(ids[2]), report(Status::Failed, None, Some(&f))),
+            (&stale, report(Status::Sent, Some("wamid.B3"), None)),
+        ];
+        let written = Recorded::Written { refunded_minor: 0 };
+        assert_eq!(
+            status::record_sends(&env.db, &outcomes).await.unwrap(),
+            [written, written, written, Recorded::Stale]
+        );
+        let m: Vec<Message> = futures::future::join_all(ids.iter().map(|id| env.message(*id))).await;
+        assert_eq!((m[0].status, m[0].wamid.as_deref()), (Status::Delivered, Some("wamid.B0")));
+        assert!(m[0].sent_at.is_some() && m[0].sent_at <= m[0].delivered_at);
+        assert_eq!((m[1].status, m[1].wamid.as_deref()), (Status::Sent, Some("wamid.B1")));
+        assert_eq!((m[2].status, m[2].failure_code.as_deref()), (Status::Failed, Some("message_payload_invalid")));
+        assert_eq!((m[3].status, m[3].wamid.as_deref()), (Status::Sending, None));
+        for (i, id) in ids.iter().enumerate() {
+            let state = env.db.dispatch_info(*id).await.unwrap().dispatch_state;
+            assert_eq!(state.is_some(), i == 3, "message {i}: {state:?}");
+        }
+        // Recorded again (a retry after a lost answer): answered as alone, nothing changes.
+        let (item1, sent1) = &outcomes[1];
+        let alone = status::record_send(&env.db, item1, sent1).await.unwrap();
+        assert_eq!(status::record_sends(&env.db, &outcomes[1..2]).await.unwrap(), [alone]);
+        let again = env.message(ids[1]).await;
+        assert_eq!(Message { updated_at: m[1].updated_at, ..again }, m[1]);
+    },
+
     an_abandoned_claim_is_never_resent_and_fails_at_its_deadline => |env| async move {
         let id = env.accept_text("16505551234", "orphan").await;
         // A worker claims it and dies (kill -9) before recording anything.

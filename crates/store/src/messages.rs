@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Db, Pool, Tx, with_pool, with_tx};
+use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::Result;
 use tern_domain::failure::Failure;
 use tern_domain::message::{Direction, Status};
@@ -247,38 +247,50 @@ impl Db {
     /// The messages with these wamids (one read for a notification's statuses; a wamid Tern
     /// does not hold is simply absent).
     pub async fn find_messages_by_wamids(&self, wamids: &[&str]) -> Result<Vec<Message>> {
-        if wamids.is_empty() {
+        self.messages_in("wamid", wamids).await
+    }
+
+    /// The messages with these ids (one read for a batch of send outcomes).
+    pub async fn get_messages_by_ids(&self, ids: &[Uuid]) -> Result<Vec<Message>> {
+        self.messages_in("id", ids).await
+    }
+
+    /// The messages whose `column` is one of `values`, in one statement.
+    async fn messages_in<'a, T>(
+        &self,
+        column: &'static str,
+        values: &'a [T],
+    ) -> Result<Vec<Message>>
+    where
+        T: Copy
+            + Send
+            + Sync
+            + 'a
+            + sqlx::Encode<'a, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + sqlx::Encode<'a, sqlx::Sqlite>
+            + sqlx::Type<sqlx::Sqlite>,
+    {
+        if values.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<Row> = match &self.pool {
-            Pool::Postgres(pool) => {
-                const SQL: &str = concat!(
-                    "SELECT ",
-                    message_columns!(),
-                    " FROM messages WHERE wamid = ANY($1)"
-                );
-                sqlx::query_as(SQL).bind(wamids).fetch_all(pool).await?
+        let head = format!(
+            concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages WHERE {} IN ("
+            ),
+            column
+        );
+        let rows: Vec<Row> = with_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(head.as_str());
+            let mut list = q.separated(", ");
+            for v in values {
+                list.push_bind(*v);
             }
-            Pool::Sqlite(pool) => {
-                let marks = (1..=wamids.len())
-                    .map(|i| format!("${i}"))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                let sql = format!(
-                    concat!(
-                        "SELECT ",
-                        message_columns!(),
-                        " FROM messages WHERE wamid IN ({})"
-                    ),
-                    marks
-                );
-                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-                for w in wamids {
-                    q = q.bind(*w);
-                }
-                q.fetch_all(pool).await?
-            }
-        };
+            q.push(")");
+            q.build_query_as::<Row>().fetch_all(pool).await
+        })?;
         Ok(rows.into_iter().map(Message::from).collect())
     }
 

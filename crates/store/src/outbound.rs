@@ -2,7 +2,7 @@
 //! message are written in one transaction, so a message exists exactly when its key is bound
 //! (and its debit and usage were recorded), whatever crashes or races happen.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::types::Json;
 use sqlx::{PgConnection, SqliteConnection};
@@ -385,6 +385,7 @@ impl Db {
                 grants.push(add_usage_on!(self.backend(), &mut *tx, a)?);
             }
             let mut units = Units::granted(&adds, &grants);
+            let mut new_conversations = Vec::new();
 
             for (slot, &i) in idx.iter().enumerate() {
                 let it = &items[i];
@@ -490,28 +491,48 @@ impl Db {
                         .await?;
                     items[i].message.contact_id = id;
                 }
-                let it = &items[i];
-                if it.new_conversation {
-                    sqlx::query(
-                            "INSERT INTO conversations (id, org_id, contact_id, phone_number_id, created_at) \
-                             VALUES ($1, $2, $3, $4, $5) \
-                             ON CONFLICT (contact_id, phone_number_id) DO NOTHING")
-                        .bind(it.message.conversation_id)
-                        .bind(org_id)
-                        .bind(it.message.contact_id)
-                        .bind(&it.message.phone_number_id)
-                        .bind(it.message.created_at)
-                        .execute(&mut *tx)
-                        .await?;
-                    let id: Uuid = sqlx::query_scalar(
-                            "SELECT id FROM conversations WHERE contact_id = $1 AND phone_number_id = $2")
-                        .bind(it.message.contact_id)
-                        .bind(&it.message.phone_number_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    items[i].message.conversation_id = id;
+                if items[i].new_conversation {
+                    new_conversations.push(i);
                 }
                 outcome[slot] = Some(Acceptance::Accepted);
+            }
+
+            // 3a. The new recipients' conversations, two statements for all (a campaign to
+            // imported contacts opens one per message), unless a concurrent request created
+            // them first (then theirs are used).
+            if !new_conversations.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO conversations (id, org_id, contact_id, phone_number_id, created_at) ");
+                q.push_values(&new_conversations, |mut b, &i| {
+                    let m = &items[i].message;
+                    b.push_bind(m.conversation_id)
+                        .push_bind(m.org_id)
+                        .push_bind(m.contact_id)
+                        .push_bind(m.phone_number_id.clone())
+                        .push_bind(m.created_at);
+                });
+                q.push(" ON CONFLICT (contact_id, phone_number_id) DO NOTHING");
+                q.build().execute(&mut *tx).await?;
+                let mut q = sqlx::QueryBuilder::new(
+                    "SELECT contact_id, phone_number_id, id FROM conversations WHERE contact_id IN (");
+                let mut list = q.separated(", ");
+                for &i in &new_conversations {
+                    list.push_bind(items[i].message.contact_id);
+                }
+                q.push(")");
+                let found: HashMap<(Uuid, String), Uuid> = q
+                    .build_query_as::<(Uuid, String, Uuid)>()
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .map(|(c, p, id)| ((c, p), id))
+                    .collect();
+                for &i in &new_conversations {
+                    let m = &mut items[i].message;
+                    if let Some(id) = found.get(&(m.contact_id, m.phone_number_id.clone())) {
+                        m.conversation_id = *id;
+                    }
+                }
             }
 
             // 4. The accepted messages, queued for dispatch now, in one statement.

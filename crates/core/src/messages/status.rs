@@ -193,8 +193,7 @@ pub async fn apply_reports(
     }
     let mut tx = db.begin().await?;
     let at = now_ms();
-    let mut moves: BTreeMap<(Uuid, i64, Bucket, Bucket), i64> = BTreeMap::new();
-    let mut failures: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
+    let mut counts = Counts::default();
     let mut events = events::StatusEvents::new(org_id);
     for plan in plans.values() {
         let Some((_, _, last)) = plan.steps.last() else {
@@ -208,21 +207,7 @@ pub async fn apply_reports(
             alone.extend(plan.steps.iter().map(|(i, _, _)| *i));
             continue;
         }
-        if let Some(campaign_id) = o.campaign_id {
-            let (from, to) = (
-                Bucket::of_message(o.status),
-                Bucket::of_message(last.status),
-            );
-            if from != to {
-                *moves
-                    .entry((campaign_id, counter_shard(o.id), from, to))
-                    .or_default() += 1;
-                if to == Bucket::Failed {
-                    let code = last.failure_code.as_deref().unwrap_or("unknown");
-                    *failures.entry((campaign_id, code.to_string())).or_default() += 1;
-                }
-            }
-        }
+        counts.add(o, last);
         let mut msg = o.clone();
         for (i, before, change) in &plan.steps {
             msg = written(&msg, change);
@@ -232,15 +217,7 @@ pub async fn apply_reports(
             results[*i] = Applied::Changed;
         }
     }
-    // Counters after every message row, in key order: a lock order no other writer inverts.
-    for ((campaign_id, shard, from, to), n) in moves {
-        tx.move_campaign_count(campaign_id, shard, from, to, n)
-            .await?;
-    }
-    for ((campaign_id, code), n) in failures {
-        tx.add_campaign_reason(campaign_id, "failed", &code, n)
-            .await?;
-    }
+    counts.write(&mut tx).await?;
     tx.commit().await?;
     alone.sort_unstable();
     for i in alone {
@@ -311,6 +288,120 @@ pub async fn record_send(
         }
     }
     Err(contention())
+}
+
+/// [`record_send`] for several claims at once, with one read and one transaction (the
+/// dispatcher's sends finish in bursts; one commit for many outcomes is what keeps a busy
+/// number at its pace). Claims are written in id order and the campaign counters after every
+/// row, in key order, as [`apply_reports`] does. A message another writer moved meanwhile
+/// goes through [`record_send`] afterwards.
+pub async fn record_sends(
+    db: &Db,
+    outcomes: &[(&DispatchItem, Report<'_>)],
+) -> Result<Vec<Recorded>, StoreError> {
+    let mut results = vec![Recorded::Stale; outcomes.len()];
+    let ids: Vec<Uuid> = outcomes.iter().map(|(item, _)| item.id).collect();
+    let found = db.get_messages_by_ids(&ids).await?;
+    let by_id: HashMap<Uuid, &Message> = found.iter().map(|m| (m.id, m)).collect();
+    let mut order: Vec<usize> = (0..outcomes.len()).collect();
+    order.sort_by_key(|&i| outcomes[i].0.id);
+    let mut counts = Counts::default();
+    let mut events: HashMap<Uuid, events::StatusEvents> = HashMap::new();
+    let mut again = Vec::new();
+    let at = now_ms();
+    let mut tx = db.begin().await?;
+    for i in order {
+        let (item, report) = &outcomes[i];
+        let Some(msg) = by_id.get(&item.id).filter(|m| m.org_id == item.org_id) else {
+            continue;
+        };
+        let (change, became_failed) =
+            decide(msg, report).unwrap_or_else(|| (unchanged(msg), false));
+        match tx
+            .complete_dispatch(
+                item.id,
+                &item.lease(),
+                msg.status,
+                msg.updated_at,
+                &change,
+                at,
+            )
+            .await?
+        {
+            DispatchWrite::Applied => {}
+            DispatchWrite::LeaseLost => continue,
+            DispatchWrite::Moved => {
+                again.push(i);
+                continue;
+            }
+        }
+        let refunded_minor = if became_failed {
+            tx.refund_message_debit(item.id, at).await?
+        } else {
+            0
+        };
+        counts.add(msg, &change);
+        events
+            .entry(msg.org_id)
+            .or_insert_with(|| events::StatusEvents::new(msg.org_id))
+            .emit(&mut tx, msg.status, change.status, || written(msg, &change))
+            .await?;
+        results[i] = Recorded::Written { refunded_minor };
+    }
+    counts.write(&mut tx).await?;
+    tx.commit().await?;
+    for i in again {
+        let (item, report) = &outcomes[i];
+        results[i] = record_send(db, item, report).await?;
+    }
+    Ok(results)
+}
+
+/// Campaign counter moves and failure codes of a batch, written after its message rows in
+/// key order (a lock order no other writer inverts).
+#[derive(Default)]
+struct Counts {
+    moves: BTreeMap<(Uuid, i64, Bucket, Bucket), i64>,
+    failures: BTreeMap<(Uuid, String), i64>,
+}
+
+impl Counts {
+    /// `before` moved to `change`.
+    fn add(&mut self, before: &Message, change: &StatusChange) {
+        let Some(campaign_id) = before.campaign_id else {
+            return;
+        };
+        let (from, to) = (
+            Bucket::of_message(before.status),
+            Bucket::of_message(change.status),
+        );
+        if from == to {
+            return;
+        }
+        *self
+            .moves
+            .entry((campaign_id, counter_shard(before.id), from, to))
+            .or_default() += 1;
+        if to == Bucket::Failed {
+            let code = change.failure_code.as_deref().unwrap_or("unknown");
+            *self
+                .failures
+                .entry((campaign_id, code.to_string()))
+                .or_default() += 1;
+        }
+    }
+
+    async fn write(self, tx: &mut Tx) -> Result<(), StoreError> {
+        for ((campaign_id, shard, from, to), n) in self.moves {
+            tx.move_campaign_count(campaign_id, shard, from, to, n)
+                .await?;
+        }
+        for ((campaign_id, code), n) in self.failures {
+            tx.add_campaign_reason(campaign_id, "failed", &code, n)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// A campaign message's recipient moves to its new status's bucket in the campaign's

@@ -53,6 +53,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+mod record;
+
+use record::Waiting;
+
 pub use tern_core::messages::failure::{
     FAILURE_MEDIA_UNAVAILABLE, FAILURE_NUMBER_NOT_CONNECTED, FAILURE_OUTCOME_UNKNOWN,
     FAILURE_PAYLOAD_INVALID, FAILURE_TOKEN_UNREADABLE,
@@ -284,6 +288,10 @@ struct Shared {
     config: DispatchConfig,
     /// Where media messages' files are (uploaded to the network before the send).
     media: Option<Arc<MediaService>>,
+    /// Send outcomes waiting to be recorded, and the turn to record them (see
+    /// [`Shared::record_final`]).
+    outcomes: std::sync::Mutex<Vec<Waiting>>,
+    recording: tokio::sync::Mutex<()>,
 }
 
 /// What the dispatcher knows about one number.
@@ -337,6 +345,8 @@ impl Dispatcher {
                 cloud,
                 config,
                 media: None,
+                outcomes: std::sync::Mutex::new(Vec::new()),
+                recording: tokio::sync::Mutex::new(()),
             }),
             key,
             owner: format!("dispatch-{}", Uuid::new_v4()),
@@ -779,160 +789,6 @@ impl Shared {
         tracing::info!(message_id = %item.id, error = %e, "media upload to the network failed");
         Err(self.record(item, Err(e)).await)
     }
-
-    async fn record(
-        &self,
-        item: &DispatchItem,
-        result: Result<tern_cloudapi::SendAccepted, SendError>,
-    ) -> Outcome {
-        let lease = item.lease();
-        let e = match result {
-            Ok(accepted) => {
-                let fin = Final::Sent {
-                    wamid: accepted.wamid,
-                };
-                return self.record_final(item, fin).await;
-            }
-            Err(e) => e,
-        };
-        match e.retry_class() {
-            RetryClass::OutcomeUnknown => {
-                tracing::warn!(message_id = %item.id, error = %e,
-                    "send outcome unknown; waiting for the network's status");
-                let grace =
-                    i64::try_from(self.config.unknown_grace.as_millis()).unwrap_or(i64::MAX);
-                let deadline = now_ms().saturating_add(grace);
-                let error = e.to_string();
-                let r = retrying(|| {
-                    self.db
-                        .mark_dispatch_unknown(item.id, &lease, deadline, &error)
-                })
-                .await;
-                finish_queue_write(item, r, Outcome::Unknown)
-            }
-            RetryClass::RetrySoon | RetryClass::RetryLater
-                if item.attempts < i64::from(self.config.max_attempts) =>
-            {
-                let delay = self.config.backoff(item.attempts);
-                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
-                    retry_in_ms = delay.as_millis() as u64, "network did not take the message; will retry");
-                let at = now_ms().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0));
-                let error = e.to_string();
-                let r = retrying(|| self.db.retry_dispatch(item.id, &lease, at, &error)).await;
-                finish_queue_write(item, r, Outcome::Retried)
-            }
-            class => {
-                let gave_up = (class != RetryClass::Never).then_some(item.attempts);
-                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
-                    "message failed");
-                let failure = failure::from_send_error(&e, gave_up);
-                self.record_final(item, Final::Failed(failure)).await
-            }
-        }
-    }
-
-    /// Fails a claimed message that cannot be sent at all (number or token unusable).
-    async fn fail_unsendable(
-        &self,
-        item: &DispatchItem,
-        code: &'static str,
-        explanation: &str,
-    ) -> Outcome {
-        tracing::warn!(message_id = %item.id, phone_number_id = %item.phone_number_id, code,
-            "message cannot be sent from its number");
-        let fin = Final::Failed(Failure::tern(code, explanation));
-        self.record_final(item, fin).await
-    }
-
-    /// Writes the final status through the status writer (the domain's monotonic rule
-    /// under compare-and-set: a status webhook may have moved the message already, even to
-    /// `delivered` or `read`); a failure refunds a template's wallet debit with it.
-    async fn record_final(&self, item: &DispatchItem, fin: Final) -> Outcome {
-        let (outcome, report) = match &fin {
-            Final::Sent { wamid } => (
-                Outcome::Sent,
-                Report {
-                    status: Status::Sent,
-                    at: now_ms(),
-                    precision: Precision::Millis,
-                    wamid: Some(wamid),
-                    failure: None,
-                },
-            ),
-            Final::Failed(f) => (
-                Outcome::Failed,
-                Report {
-                    status: Status::Failed,
-                    at: now_ms(),
-                    precision: Precision::Millis,
-                    wamid: None,
-                    failure: Some(f),
-                },
-            ),
-        };
-        let r = retrying(|| status::record_send(&self.db, item, &report)).await;
-        let o = match r {
-            Ok(Recorded::Written { refunded_minor }) => {
-                if refunded_minor > 0 {
-                    tracing::info!(message_id = %item.id, amount_minor = refunded_minor, "wallet debit refunded");
-                    metrics::counter!("tern_wallet_refunds_total").increment(1);
-                }
-                outcome
-            }
-            Ok(Recorded::Stale) => {
-                tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
-                Outcome::Stale
-            }
-            Err(e) => {
-                tracing::error!(message_id = %item.id, error = %e,
-                    "could not record the send outcome; a status webhook or the grace deadline will settle it");
-                Outcome::Error
-            }
-        };
-        if o == Outcome::Sent {
-            let latency_ms = (now_ms() - item.created_at).max(0);
-            metrics::histogram!("tern_dispatch_accepted_to_sent_seconds")
-                .record(latency_ms as f64 / 1000.0);
-        }
-        metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
-        o
-    }
-}
-
-fn finish_queue_write(item: &DispatchItem, r: Result<bool, StoreError>, ok: Outcome) -> Outcome {
-    let o = match r {
-        Ok(true) => ok,
-        Ok(false) => {
-            tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
-            Outcome::Stale
-        }
-        Err(e) => {
-            tracing::error!(message_id = %item.id, error = %e,
-                "could not record the send outcome; a status webhook or the grace deadline will settle it");
-            Outcome::Error
-        }
-    };
-    metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
-    o
-}
-
-/// Runs a store write, retrying a few times while the database is unavailable.
-async fn retrying<T, F, Fut>(mut f: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    let mut delay = Duration::from_millis(50);
-    for _ in 0..4 {
-        match f().await {
-            Err(e) if e.is_unavailable() => {
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-            }
-            other => return other,
-        }
-    }
-    f().await
 }
 
 #[cfg(test)]

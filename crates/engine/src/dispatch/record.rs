@@ -1,0 +1,230 @@
+//! Recording send outcomes: through the single status writer, in batches (group commit).
+
+use super::*;
+
+/// A send outcome waiting for the next batch.
+pub(super) struct Waiting {
+    item: DispatchItem,
+    fin: Final,
+    at: i64,
+    done: tokio::sync::oneshot::Sender<Result<Recorded, StoreError>>,
+}
+
+impl Shared {
+    pub(super) async fn record(
+        &self,
+        item: &DispatchItem,
+        result: Result<tern_cloudapi::SendAccepted, SendError>,
+    ) -> Outcome {
+        let lease = item.lease();
+        let e = match result {
+            Ok(accepted) => {
+                let fin = Final::Sent {
+                    wamid: accepted.wamid,
+                };
+                return self.record_final(item, fin).await;
+            }
+            Err(e) => e,
+        };
+        match e.retry_class() {
+            RetryClass::OutcomeUnknown => {
+                tracing::warn!(message_id = %item.id, error = %e,
+                    "send outcome unknown; waiting for the network's status");
+                let grace =
+                    i64::try_from(self.config.unknown_grace.as_millis()).unwrap_or(i64::MAX);
+                let deadline = now_ms().saturating_add(grace);
+                let error = e.to_string();
+                let r = retrying(|| {
+                    self.db
+                        .mark_dispatch_unknown(item.id, &lease, deadline, &error)
+                })
+                .await;
+                finish_queue_write(item, r, Outcome::Unknown)
+            }
+            RetryClass::RetrySoon | RetryClass::RetryLater
+                if item.attempts < i64::from(self.config.max_attempts) =>
+            {
+                let delay = self.config.backoff(item.attempts);
+                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
+                    retry_in_ms = delay.as_millis() as u64, "network did not take the message; will retry");
+                let at = now_ms().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0));
+                let error = e.to_string();
+                let r = retrying(|| self.db.retry_dispatch(item.id, &lease, at, &error)).await;
+                finish_queue_write(item, r, Outcome::Retried)
+            }
+            class => {
+                let gave_up = (class != RetryClass::Never).then_some(item.attempts);
+                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
+                    "message failed");
+                let failure = failure::from_send_error(&e, gave_up);
+                self.record_final(item, Final::Failed(failure)).await
+            }
+        }
+    }
+
+    /// Fails a claimed message that cannot be sent at all (number or token unusable).
+    pub(super) async fn fail_unsendable(
+        &self,
+        item: &DispatchItem,
+        code: &'static str,
+        explanation: &str,
+    ) -> Outcome {
+        tracing::warn!(message_id = %item.id, phone_number_id = %item.phone_number_id, code,
+            "message cannot be sent from its number");
+        let fin = Final::Failed(Failure::tern(code, explanation));
+        self.record_final(item, fin).await
+    }
+
+    /// Writes the final status through the status writer (the domain's monotonic rule
+    /// under compare-and-set: a status webhook may have moved the message already, even to
+    /// `delivered` or `read`); a failure refunds a template's wallet debit with it.
+    ///
+    /// Outcomes are recorded in batches (group commit): each joins the waiting list, then
+    /// waits for the turn to record; whoever gets the turn records everything waiting, so
+    /// while one batch commits the next gathers, and an outcome is never later than the
+    /// batch after its arrival.
+    pub(super) async fn record_final(&self, item: &DispatchItem, fin: Final) -> Outcome {
+        let outcome = match &fin {
+            Final::Sent { .. } => Outcome::Sent,
+            Final::Failed(_) => Outcome::Failed,
+        };
+        let (done, mut recorded) = tokio::sync::oneshot::channel();
+        let waiting = Waiting {
+            item: item.clone(),
+            fin,
+            at: now_ms(),
+            done,
+        };
+        lock(&self.outcomes).push(waiting);
+        let r = {
+            let _turn = self.recording.lock().await;
+            match recorded.try_recv() {
+                Ok(r) => r,
+                Err(_) => {
+                    let batch = std::mem::take(&mut *lock(&self.outcomes));
+                    self.record_batch(batch).await;
+                    recorded.try_recv().unwrap_or(Err(StoreError::NotFound))
+                }
+            }
+        };
+        let o = match r {
+            Ok(Recorded::Written { refunded_minor }) => {
+                if refunded_minor > 0 {
+                    tracing::info!(message_id = %item.id, amount_minor = refunded_minor, "wallet debit refunded");
+                    metrics::counter!("tern_wallet_refunds_total").increment(1);
+                }
+                outcome
+            }
+            Ok(Recorded::Stale) => {
+                tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
+                Outcome::Stale
+            }
+            Err(e) => {
+                tracing::error!(message_id = %item.id, error = %e,
+                    "could not record the send outcome; a status webhook or the grace deadline will settle it");
+                Outcome::Error
+            }
+        };
+        if o == Outcome::Sent {
+            let latency_ms = (now_ms() - item.created_at).max(0);
+            metrics::histogram!("tern_dispatch_accepted_to_sent_seconds")
+                .record(latency_ms as f64 / 1000.0);
+        }
+        metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
+        o
+    }
+
+    /// Records `batch` in one transaction; if that fails, each outcome on its own (so one
+    /// bad row or a lost race costs only itself), and answers every waiter.
+    async fn record_batch(&self, batch: Vec<Waiting>) {
+        if batch.is_empty() {
+            return;
+        }
+        let reports: Vec<Report<'_>> = batch.iter().map(|w| w.fin.report(w.at)).collect();
+        let pairs: Vec<(&DispatchItem, Report<'_>)> = batch
+            .iter()
+            .zip(reports)
+            .map(|(w, r)| (&w.item, r))
+            .collect();
+        let together = retrying(|| status::record_sends(&self.db, &pairs)).await;
+        let results = match together {
+            Ok(results) => results.into_iter().map(Ok).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, n = pairs.len(), "send outcomes recorded one by one");
+                let mut results = Vec::with_capacity(pairs.len());
+                for (item, report) in &pairs {
+                    results.push(retrying(|| status::record_send(&self.db, item, report)).await);
+                }
+                results
+            }
+        };
+        drop(pairs);
+        for (w, r) in batch.into_iter().zip(results) {
+            // The waiter is gone only if its task was cancelled: nothing to answer.
+            let _ = w.done.send(r);
+        }
+    }
+}
+
+impl Final {
+    /// The status report of this outcome, at `at`.
+    fn report(&self, at: i64) -> Report<'_> {
+        match self {
+            Final::Sent { wamid } => Report {
+                status: Status::Sent,
+                at,
+                precision: Precision::Millis,
+                wamid: Some(wamid),
+                failure: None,
+            },
+            Final::Failed(f) => Report {
+                status: Status::Failed,
+                at,
+                precision: Precision::Millis,
+                wamid: None,
+                failure: Some(f),
+            },
+        }
+    }
+}
+
+/// The waiting list's lock (a panic elsewhere cannot leave it inconsistent: it is a list).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn finish_queue_write(item: &DispatchItem, r: Result<bool, StoreError>, ok: Outcome) -> Outcome {
+    let o = match r {
+        Ok(true) => ok,
+        Ok(false) => {
+            tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
+            Outcome::Stale
+        }
+        Err(e) => {
+            tracing::error!(message_id = %item.id, error = %e,
+                "could not record the send outcome; a status webhook or the grace deadline will settle it");
+            Outcome::Error
+        }
+    };
+    metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
+    o
+}
+
+/// Runs a store write, retrying a few times while the database is unavailable.
+async fn retrying<T, F, Fut>(mut f: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut delay = Duration::from_millis(50);
+    for _ in 0..4 {
+        match f().await {
+            Err(e) if e.is_unavailable() => {
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+            }
+            other => return other,
+        }
+    }
+    f().await
+}
