@@ -289,7 +289,8 @@ impl Db {
                 list.push_bind(*v);
             }
             q.push(")");
-            q.build_query_as::<Row>().fetch_all(pool).await
+            // Not kept prepared: each list length is another statement (memory per length).
+            q.build_query_as::<Row>().persistent(false).fetch_all(pool).await
         })?;
         Ok(rows.into_iter().map(Message::from).collect())
     }

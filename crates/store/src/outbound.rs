@@ -512,7 +512,8 @@ impl Db {
                         .push_bind(m.created_at);
                 });
                 q.push(" ON CONFLICT (contact_id, phone_number_id) DO NOTHING");
-                q.build().execute(&mut *tx).await?;
+                // Not kept prepared: each batch size is another statement (memory per size).
+                q.build().persistent(false).execute(&mut *tx).await?;
                 let mut q = sqlx::QueryBuilder::new(
                     "SELECT contact_id, phone_number_id, id FROM conversations WHERE contact_id IN (");
                 let mut list = q.separated(", ");
@@ -522,6 +523,7 @@ impl Db {
                 q.push(")");
                 let found: HashMap<(Uuid, String), Uuid> = q
                     .build_query_as::<(Uuid, String, Uuid)>()
+                    .persistent(false)
                     .fetch_all(&mut *tx)
                     .await?
                     .into_iter()
