@@ -180,8 +180,10 @@ pub async fn apply_reports(
         let plan = plans.entry(msg.id).or_insert_with(|| Plan {
             original: msg,
             now: (*msg).clone(),
+            reports: Vec::new(),
             steps: Vec::new(),
         });
+        plan.reports.push(i);
         match decide(&plan.now, &r.report) {
             Some((change, _)) => {
                 let before = plan.now.status;
@@ -204,10 +206,11 @@ pub async fn apply_reports(
             .update_message_status(o.id, o.status, o.updated_at, last, at)
             .await?
         {
-            alone.extend(plan.steps.iter().map(|(i, _, _)| *i));
+            // Moved meanwhile: every report about it is decided again over the new row.
+            alone.extend(&plan.reports);
             continue;
         }
-        counts.add(o, last);
+        counts.add(o, last.status, last.failure_code.as_deref());
         let mut msg = o.clone();
         for (i, before, change) in &plan.steps {
             msg = written(&msg, change);
@@ -232,6 +235,8 @@ struct Plan<'m> {
     original: &'m Message,
     /// The message as the steps so far leave it.
     now: Message,
+    /// Every report about it (those that change nothing too).
+    reports: Vec<usize>,
     /// `(report index, status before, change)`.
     steps: Vec<(usize, Status, StatusChange)>,
 }
@@ -340,7 +345,7 @@ pub async fn record_sends(
         } else {
             0
         };
-        counts.add(msg, &change);
+        counts.add(msg, change.status, change.failure_code.as_deref());
         events
             .entry(msg.org_id)
             .or_insert_with(|| events::StatusEvents::new(msg.org_id))
@@ -366,15 +371,12 @@ struct Counts {
 }
 
 impl Counts {
-    /// `before` moved to `change`.
-    fn add(&mut self, before: &Message, change: &StatusChange) {
+    /// `before` moved to `after` (failing with `failure_code` when `after` is `failed`).
+    fn add(&mut self, before: &Message, after: Status, failure_code: Option<&str>) {
         let Some(campaign_id) = before.campaign_id else {
             return;
         };
-        let (from, to) = (
-            Bucket::of_message(before.status),
-            Bucket::of_message(change.status),
-        );
+        let (from, to) = (Bucket::of_message(before.status), Bucket::of_message(after));
         if from == to {
             return;
         }
@@ -383,7 +385,7 @@ impl Counts {
             .entry((campaign_id, counter_shard(before.id), from, to))
             .or_default() += 1;
         if to == Bucket::Failed {
-            let code = change.failure_code.as_deref().unwrap_or("unknown");
+            let code = failure_code.unwrap_or("unknown");
             *self
                 .failures
                 .entry((campaign_id, code.to_string()))
@@ -412,21 +414,9 @@ async fn campaign_progress(
     after: Status,
     failure_code: Option<&str>,
 ) -> Result<(), StoreError> {
-    let Some(campaign_id) = before.campaign_id else {
-        return Ok(());
-    };
-    let (from, to) = (Bucket::of_message(before.status), Bucket::of_message(after));
-    if from == to {
-        return Ok(());
-    }
-    tx.move_campaign_count(campaign_id, counter_shard(before.id), from, to, 1)
-        .await?;
-    if to == Bucket::Failed {
-        let code = failure_code.unwrap_or("unknown");
-        tx.add_campaign_reason(campaign_id, "failed", code, 1)
-            .await?;
-    }
-    Ok(())
+    let mut counts = Counts::default();
+    counts.add(before, after, failure_code);
+    counts.write(tx).await
 }
 
 /// The message as `change` left it (the event's `data`: the Message at that moment).

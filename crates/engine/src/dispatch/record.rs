@@ -107,30 +107,22 @@ impl Shared {
                 }
             }
         };
-        let o = match r {
-            Ok(Recorded::Written { refunded_minor }) => {
+        let written = r.map(|rec| match rec {
+            Recorded::Written { refunded_minor } => {
                 if refunded_minor > 0 {
                     tracing::info!(message_id = %item.id, amount_minor = refunded_minor, "wallet debit refunded");
                     metrics::counter!("tern_wallet_refunds_total").increment(1);
                 }
-                outcome
+                true
             }
-            Ok(Recorded::Stale) => {
-                tracing::warn!(message_id = %item.id, "outcome of a stale claim dropped");
-                Outcome::Stale
-            }
-            Err(e) => {
-                tracing::error!(message_id = %item.id, error = %e,
-                    "could not record the send outcome; a status webhook or the grace deadline will settle it");
-                Outcome::Error
-            }
-        };
+            Recorded::Stale => false,
+        });
+        let o = finish_queue_write(item, written, outcome);
         if o == Outcome::Sent {
             let latency_ms = (now_ms() - item.created_at).max(0);
             metrics::histogram!("tern_dispatch_accepted_to_sent_seconds")
                 .record(latency_ms as f64 / 1000.0);
         }
-        metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
         o
     }
 
@@ -193,6 +185,8 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The outcome of a claim's final write (`Ok(false)`: the claim was no longer this worker's),
+/// logged and counted.
 fn finish_queue_write(item: &DispatchItem, r: Result<bool, StoreError>, ok: Outcome) -> Outcome {
     let o = match r {
         Ok(true) => ok,
