@@ -92,7 +92,7 @@ impl ListRequest {
         auth: &AuthContext,
         mut rows: Vec<R>,
         position: impl Fn(&R) -> Vec<String>,
-        to_dto: impl Fn(R) -> T,
+        to_dto: impl FnMut(R) -> T,
     ) -> Page<T> {
         let has_more = rows.len() as i64 > self.limit;
         rows.truncate(self.limit as usize);

@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 use crate::db::{Db, with_pool};
 use crate::error::{Result, StoreError};
-use crate::sql::split_after;
+use crate::sql::{push_id_list, split_after};
 use tern_domain::send::{WINDOW_MS, WindowState};
 
 /// A conversation between a contact and one of the organisation's numbers.
@@ -38,6 +38,17 @@ impl Conversation {
     pub fn sort_ts(&self) -> i64 {
         self.last_message_at.unwrap_or(self.created_at)
     }
+}
+
+/// Who a conversation is with, as a list shows it: enough to name the person.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ConversationContact {
+    pub id: Uuid,
+    pub name: Option<String>,
+    /// Digits only, no `+`; `None` when the network withholds the phone.
+    pub wa_id: Option<String>,
+    pub username: Option<String>,
+    pub user_id: Option<String>,
 }
 
 macro_rules! conversation_columns {
@@ -198,5 +209,26 @@ impl Db {
             .fetch_all(pool)
             .await)?;
         Ok(conversations)
+    }
+
+    /// The people of a page of conversations, in one query (`contact_ids` of one
+    /// organisation; at most a page, so one statement).
+    pub async fn conversation_contacts(
+        &self,
+        org_id: Uuid,
+        contact_ids: &[Uuid],
+    ) -> Result<Vec<ConversationContact>> {
+        if contact_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = with_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT id, name, wa_id, username, user_id FROM contacts WHERE org_id = ");
+            q.push_bind(org_id);
+            q.push(" AND id IN ");
+            push_id_list(&mut q, contact_ids.iter().copied());
+            q.build_query_as::<ConversationContact>().persistent(false).fetch_all(pool).await
+        })?;
+        Ok(rows)
     }
 }

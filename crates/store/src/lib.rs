@@ -42,7 +42,7 @@ pub use campaigns::{
 };
 pub use contact_fields::ContactField;
 pub use contacts::{Contact, ContactKey};
-pub use conversations::Conversation;
+pub use conversations::{Conversation, ConversationContact};
 pub use db::{Backend, Db, Tx};
 pub use dispatch::{
     DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCounts,

@@ -23,6 +23,8 @@ pub struct Conversation {
     pub id: String,
     #[schema(format = Uuid)]
     pub contact_id: String,
+    /// Who the conversation is with, enough to show the person without another request.
+    pub contact: ConversationContact,
     pub phone_number_id: String,
     /// `open` while free-form messages may be sent (24 hours from the customer's last
     /// message, by the network's clock), else `closed`.
@@ -41,11 +43,51 @@ pub struct Conversation {
     pub created_at: String,
 }
 
+/// The contact of a conversation: name and whichever identities the network gave.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationContact {
+    #[schema(format = Uuid)]
+    pub id: String,
+    /// The customer's profile name or the name the organisation gave them.
+    pub name: Option<String>,
+    /// E.164 with `+`; null when the network withholds the phone (a username customer).
+    #[schema(example = "+14155550123")]
+    pub phone: Option<String>,
+    /// The customer's WhatsApp username, when they have one.
+    pub username: Option<String>,
+    /// Business-scoped user id (`US.…`), when known.
+    pub user_id: Option<String>,
+}
+
+impl ConversationContact {
+    fn from_row(c: tern_store::ConversationContact) -> Self {
+        ConversationContact {
+            id: c.id.to_string(),
+            name: c.name,
+            phone: c.wa_id.map(|w| format!("+{w}")),
+            username: c.username,
+            user_id: c.user_id,
+        }
+    }
+
+    /// A contact that vanished between the two reads (deleted meanwhile): only its id.
+    fn only_id(id: uuid::Uuid) -> Self {
+        ConversationContact {
+            id: id.to_string(),
+            name: None,
+            phone: None,
+            username: None,
+            user_id: None,
+        }
+    }
+}
+
 impl Conversation {
-    fn from_row(c: tern_store::Conversation, now: i64) -> Self {
+    fn from_row(c: tern_store::Conversation, contact: ConversationContact, now: i64) -> Self {
         Conversation {
             id: c.id.to_string(),
             contact_id: c.contact_id.to_string(),
+            contact,
             // A customer who never wrote has no open window: `closed` too.
             window_state: if c.window_state(now) == WindowState::Open {
                 "open"
@@ -128,12 +170,26 @@ pub async fn list_conversations(
             list.fetch_limit(),
         )
         .await?;
+    let ids: Vec<Uuid> = rows.iter().map(|c| c.contact_id).collect();
+    let mut people: std::collections::HashMap<Uuid, tern_store::ConversationContact> = state
+        .db
+        .conversation_contacts(auth.org_id, &ids)
+        .await?
+        .into_iter()
+        .map(|c| (c.id, c))
+        .collect();
     Ok(Json(list.page(
         &state,
         &auth,
         rows,
         |c| vec![c.sort_ts().to_string(), c.id.to_string()],
-        |c| Conversation::from_row(c, now),
+        |c| {
+            let contact = people
+                .remove(&c.contact_id)
+                .map(ConversationContact::from_row)
+                .unwrap_or_else(|| ConversationContact::only_id(c.contact_id));
+            Conversation::from_row(c, contact, now)
+        },
     )))
 }
 

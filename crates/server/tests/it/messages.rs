@@ -168,6 +168,11 @@ async fn text_in_window_then_read_back(app: &TestApp) {
     assert_eq!(conv["id"], m["conversation_id"]);
     assert_eq!(conv["window_state"], "open");
     assert_eq!(conv["contact_id"], m["contact_id"]);
+    // Enough to show the person without another request.
+    assert_eq!(conv["contact"]["id"], m["contact_id"]);
+    assert_eq!(conv["contact"]["name"], "Ada");
+    assert_eq!(conv["contact"]["phone"], format!("+{CUSTOMER}"));
+    assert!(conv["contact"]["username"].is_null(), "{conv}");
     let cid = conv["id"].as_str().unwrap();
     let (_, _, msgs) = app
         .get(&format!("{API}/conversations/{cid}/messages"), Some(&c.key))
