@@ -230,6 +230,22 @@ pub fn dispatch_config(config: &Config) -> tern_engine::dispatch::DispatchConfig
     }
 }
 
+/// Opens the API's port; a refusal says which setting chooses another (`--listen` or
+/// `TERN_LISTEN`), the likely cause when the port is taken.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        let cause = if e.kind() == std::io::ErrorKind::AddrInUse {
+            "the port is already in use (another tern, or another program, holds it)".to_string()
+        } else {
+            e.to_string()
+        };
+        anyhow::anyhow!(
+            "cannot listen on {addr}: {cause}; choose another address with --listen HOST:PORT \
+             or the TERN_LISTEN variable"
+        )
+    })
+}
+
 /// `tern serve`.
 pub async fn serve(config: Config) -> Result<()> {
     let db = open_db(&config).await?;
@@ -238,9 +254,7 @@ pub async fn serve(config: Config) -> Result<()> {
     // so a signal sent as soon as the port answers finds the shutdown handler in place.
     let state = try_state(db.clone(), key, &config)?;
     let shutdown = shutdown_signal();
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {} (TERN_LISTEN)", config.listen))?;
+    let listener = bind(config.listen).await?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, backend = ?db.backend(), "tern listening");
     let workers = Workers::start_full(

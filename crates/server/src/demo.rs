@@ -8,12 +8,11 @@ use crate::{admin, app, config::Config, telemetry};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use serde_json::Value;
-use tokio::net::TcpListener;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Where the API listens.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "TERN_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: std::net::SocketAddr,
     /// Database to use; by default a fresh SQLite file in a temporary directory.
     #[arg(long)]
@@ -61,9 +60,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
 
     let db = app::open_db(&config).await?;
     let key = app::master_key(&db, &config).await?;
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = app::bind(args.listen).await?;
 
     let run = |cmd: admin::AdminCmd| {
         let db = db.clone();

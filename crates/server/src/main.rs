@@ -25,7 +25,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the API server and its background workers.
-    Serve,
+    Serve {
+        /// Where the API listens (overrides TERN_LISTEN).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Apply database migrations and exit.
     Migrate,
     /// Run everything on one machine: SQLite, the network simulator, a demo organisation.
@@ -69,6 +73,7 @@ async fn run(cli: Cli) -> Result<()> {
     if let Cmd::Simulator(args) = cli.cmd {
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_env_filter("info")
             .try_init()
             .ok();
@@ -76,9 +81,16 @@ async fn run(cli: Cli) -> Result<()> {
             .await
             .map_err(Into::into);
     }
-    let config = Config::load(cli.config.as_deref())?;
+    let mut config = Config::load(cli.config.as_deref())?;
     match cli.cmd {
-        Cmd::Serve => {
+        Cmd::Serve { listen } => {
+            if let Some(listen) = listen {
+                // The public URL follows the address unless it was set on its own.
+                if config.public_url == format!("http://{}", config.listen) {
+                    config.public_url = format!("http://{listen}");
+                }
+                config.listen = listen;
+            }
             telemetry::init_logging(&config, &config.log);
             app::serve(config).await
         }

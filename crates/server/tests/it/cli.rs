@@ -676,3 +676,102 @@ fn raw_get(port: u16, path: &str, key: &str) -> String {
     s.read_to_string(&mut buf).unwrap();
     buf
 }
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_port_in_use_names_the_setting_that_moves_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let cli = Cli::new();
+    for args in [
+        vec!["serve"],
+        vec!["serve", "--listen", addr.as_str()],
+        vec!["demo", "--listen", addr.as_str()],
+    ] {
+        let out = cli
+            .cmd()
+            .env("TERN_LISTEN", &addr)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&addr), "{args:?}: {err}");
+        assert!(err.contains("already in use"), "{args:?}: {err}");
+        assert!(
+            err.contains("--listen") && err.contains("TERN_LISTEN"),
+            "{args:?}: {err}"
+        );
+    }
+    drop(taken);
+}
+
+#[test]
+fn serve_listens_where_the_option_says() {
+    let cli = Cli::new();
+    let port = free_port();
+    let mut child = cli
+        .cmd()
+        .env("TERN_LISTEN", "127.0.0.1:1")
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    let response = raw_get(port, "/healthz", "none");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Logs to a file or a pipe carry no colour codes (the demo logs in the human format).
+#[test]
+fn demo_writes_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let cli = Cli::new();
+    let port = free_port();
+    // Files, not pipes: nothing drains a pipe while the demo runs.
+    let out_path = cli.dir.path().join("demo.out");
+    let err_path = cli.dir.path().join("demo.err");
+    let mut child = cli
+        .cmd()
+        .env("TERN_LOG", "info")
+        .args(["demo", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    let secret = format!("tern_{}", "S".repeat(40));
+    let response = raw_get(port, "/api/public/v1/phone-numbers", &secret);
+    assert!(response.starts_with("HTTP/1.1 401"), "{response}");
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let stdout = std::fs::read_to_string(&out_path).unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert!(stdout.contains("API key (shown once): tern_"), "{stdout}");
+    assert!(stderr.contains("request finished"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "colour codes in {stderr:?}");
+    assert!(!stdout.contains('\u{1b}'), "colour codes in {stdout:?}");
+}
