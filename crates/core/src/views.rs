@@ -121,7 +121,9 @@ impl From<tern_store::Message> for Message {
             contact_id: m.contact_id.to_string(),
             phone_number_id: m.phone_number_id,
             direction: m.direction.as_str().to_string(),
-            r#type: m.r#type,
+            r#type: tern_domain::message::MessageType::shown(&m.r#type)
+                .as_str()
+                .to_string(),
             status: m.status.as_str().to_string(),
             template_name: m.template_name,
             text: m.text,

@@ -9,6 +9,9 @@ name_enum!(
     Consent { Unknown = "unknown", OptedIn = "opted_in", OptedOut = "opted_out" }
 );
 
+/// The types of an organisation's custom contact fields.
+pub const FIELD_TYPES: [&str; 4] = ["text", "number", "date", "boolean"];
+
 pub const MAX_NAME_CHARS: usize = 256;
 
 /// How a business-scoped user id (BSUID) is written, for error messages.

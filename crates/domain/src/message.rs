@@ -29,6 +29,42 @@ name_enum!(
     Direction { Inbound = "inbound", Outbound = "outbound" }
 );
 
+name_enum!(
+    /// A message's `type` as the API shows it: the types Tern sends, and those customers
+    /// send that Tern understands. A closed set, so typed clients can switch on it.
+    MessageType {
+        Text = "text",
+        Image = "image",
+        Video = "video",
+        Audio = "audio",
+        Document = "document",
+        Sticker = "sticker",
+        Location = "location",
+        Contacts = "contacts",
+        Interactive = "interactive",
+        Reaction = "reaction",
+        Template = "template",
+        /// A customer's tap on a template's quick-reply button.
+        Button = "button",
+        /// A customer's order from a catalog.
+        Order = "order",
+        /// A notice from the network (e.g. the customer changed number).
+        System = "system",
+        /// The customer opened the chat for the first time.
+        RequestWelcome = "request_welcome",
+        /// A type the network or Tern does not support; `content` keeps what arrived.
+        Unsupported = "unsupported",
+    }
+);
+
+impl MessageType {
+    /// The type shown for a stored type name: one the network added after this version
+    /// of Tern (kept as stored, with its object in `content`) shows as `unsupported`.
+    pub fn shown(stored: &str) -> MessageType {
+        MessageType::parse(stored).unwrap_or(MessageType::Unsupported)
+    }
+}
+
 impl Status {
     /// Still in the dispatch queue's hands (not yet reported by the network).
     pub fn is_queued(self) -> bool {

@@ -617,7 +617,7 @@ async fn add_contact_field(
     if label.trim().is_empty() {
         bail!("--label must not be empty");
     }
-    if !matches!(field_type, "text" | "number" | "date" | "boolean") {
+    if !tern_domain::contact::FIELD_TYPES.contains(&field_type) {
         bail!("--type must be text, number, date or boolean, got {field_type:?}");
     }
     let f = admin::add_contact_field(db, org_id, key, label.trim(), field_type)

@@ -43,54 +43,109 @@ fn media_schema(caption: bool, filename: bool) -> Value {
            "properties": props, "additionalProperties": false})
 }
 
-fn send_schema() -> Value {
-    let value = json!({"type": "string", "minLength": 1, "pattern": "^[^\\n\\t\\r]*[^\\s][^\\n\\t\\r]*$", "description": "Non-empty; no new line, no tab, no more than four spaces in a row."});
-    json!({
-        "type": "object",
-        "required": ["type", "to"],
-        "description": "A message in the network's own shape: `type` selects the kind and the object named like the type is required.",
-        "properties": {
-            "type": {"type": "string", "enum": ["text", "image", "video", "audio", "document", "sticker", "location", "contacts", "interactive", "reaction", "template"]},
-            "to": {"description": "A phone number in international format (`+` and the country code; spaces and dashes allowed), or an object with exactly one of `contact_id` / `wa_id` / `user_id` (a business-scoped user id, for a customer known by username). Addressing by phone number or user_id also needs `contacts.create`.",
-                   "oneOf": [
-                       {"type": "string", "pattern": "^\\+[0-9 ().-]{7,40}$", "example": "+14155550123"},
-                       {"type": "object", "properties": {"contact_id": {"type": "string", "format": "uuid"}}, "required": ["contact_id"], "additionalProperties": false},
-                       {"type": "object", "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false},
-                       {"type": "object", "properties": {"user_id": {"type": "string", "pattern": "^[A-Z]{2}\\.(ENT\\.)?[A-Za-z0-9]{1,128}$", "example": "US.13491208655302741918"}}, "required": ["user_id"], "additionalProperties": false}
-                   ]},
-            "phone_number_id": {"type": "string", "minLength": 1, "description": "The sending number (`id` from GET /phone-numbers). Required when the organisation has several numbers (or use `from`)."},
-            "from": {"type": "string", "minLength": 1, "description": "Alternative selector of the sending number: a phone_number_id or the number in E.164."},
-            "context": {"type": "object", "properties": {"message_id": {"type": "string", "minLength": 1}}, "required": ["message_id"], "description": "Reply to (quote) an earlier message."},
-            "text": {"type": "object", "required": ["body"], "additionalProperties": false,
-                     "properties": {"body": {"type": "string", "minLength": 1, "maxLength": 4096}, "preview_url": {"type": "boolean"}}},
-            "image": media_schema(true, false),
-            "video": media_schema(true, false),
-            "audio": media_schema(false, false),
-            "document": media_schema(true, true),
-            "sticker": media_schema(false, false),
-            "location": {"type": "object", "required": ["latitude", "longitude"],
-                         "properties": {"latitude": {"type": "number", "minimum": -90, "maximum": 90}, "longitude": {"type": "number", "minimum": -180, "maximum": 180}, "name": {"type": "string"}, "address": {"type": "string"}}},
-            "contacts": {"type": "array", "minItems": 1, "items": {"type": "object", "description": "A contact card in the network's format (`name.formatted_name` required)."}},
-            "interactive": {"type": "object", "description": "The network's interactive object (button, list, cta_url, flow, …).", "required": ["type"]},
-            "reaction": {"type": "object", "required": ["message_id", "emoji"], "properties": {"message_id": {"type": "string", "minLength": 1}, "emoji": {"type": "string"}}},
-            "template": {"type": "object", "required": ["name", "language"], "additionalProperties": false,
-                         "description": "An approved template. `variables` (one value per numbered variable, in order) and `components` (the network's typed parameters) are never sent together; every value is non-empty with no new line, tab or more than four spaces in a row.",
-                         "properties": {
-                             "name": {"type": "string", "minLength": 1},
-                             "language": {"type": "string", "minLength": 2},
-                             "variables": {"type": "array", "items": value},
-                             "coupon_code": value,
-                             "components": {"type": "array", "items": {"type": "object"}}
-                         }}
-        },
-        "example": {"to": "+14155550123", "type": "text", "text": {"body": "Your order has shipped."}}
-    })
+/// The component name of the send request of one message type (`SendTextRequest`, …).
+pub fn send_variant_name(kind: send::Kind) -> String {
+    let k = kind.as_str();
+    format!("Send{}{}Request", k[..1].to_uppercase(), &k[1..])
 }
 
+/// The schemas of `POST /messages`: `SendMessageRequest`, a `oneOf` discriminated by
+/// `type`, and one complete object per message type, so a typed client cannot send
+/// `type=text` without `text`. Written as JSON (utoipa's types cannot say `const`); the
+/// document's finishing step installs them under `components.schemas`.
+pub fn send_schemas() -> Vec<(String, Value)> {
+    let value = json!({"type": "string", "minLength": 1, "pattern": "^[^\\n\\t\\r]*[^\\s][^\\n\\t\\r]*$", "description": "Non-empty; no new line, no tab, no more than four spaces in a row."});
+    let common = json!({
+        "to": {"description": "A phone number in international format (`+` and the country code; spaces and dashes allowed), or an object with exactly one of `contact_id` / `wa_id` / `user_id` (a business-scoped user id, for a customer known by username). Addressing by phone number or user_id also needs `contacts.create`.",
+               "oneOf": [
+                   {"type": "string", "minLength": 2, "pattern": "^\\+", "example": "+14155550123",
+                    "description": "`+`, the country code and the number. A template's `example` holds the placeholder `+<RECIPIENT_PHONE>`, which is refused: put the recipient's number in its place."},
+                   {"type": "object", "properties": {"contact_id": {"type": "string", "format": "uuid"}}, "required": ["contact_id"], "additionalProperties": false},
+                   {"type": "object", "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false},
+                   {"type": "object", "properties": {"user_id": {"type": "string", "pattern": "^[A-Z]{2}\\.(ENT\\.)?[A-Za-z0-9]{1,128}$", "example": "US.13491208655302741918"}}, "required": ["user_id"], "additionalProperties": false}
+               ]},
+        "phone_number_id": {"type": "string", "minLength": 1, "description": "The sending number (`id` from GET /phone-numbers). Required when the organisation has several numbers (or use `from`)."},
+        "from": {"type": "string", "minLength": 1, "description": "Alternative selector of the sending number: a phone_number_id or the number in E.164."},
+        "context": {"type": "object", "properties": {"message_id": {"type": "string", "minLength": 1}}, "required": ["message_id"], "additionalProperties": false, "description": "Reply to (quote) an earlier message."},
+        "messaging_product": {"type": "string", "const": "whatsapp", "description": "Accepted for compatibility with the network's body; may be left out."},
+        "recipient_type": {"type": "string", "const": "individual", "description": "Accepted for compatibility with the network's body; may be left out."}
+    });
+    let object = |k: send::Kind| -> Value {
+        use send::Kind::*;
+        match k {
+            Text => json!({"type": "object", "required": ["body"], "additionalProperties": false,
+                           "properties": {"body": {"type": "string", "minLength": 1, "maxLength": 4096}, "preview_url": {"type": "boolean"}}}),
+            Image | Video => media_schema(true, false),
+            Audio | Sticker => media_schema(false, false),
+            Document => media_schema(true, true),
+            Location => {
+                json!({"type": "object", "required": ["latitude", "longitude"], "additionalProperties": false,
+                               "properties": {"latitude": {"type": "number", "minimum": -90, "maximum": 90}, "longitude": {"type": "number", "minimum": -180, "maximum": 180}, "name": {"type": "string"}, "address": {"type": "string"}}})
+            }
+            Contacts => {
+                json!({"type": "array", "minItems": 1, "items": {"type": "object", "additionalProperties": true, "required": ["name"],
+                               "description": "A contact card in the network's format (`name.formatted_name` required; `phones`, `emails`, `addresses`, `org`, `urls`, `birthday`).",
+                               "properties": {"name": {"type": "object", "required": ["formatted_name"], "additionalProperties": true, "properties": {"formatted_name": {"type": "string", "minLength": 1}}}}}})
+            }
+            Interactive => {
+                json!({"type": "object", "required": ["type", "action"], "additionalProperties": true,
+                                  "description": "The network's interactive object: `type` with `action`, and `header`, `body`, `footer` as that type allows.",
+                                  "properties": {"type": {"type": "string", "enum": send::INTERACTIVE_TYPES},
+                                                 "action": {"type": "object", "additionalProperties": true}}})
+            }
+            Reaction => {
+                json!({"type": "object", "required": ["message_id", "emoji"], "additionalProperties": false,
+                               "properties": {"message_id": {"type": "string", "minLength": 1}, "emoji": {"type": "string", "description": "One emoji; empty removes the reaction."}}})
+            }
+            Template => {
+                json!({"type": "object", "required": ["name", "language"], "additionalProperties": false,
+                "description": "An approved template. `variables` (one value per numbered variable, in order) and `components` (the network's typed parameters) are never sent together; every value is non-empty with no new line, tab or more than four spaces in a row.",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "language": {"type": "string", "minLength": 2},
+                    "variables": {"type": "array", "items": value},
+                    "coupon_code": value,
+                    "components": {"type": "array", "items": {"type": "object", "additionalProperties": true, "required": ["type"],
+                                   "description": "A component's parameters in the network's shape, e.g. `{\"type\": \"body\", \"parameters\": [{\"type\": \"text\", \"text\": \"Ada\"}]}`.",
+                                   "properties": {"type": {"type": "string"}}}}
+                }})
+            }
+        }
+    };
+    let mut out = Vec::new();
+    let mut mapping = serde_json::Map::new();
+    let mut variants = Vec::new();
+    for kind in send::Kind::ALL {
+        let k = kind.as_str();
+        let name = send_variant_name(kind);
+        let mut properties = common.clone();
+        properties["type"] = json!({"type": "string", "const": k});
+        properties[k] = object(kind);
+        out.push((
+            name.clone(),
+            json!({"type": "object", "required": ["type", "to", k], "additionalProperties": false,
+                   "description": format!("A `{k}` message."), "properties": properties}),
+        ));
+        let reference = format!("#/components/schemas/{name}");
+        mapping.insert(k.to_string(), json!(reference));
+        variants.push(json!({"$ref": reference}));
+    }
+    out.push((
+        "SendMessageRequest".to_string(),
+        json!({
+            "description": "A message in the network's own shape: `type` selects the kind and the object named like the type is required.",
+            "oneOf": variants,
+            "discriminator": {"propertyName": "type", "mapping": mapping},
+            "example": {"to": "+14155550123", "type": "text", "text": {"body": "Your order has shipped."}}
+        }),
+    ));
+    out
+}
+
+/// Only names the schema for the operation; [`send_schemas`] is the content.
 impl utoipa::PartialSchema for SendMessageRequest {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        serde_json::from_value(send_schema())
-            .unwrap_or_else(|_| utoipa::openapi::schema::ObjectBuilder::new().into())
+        utoipa::openapi::schema::ObjectBuilder::new().into()
     }
 }
 
@@ -208,12 +263,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn send_schema_is_a_valid_schema() {
-        let schema = <SendMessageRequest as utoipa::PartialSchema>::schema();
-        let v = serde_json::to_value(schema).unwrap();
-        assert_eq!(v["required"], json!(["type", "to"]));
+    fn each_message_type_has_a_complete_request_schema() {
+        let schemas: std::collections::HashMap<String, Value> =
+            send_schemas().into_iter().collect();
+        let union = &schemas["SendMessageRequest"];
         assert_eq!(
-            v["properties"]["text"]["properties"]["body"]["maxLength"],
+            union["oneOf"].as_array().unwrap().len(),
+            send::Kind::ALL.len()
+        );
+        for kind in send::Kind::ALL {
+            let k = kind.as_str();
+            let v = &schemas[&send_variant_name(kind)];
+            assert_eq!(v["required"], json!(["type", "to", k]));
+            assert_eq!(v["properties"]["type"]["const"], json!(k));
+            assert_eq!(
+                union["discriminator"]["mapping"][k],
+                json!(format!("#/components/schemas/{}", send_variant_name(kind)))
+            );
+        }
+        assert_eq!(
+            schemas["SendTextRequest"]["properties"]["text"]["properties"]["body"]["maxLength"],
             json!(4096)
         );
     }

@@ -85,8 +85,11 @@ pub fn router(state: AppState) -> Router {
     let (public, spec) = public_api().split_for_parts();
     // Serialised once and shared: a handler's captures are cloned with the router (per
     // connection), and a captured `Value` of the whole document cost ~1 MB per open connection.
-    let spec_bytes =
-        bytes::Bytes::from(serde_json::to_vec(&openapi::finish(spec)).unwrap_or_default());
+    // The server variable defaults to this server's public URL, so "try it" and a client
+    // generated from the served document reach this server.
+    let spec_bytes = bytes::Bytes::from(
+        serde_json::to_vec(&openapi::finish_at(spec, &state.public_url)).unwrap_or_default(),
+    );
     let public = public
         .route(
             "/openapi.json",

@@ -334,8 +334,17 @@ async fn openapi_and_docs(app: &TestApp) {
             );
         }
     }
+    assert_eq!(
+        spec["components"]["schemas"]["Error"]["properties"]["code"]["$ref"],
+        "#/components/schemas/ErrorCode"
+    );
+    // The served document's server variable defaults to this server.
+    assert_eq!(
+        spec["servers"][0]["variables"]["base_url"]["default"],
+        app.url("")
+    );
     assert!(
-        spec["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+        spec["components"]["schemas"]["ErrorCode"]["enum"]
             .as_array()
             .unwrap()
             .iter()

@@ -1,0 +1,298 @@
+//! The document's promises to client generators, checked over the whole document so a new
+//! endpoint cannot quietly break them.
+
+use super::refine::enums;
+use serde_json::{Value, json};
+
+fn doc() -> Value {
+    super::finish(crate::routes::public_api().into_openapi())
+}
+
+fn schema<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    let s = &doc["components"]["schemas"][name];
+    assert!(s.is_object(), "no schema {name}");
+    s
+}
+
+/// Calls `f(path, schema)` on every schema reachable inside `s` (not through `$ref`).
+fn walk(path: &str, s: &Value, f: &mut dyn FnMut(&str, &Value)) {
+    f(path, s);
+    if let Some(props) = s["properties"].as_object() {
+        for (k, v) in props {
+            walk(&format!("{path}.{k}"), v, f);
+        }
+    }
+    for k in ["items", "additionalProperties"] {
+        if s[k].is_object() {
+            walk(&format!("{path}[]"), &s[k], f);
+        }
+    }
+    for k in ["oneOf", "anyOf", "allOf"] {
+        if let Some(list) = s[k].as_array() {
+            for (i, v) in list.iter().enumerate() {
+                walk(&format!("{path}|{i}"), v, f);
+            }
+        }
+    }
+}
+
+fn all_schemas(doc: &Value, f: &mut dyn FnMut(&str, &Value)) {
+    for (name, s) in doc["components"]["schemas"].as_object().unwrap() {
+        walk(name, s, f);
+    }
+}
+
+fn refers_to(s: &Value, name: &str) -> bool {
+    let target = json!(format!("#/components/schemas/{name}"));
+    s["$ref"] == target
+        || s["oneOf"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["$ref"] == target))
+}
+
+#[test]
+fn the_document_names_each_closed_set_once_with_the_domain_values() {
+    let doc = doc();
+    for (name, _, values) in enums() {
+        assert_eq!(schema(&doc, name)["enum"], json!(values), "{name}");
+    }
+    for (s, p, e) in [
+        ("Message", "status", "MessageStatus"),
+        ("Message", "direction", "Direction"),
+        ("Message", "type", "MessageType"),
+        ("Conversation", "window_state", "WindowState"),
+        ("Consent", "status", "ConsentStatus"),
+        ("ConsentRequest", "status", "ConsentChoice"),
+        ("PhoneNumber", "status", "NumberStatus"),
+        ("Template", "status", "TemplateStatus"),
+        ("Template", "category", "TemplateCategory"),
+        ("Campaign", "status", "CampaignStatus"),
+        ("Campaign", "pause_reason", "PauseReason"),
+        ("Recipient", "status", "RecipientStatus"),
+        ("ContactField", "type", "ContactFieldType"),
+        ("WebhookAttempt", "status", "AttemptStatus"),
+        ("Error", "code", "ErrorCode"),
+    ] {
+        let prop = &schema(&doc, s)["properties"][p];
+        assert!(refers_to(prop, e), "{s}.{p} is {prop}");
+    }
+    let events = &schema(&doc, "WebhookSubscription")["properties"]["events"]["items"];
+    assert!(refers_to(events, "EventTypeName"), "{events}");
+    assert!(
+        schema(&doc, "ErrorCode")["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("wallet_balance_low"))
+    );
+    // Query filters with a closed set refer to it too.
+    for (path, param, e) in [
+        ("/conversations", "window_state", "WindowState"),
+        (
+            "/conversations/{conversation_id}/messages",
+            "direction",
+            "Direction",
+        ),
+        ("/campaigns", "status", "CampaignStatus"),
+        ("/templates", "status", "TemplateStatus"),
+        (
+            "/webhook-subscriptions/{webhook_id}/deliveries",
+            "status",
+            "AttemptStatus",
+        ),
+    ] {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+        let p = params.iter().find(|p| p["name"] == param).unwrap();
+        assert!(refers_to(&p["schema"], e), "{path} {param}: {p}");
+    }
+}
+
+/// Every string property named like a state or kind is an enum, unless it is listed here as
+/// open (failure codes and reasons grow with the network; names and texts are free).
+#[test]
+fn no_state_or_kind_is_a_bare_string() {
+    const OPEN: &[&str] = &[
+        "Failure.code",
+        "Message.failure_code",
+        "Recipient.reason",
+        "ErrorDetails.reason",
+        "ErrorDetails.status|0",
+        "ErrorDetails.meter",
+        "ErrorDetails.scope",
+    ];
+    let doc = doc();
+    let mut bare = Vec::new();
+    all_schemas(&doc, &mut |path, s| {
+        let last = path.rsplit('.').next().unwrap_or_default();
+        let named = [
+            "status",
+            "direction",
+            "type",
+            "window_state",
+            "category",
+            "code",
+        ]
+        .iter()
+        .any(|n| last == *n || last.starts_with(&format!("{n}|")));
+        let string = s["type"] == "string" || s["type"] == json!(["string", "null"]);
+        let closed = s.get("enum").is_some() || s.get("const").is_some();
+        if named && string && !closed && !OPEN.contains(&path) {
+            bare.push(path.to_string());
+        }
+    });
+    // Contact cards and template components keep the network's own open `type` strings.
+    bare.retain(|p| !p.contains(".components[]") && !p.starts_with("Send"));
+    assert!(bare.is_empty(), "bare strings: {bare:?}");
+}
+
+#[test]
+fn pages_refer_to_their_item_schema() {
+    let doc = doc();
+    let mut pages = 0;
+    for (name, s) in doc["components"]["schemas"].as_object().unwrap() {
+        if let Some(item) = name.strip_prefix("Page_") {
+            pages += 1;
+            assert!(refers_to(&s["properties"]["data"]["items"], item), "{name}");
+        }
+    }
+    assert!(pages >= 10, "{pages} pages");
+}
+
+#[test]
+fn free_form_objects_take_any_key() {
+    let doc = doc();
+    let mut closed = Vec::new();
+    all_schemas(&doc, &mut |path, s| {
+        let object = s["type"] == "object" || s["type"] == json!(["object", "null"]);
+        if object && s.get("properties").is_none() && s.get("additionalProperties").is_none() {
+            closed.push(path.to_string());
+        }
+    });
+    assert!(closed.is_empty(), "{closed:?}");
+    for (s, p) in [
+        ("Message", "content"),
+        ("Contact", "custom_fields"),
+        ("Message", "referral"),
+    ] {
+        assert_eq!(
+            schema(&doc, s)["properties"][p]["additionalProperties"],
+            true,
+            "{s}.{p}"
+        );
+    }
+    let interactive = &schema(&doc, "SendInteractiveRequest")["properties"]["interactive"];
+    assert_eq!(interactive["additionalProperties"], true);
+}
+
+#[test]
+fn ids_are_uuids_wherever_they_are_terns() {
+    // The network's ids (numbers, accounts, customers, messages) are not UUIDs.
+    const NETWORK: &[&str] = &[
+        "phone_number_id",
+        "waba_id",
+        "wa_id",
+        "user_id",
+        "parent_user_id",
+        "request_id",
+        "message_id",
+    ];
+    let doc = doc();
+    let mut wrong = Vec::new();
+    all_schemas(&doc, &mut |path, s| {
+        let last = path.rsplit('.').next().unwrap_or_default();
+        let is_id = last == "id" || last.ends_with("_id");
+        let string = s["type"] == "string" || s["type"] == json!(["string", "null"]);
+        if is_id
+            && string
+            && s["format"] != "uuid"
+            && !NETWORK.contains(&last)
+            && !path.starts_with("PhoneNumber.id")
+            && !path.starts_with("ErrorDetails.numbers")
+            && !path.contains(".media_id")
+        {
+            wrong.push(path.to_string());
+        }
+    });
+    assert!(wrong.is_empty(), "{wrong:?}");
+    assert_eq!(
+        schema(&doc, "Message")["properties"]["media_id"]["format"],
+        "uuid"
+    );
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "path" && p["name"].as_str().unwrap().ends_with("_id") {
+                    assert_eq!(p["schema"]["format"], "uuid", "{method} {path} {p}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn errors_model_their_details() {
+    let doc = doc();
+    assert!(refers_to(
+        &schema(&doc, "Error")["properties"]["details"],
+        "ErrorDetails"
+    ));
+    let details = &schema(&doc, "ErrorDetails")["properties"];
+    assert!(refers_to(&details["fields"]["items"], "FieldProblem"));
+    for k in [
+        "reason",
+        "permission",
+        "scope",
+        "entitlement",
+        "limit",
+        "used",
+        "meter",
+        "allowance",
+        "period_end",
+        "balance_minor",
+        "required_minor",
+        "wallet_category",
+        "top_up_path",
+        "feature",
+        "plan",
+        "upgrade_plan",
+        "action",
+        "numbers",
+    ] {
+        assert!(details[k].is_object(), "details.{k}");
+    }
+    // Every key a catalog code may carry is modelled.
+    for code in tern_domain::ErrorCode::ALL {
+        for k in code.entry().details {
+            assert!(details[*k].is_object(), "{}: details.{k}", code.as_str());
+        }
+    }
+}
+
+#[test]
+fn the_send_request_is_one_of_its_types_and_the_template_example_is_one() {
+    let doc = doc();
+    let send = schema(&doc, "SendMessageRequest");
+    assert_eq!(send["discriminator"]["propertyName"], "type");
+    assert_eq!(send["oneOf"].as_array().unwrap().len(), 11);
+    assert!(refers_to(
+        &schema(&doc, "Template")["properties"]["example"],
+        "SendTemplateRequest"
+    ));
+    let body =
+        &doc["paths"]["/messages"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+    assert!(refers_to(body, "SendMessageRequest"), "{body}");
+}
+
+#[test]
+fn a_server_variable_sets_the_base_url_once() {
+    let doc = super::finish_at(
+        crate::routes::public_api().into_openapi(),
+        "https://tern.example.com",
+    );
+    let server = &doc["servers"][0];
+    assert_eq!(server["url"], "{base_url}/api/public/v1");
+    assert_eq!(
+        server["variables"]["base_url"]["default"],
+        "https://tern.example.com"
+    );
+    assert!(server["variables"]["base_url"]["description"].is_string());
+}
