@@ -206,6 +206,26 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     println!();
     println!("  curl -s {base}/api/public/v1/conversations {auth}");
     println!();
+    println!("Make Ada write again (the simulator plays the network and her phone):");
+    println!();
+    println!(
+        "  curl -s {}/_sim/inbound -H 'Content-Type: application/json' \\\n    -d '{{\"phone_number_id\": \"{DEMO_PNID}\", \"from\": \"{DEMO_CUSTOMER}\", \"profile_name\": \"Ada Lovelace\", \"type\": \"text\", \"text\": {{\"body\": \"Thanks!\"}}}}'",
+        sim.base_url()
+    );
+    println!();
+    if args.database_url.is_none() {
+        println!(
+            "The demo's data (database and media) lives in {}, deleted when the demo stops;",
+            tmp.path().display()
+        );
+        println!("give --database-url sqlite://PATH to keep the database.");
+    } else {
+        println!(
+            "Media lives in {} (deleted when the demo stops); the database is yours to keep.",
+            tmp.path().join("media").display()
+        );
+    }
+    println!();
     println!("API reference: {base}/docs/api   Errors: {base}/docs/errors");
     println!("Press Ctrl-C to stop.");
     let served = server.await;
