@@ -73,6 +73,16 @@ fn standard_errors(
     v
 }
 
+/// The catalog's codes answered with `status`, for an error answer's description.
+fn codes_of(status: &str) -> String {
+    let codes: Vec<String> = tern_domain::ErrorCode::ALL
+        .iter()
+        .filter(|c| c.status().to_string() == status)
+        .map(|c| format!("`{}`", c.as_str()))
+        .collect();
+    format!("Codes: {} (see /docs/errors).", codes.join(", "))
+}
+
 /// The quota headers of every answer to an authenticated request.
 const RATE_HEADERS: [&str; 7] = [
     "RateLimit-Limit",
@@ -146,7 +156,7 @@ pub fn finish_at(doc: OpenApi, base_url: &str) -> Value {
                 for (status, desc) in standard_errors(method, path, has_params) {
                     responses.entry(status).or_insert_with(|| {
                         json!({
-                            "description": desc,
+                            "description": format!("{desc} {}", codes_of(status)),
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
                         })
                     });
