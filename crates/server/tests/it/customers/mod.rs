@@ -123,6 +123,12 @@ async fn username_only_customers_are_contacts_that_can_be_answered(app: &TestApp
     // Their conversation has an open window, as anyone's.
     let convs = get(app, &key, &format!("/conversations?contact_id={id}")).await;
     assert_eq!(convs["data"][0]["window_state"], "open", "{convs}");
+    // The list shows who it is with, though the network withheld the phone.
+    assert_eq!(
+        convs["data"][0]["contact"],
+        json!({"id": id, "name": "Kim", "phone": null, "username": "kim.codes", "user_id": BSUID}),
+        "{convs}"
+    );
     // A free-form reply by contact_id and by user_id goes to the BSUID (`recipient`).
     for to in [json!({"contact_id": id}), json!({"user_id": BSUID})] {
         let (s, _, m) = post(
