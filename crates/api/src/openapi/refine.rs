@@ -123,6 +123,14 @@ const ENUM_PROPERTIES: &[(&str, &str, &str)] = &[
     ("Error", "code", "ErrorCode"),
 ];
 
+/// Properties whose schema is a named one: (schema, property, referenced schema).
+const NAMED_PROPERTIES: &[(&str, &str, &str)] = &[
+    ("CreateCampaignRequest", "audience", "CampaignAudience"),
+    ("CreateCampaignRequest", "template", "CampaignTemplate"),
+    ("Campaign", "audience", "CampaignAudience"),
+    ("Campaign", "template", "CampaignTemplate"),
+];
+
 /// Query parameters whose values are one of the enums: (path, parameter, enum).
 const ENUM_PARAMETERS: &[(&str, &str, &str)] = &[
     ("/conversations", "window_state", "WindowState"),
@@ -140,6 +148,16 @@ const ENUM_PARAMETERS: &[(&str, &str, &str)] = &[
 
 /// Properties that hold Tern ids (UUIDs) but are typed as plain strings.
 const UUID_PROPERTIES: &[(&str, &str)] = &[("Message", "media_id")];
+
+/// Fields an answer leaves out when they have no value (the contract says "present only
+/// when …"); every other field of an answer is always present, as null when empty.
+const OMITTED_WHEN_ABSENT: &[(&str, &str)] = &[
+    ("Message", "campaign_id"),
+    ("MediaObject", "download_url"),
+    ("MediaObject", "download_url_expires_at"),
+    ("WebhookSubscription", "secret"),
+    ("Failure", "provider_href"),
+];
 
 fn reference(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
@@ -181,7 +199,10 @@ pub(super) fn refine(v: &mut Value, base_url: &str) {
     for (name, description, values) in enums() {
         schemas[name] = json!({"type": "string", "description": description, "enum": values});
     }
-    for (name, schema) in crate::routes::messages::send_schemas() {
+    for (name, schema) in crate::routes::messages::send_schemas()
+        .into_iter()
+        .chain(crate::routes::campaigns::campaign_schemas())
+    {
         schemas[name] = schema;
     }
     schemas["FieldProblem"] = json!({
@@ -194,8 +215,12 @@ pub(super) fn refine(v: &mut Value, base_url: &str) {
         }
     });
     schemas["ErrorDetails"] = error_details();
-    for (schema, property, name) in ENUM_PROPERTIES {
-        if let Some(p) = schemas[*schema]["properties"].get_mut(*property) {
+    for (schema, property, name) in ENUM_PROPERTIES.iter().chain(NAMED_PROPERTIES) {
+        if let Some(p) = schemas
+            .get_mut(*schema)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|s| s.get_mut(*property))
+        {
             if p["type"] == "array" {
                 p["items"] = reference(name);
             } else {
@@ -204,7 +229,11 @@ pub(super) fn refine(v: &mut Value, base_url: &str) {
         }
     }
     for (schema, property) in UUID_PROPERTIES {
-        if let Some(p) = schemas[*schema]["properties"].get_mut(*property) {
+        if let Some(p) = schemas
+            .get_mut(*schema)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|s| s.get_mut(*property))
+        {
             p["format"] = json!("uuid");
         }
     }
@@ -219,6 +248,8 @@ pub(super) fn refine(v: &mut Value, base_url: &str) {
         );
     }
     page_items(schemas);
+    answers_list_every_field(v);
+    let schemas = &mut v["components"]["schemas"];
     if let Some(all) = schemas.as_object_mut() {
         for schema in all.values_mut() {
             open_free_form(schema);
@@ -235,6 +266,82 @@ pub(super) fn refine(v: &mut Value, base_url: &str) {
                 for_each_content_schema(op, open_free_form);
             }
         }
+    }
+}
+
+/// The schema names `$ref`'d anywhere inside `v`.
+fn refs_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(r)) = o.get("$ref")
+                && let Some(name) = r.strip_prefix("#/components/schemas/")
+            {
+                out.push(name.to_string());
+            }
+            o.values().for_each(|x| refs_in(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| refs_in(x, out)),
+        _ => {}
+    }
+}
+
+/// The schemas reachable from `roots` through `$ref`s.
+fn reachable(schemas: &Value, roots: Vec<String>) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = roots;
+    while let Some(name) = todo.pop() {
+        if seen.insert(name.clone()) {
+            refs_in(&schemas[&name], &mut todo);
+        }
+    }
+    seen
+}
+
+/// An answer's schema requires every field Tern always sends (nullable ones included), so
+/// a generated client types `wamid` as `str | None`, not also "unset". Schemas that requests
+/// use too are left as they are: a request may leave optional fields out.
+fn answers_list_every_field(v: &mut Value) {
+    let (mut answers, mut requests) = (Vec::new(), Vec::new());
+    if let Some(paths) = v["paths"].as_object() {
+        for item in paths.values() {
+            for op in item.as_object().into_iter().flat_map(|o| o.values()) {
+                refs_in(&op["responses"], &mut answers);
+                refs_in(&op["requestBody"], &mut requests);
+                refs_in(&op["parameters"], &mut requests);
+            }
+        }
+    }
+    let schemas = &mut v["components"]["schemas"];
+    let answers = reachable(schemas, answers);
+    let requests = reachable(schemas, requests);
+    // `ErrorDetails` is a bag of keys that depend on the code.
+    for name in answers
+        .difference(&requests)
+        .filter(|n| *n != "ErrorDetails")
+    {
+        let Some(props) = schemas
+            .get_mut(name)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        let mut required = Vec::new();
+        for (field, p) in props.iter_mut() {
+            if OMITTED_WHEN_ABSENT.contains(&(name.as_str(), field.as_str())) {
+                // Absent rather than null.
+                if let Some(Value::Array(types)) = p.get("type") {
+                    let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                    p["type"] = match kept.as_slice() {
+                        [one] => one.clone(),
+                        _ => Value::Array(kept),
+                    };
+                }
+            } else {
+                required.push(json!(field));
+            }
+        }
+        schemas[name]["required"] = Value::Array(required);
     }
 }
 

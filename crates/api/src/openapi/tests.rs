@@ -179,8 +179,7 @@ fn free_form_objects_take_any_key() {
             "{s}.{p}"
         );
     }
-    let interactive = &schema(&doc, "SendInteractiveRequest")["properties"]["interactive"];
-    assert_eq!(interactive["additionalProperties"], true);
+    assert_eq!(schema(&doc, "Interactive")["additionalProperties"], true);
 }
 
 #[test]
@@ -207,6 +206,7 @@ fn ids_are_uuids_wherever_they_are_terns() {
             && !NETWORK.contains(&last)
             && !path.starts_with("PhoneNumber.id")
             && !path.starts_with("ErrorDetails.numbers")
+            && !path.starts_with("ReplyButton")
             && !path.contains(".media_id")
         {
             wrong.push(path.to_string());
@@ -295,4 +295,79 @@ fn a_server_variable_sets_the_base_url_once() {
         "https://tern.example.com"
     );
     assert!(server["variables"]["base_url"]["description"].is_string());
+}
+
+#[test]
+fn answers_require_what_they_always_send() {
+    let doc = doc();
+    let message = schema(&doc, "Message");
+    let required = message["required"].as_array().unwrap();
+    for f in ["wamid", "sent_at", "failure", "content", "reply_to", "text"] {
+        assert!(required.contains(&json!(f)), "Message.{f}");
+    }
+    // Left out when empty (the contract's "present only when …"): optional, never null.
+    assert!(!required.contains(&json!("campaign_id")));
+    assert_eq!(message["properties"]["campaign_id"]["type"], "string");
+    let page = schema(&doc, "Page_Contact");
+    assert!(
+        page["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("next_cursor"))
+    );
+    // Request bodies keep their optional fields optional.
+    let upsert = schema(&doc, "UpsertContactRequest")["required"].clone();
+    assert!(!upsert.as_array().into_iter().flatten().any(|f| f == "name"));
+    assert!(schema(&doc, "ErrorDetails").get("required").is_none());
+}
+
+#[test]
+fn shared_request_parts_are_named_once() {
+    let doc = doc();
+    let to = &schema(&doc, "SendTextRequest")["properties"]["to"]["oneOf"];
+    for name in [
+        "RecipientByContactId",
+        "RecipientByWaId",
+        "RecipientByUserId",
+    ] {
+        assert!(
+            to.as_array().unwrap().iter().any(|v| refers_to(v, name)),
+            "{name}"
+        );
+    }
+    assert!(refers_to(
+        &schema(&doc, "SendImageRequest")["properties"]["context"],
+        "ReplyContext"
+    ));
+    assert_eq!(
+        schema(&doc, "SendImageRequest")["properties"]["image"]["properties"]["media_id"]["format"],
+        "uuid"
+    );
+    assert!(refers_to(
+        &schema(&doc, "SendInteractiveRequest")["properties"]["interactive"],
+        "Interactive"
+    ));
+    for s in ["CreateCampaignRequest", "Campaign"] {
+        let props = &schema(&doc, s)["properties"];
+        assert!(refers_to(&props["audience"], "CampaignAudience"), "{s}");
+        assert!(refers_to(&props["template"], "CampaignTemplate"), "{s}");
+    }
+    assert_eq!(
+        schema(&doc, "CampaignAudience")["oneOf"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn every_schema_is_well_formed() {
+    let doc = doc();
+    all_schemas(&doc, &mut |path, s| {
+        assert!(s.is_object() || s.is_boolean(), "{path}: {s}");
+        for k in ["properties", "items", "required", "enum", "oneOf"] {
+            assert!(s.get(k).is_none_or(|v| !v.is_null()), "{path}.{k} is null");
+        }
+    });
 }

@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tern_core::campaigns::{self as uc, view};
 use tern_domain::FieldError;
 use tern_domain::campaign::{Action, Bucket, Status};
@@ -52,6 +52,56 @@ pub struct CreateCampaignRequest {
     /// After this time recipients not yet messaged end `expired`.
     #[schema(format = DateTime)]
     pub expires_at: Option<String>,
+}
+
+/// The schemas of a campaign's `audience` and `template` (in the request and in the
+/// Campaign), installed by the document's finishing step: Tern's own shapes, typed, so a
+/// generated client cannot misspell `tags`.
+pub fn campaign_schemas() -> Vec<(String, Value)> {
+    use tern_domain::campaign::{MAX_CONTACT_IDS, MAX_TAGS};
+    let exclude = json!({"type": "array", "items": {"$ref": "#/components/schemas/TagName"},
+                         "maxItems": MAX_TAGS, "description": "Contacts with any of these tags are left out."});
+    vec![
+        (
+            "AudienceByContactIds".into(),
+            json!({"type": "object", "required": ["contact_ids"],
+            "properties": {"contact_ids": {"type": "array", "minItems": 1, "maxItems": MAX_CONTACT_IDS, "items": {"type": "string", "format": "uuid"}},
+                           "exclude_tags": exclude}}),
+        ),
+        (
+            "AudienceByTags".into(),
+            json!({"type": "object", "required": ["tags"],
+            "properties": {"tags": {"type": "array", "minItems": 1, "maxItems": MAX_TAGS, "items": {"$ref": "#/components/schemas/TagName"}},
+                           "tag_match": {"type": "string", "enum": ["any", "all"], "description": "`any` (the default): contacts with at least one of the tags; `all`: with every one."},
+                           "exclude_tags": exclude}}),
+        ),
+        (
+            "AudienceAllContacts".into(),
+            json!({"type": "object", "required": ["all_contacts"],
+            "properties": {"all_contacts": {"type": "boolean", "const": true}, "exclude_tags": exclude}}),
+        ),
+        (
+            "CampaignAudience".into(),
+            json!({"description": "Who the campaign goes to: exactly one of `contact_ids`, `tags`, `all_contacts`.",
+            "oneOf": [{"$ref": "#/components/schemas/AudienceByContactIds"}, {"$ref": "#/components/schemas/AudienceByTags"}, {"$ref": "#/components/schemas/AudienceAllContacts"}]}),
+        ),
+        (
+            "ContactValue".into(),
+            json!({"type": "object", "required": ["field"], "additionalProperties": false,
+            "description": "A variable filled per recipient from the contact.",
+            "properties": {"field": {"type": "string", "pattern": "^(name|phone|wa_id|custom_fields\\..+)$", "example": "name",
+                                     "description": "`name`, `phone`, `wa_id` or `custom_fields.<key>`."},
+                           "fallback": {"type": "string", "description": "Used when the contact has no value; without it such a recipient is skipped (`variable_invalid`)."}}}),
+        ),
+        (
+            "CampaignTemplate".into(),
+            json!({"type": "object", "required": ["name", "language"], "additionalProperties": false,
+            "description": "The approved template, with `variables` (one per numbered variable) or `components` (the network's, the same for everyone), never both.",
+            "properties": {"name": {"type": "string", "minLength": 1}, "language": {"type": "string", "minLength": 2},
+                           "variables": {"type": "array", "items": {"oneOf": [{"type": "string", "minLength": 1}, {"$ref": "#/components/schemas/ContactValue"}]}},
+                           "components": {"type": "array", "items": {"type": "object", "additionalProperties": true}}}}),
+        ),
+    ]
 }
 
 /// `POST /campaigns/{id}/schedule`.

@@ -31,7 +31,7 @@ pub struct SendMessageRequest;
 fn media_schema(caption: bool, filename: bool) -> Value {
     let mut props = json!({
         "link": {"type": "string", "format": "uri", "pattern": "^https://", "description": "An https URL."},
-        "media_id": {"type": "string", "minLength": 1, "description": "The id of a file uploaded earlier."}
+        "media_id": {"type": "string", "format": "uuid", "description": "The `media_id` of a file uploaded or imported with POST /media."}
     });
     if caption {
         props["caption"] = json!({"type": "string", "maxLength": 1024});
@@ -41,6 +41,69 @@ fn media_schema(caption: bool, filename: bool) -> Value {
     }
     json!({"type": "object", "description": "Exactly one of link / media_id.",
            "properties": props, "additionalProperties": false})
+}
+
+/// The parts every send request shares, named once so a generated client has one type for
+/// each (`RecipientByContactId`, not one copy per message type).
+fn shared_send_schemas() -> Vec<(String, Value)> {
+    let text = |max: usize| {
+        json!({"type": "object", "required": ["text"], "additionalProperties": false,
+               "properties": {"text": {"type": "string", "minLength": 1, "maxLength": max}}})
+    };
+    vec![
+        (
+            "RecipientByContactId".into(),
+            json!({"type": "object", "description": "A contact of the organisation, by Tern's id.",
+            "properties": {"contact_id": {"type": "string", "format": "uuid"}}, "required": ["contact_id"], "additionalProperties": false}),
+        ),
+        (
+            "RecipientByWaId".into(),
+            json!({"type": "object", "description": "A phone number as the network writes it: digits only, no `+`.",
+            "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false}),
+        ),
+        (
+            "RecipientByUserId".into(),
+            json!({"type": "object", "description": "A business-scoped user id, for a customer known by username.",
+            "properties": {"user_id": {"type": "string", "pattern": "^[A-Z]{2}\\.(ENT\\.)?[A-Za-z0-9]{1,128}$", "example": "US.13491208655302741918"}}, "required": ["user_id"], "additionalProperties": false}),
+        ),
+        (
+            "ReplyContext".into(),
+            json!({"type": "object", "description": "Reply to (quote) an earlier message.",
+            "properties": {"message_id": {"type": "string", "minLength": 1, "maxLength": send::MAX_MESSAGE_ID_CHARS, "description": "The network's id (`wamid.…`) of the message answered."}},
+            "required": ["message_id"], "additionalProperties": false}),
+        ),
+        (
+            "Interactive".into(),
+            json!({"type": "object", "required": ["type", "action"], "additionalProperties": true,
+            "description": "The network's interactive object: `type` with its `action`, and `header`, `body`, `footer` as that type allows (`body` is required for `button` and `list`; its text is at most 1,024 characters for `button`, 4,096 for `list`).",
+            "properties": {
+                "type": {"type": "string", "enum": send::INTERACTIVE_TYPES},
+                "header": {"type": "object", "required": ["type"], "additionalProperties": true,
+                           "description": "`{\"type\": \"text\", \"text\": …}` or a media header (`image`, `video`, `document` holding `link` or `media_id`).",
+                           "properties": {"type": {"type": "string", "enum": ["text", "image", "video", "document"]},
+                                          "text": {"type": "string", "minLength": 1, "maxLength": send::MAX_INTERACTIVE_HEADER_CHARS}}},
+                "body": text(send::MAX_LIST_BODY_CHARS),
+                "footer": text(send::MAX_INTERACTIVE_FOOTER_CHARS),
+                "action": {"type": "object", "additionalProperties": true,
+                           "description": "The type's action: `buttons` (button), `button` and `sections` (list), `name` and `parameters` (cta_url, flow, …).",
+                           "properties": {
+                               "buttons": {"type": "array", "minItems": 1, "maxItems": send::MAX_REPLY_BUTTONS, "items": {"$ref": "#/components/schemas/ReplyButton"}},
+                               "button": {"type": "string", "minLength": 1, "maxLength": send::MAX_LIST_BUTTON_CHARS, "description": "A list's button text."},
+                               "sections": {"type": "array", "minItems": 1, "maxItems": send::MAX_LIST_SECTIONS, "items": {"type": "object", "additionalProperties": true}},
+                               "name": {"type": "string"},
+                               "parameters": {"type": "object", "additionalProperties": true}
+                           }}
+            }}),
+        ),
+        (
+            "ReplyButton".into(),
+            json!({"type": "object", "required": ["type", "reply"],
+            "properties": {"type": {"type": "string", "const": "reply"},
+                           "reply": {"type": "object", "required": ["id", "title"],
+                                     "properties": {"id": {"type": "string", "minLength": 1, "maxLength": send::MAX_REPLY_BUTTON_ID_CHARS},
+                                                    "title": {"type": "string", "minLength": 1, "maxLength": send::MAX_REPLY_BUTTON_TITLE_CHARS}}}}}),
+        ),
+    ]
 }
 
 /// The component name of the send request of one message type (`SendTextRequest`, …).
@@ -60,13 +123,13 @@ pub fn send_schemas() -> Vec<(String, Value)> {
                "oneOf": [
                    {"type": "string", "minLength": 2, "pattern": "^\\+", "example": "+14155550123",
                     "description": "`+`, the country code and the number. A template's `example` holds the placeholder `+<RECIPIENT_PHONE>`, which is refused: put the recipient's number in its place."},
-                   {"type": "object", "properties": {"contact_id": {"type": "string", "format": "uuid"}}, "required": ["contact_id"], "additionalProperties": false},
-                   {"type": "object", "properties": {"wa_id": {"type": "string", "pattern": "^[1-9][0-9]{6,14}$"}}, "required": ["wa_id"], "additionalProperties": false},
-                   {"type": "object", "properties": {"user_id": {"type": "string", "pattern": "^[A-Z]{2}\\.(ENT\\.)?[A-Za-z0-9]{1,128}$", "example": "US.13491208655302741918"}}, "required": ["user_id"], "additionalProperties": false}
+                   {"$ref": "#/components/schemas/RecipientByContactId"},
+                   {"$ref": "#/components/schemas/RecipientByWaId"},
+                   {"$ref": "#/components/schemas/RecipientByUserId"}
                ]},
         "phone_number_id": {"type": "string", "minLength": 1, "description": "The sending number (`id` from GET /phone-numbers). Required when the organisation has several numbers (or use `from`)."},
         "from": {"type": "string", "minLength": 1, "description": "Alternative selector of the sending number: a phone_number_id or the number in E.164."},
-        "context": {"type": "object", "properties": {"message_id": {"type": "string", "minLength": 1}}, "required": ["message_id"], "additionalProperties": false, "description": "Reply to (quote) an earlier message."},
+        "context": {"$ref": "#/components/schemas/ReplyContext"},
         "messaging_product": {"type": "string", "const": "whatsapp", "description": "Accepted for compatibility with the network's body; may be left out."},
         "recipient_type": {"type": "string", "const": "individual", "description": "Accepted for compatibility with the network's body; may be left out."}
     });
@@ -87,12 +150,7 @@ pub fn send_schemas() -> Vec<(String, Value)> {
                                "description": "A contact card in the network's format (`name.formatted_name` required; `phones`, `emails`, `addresses`, `org`, `urls`, `birthday`).",
                                "properties": {"name": {"type": "object", "required": ["formatted_name"], "additionalProperties": true, "properties": {"formatted_name": {"type": "string", "minLength": 1}}}}}})
             }
-            Interactive => {
-                json!({"type": "object", "required": ["type", "action"], "additionalProperties": true,
-                                  "description": "The network's interactive object: `type` with `action`, and `header`, `body`, `footer` as that type allows.",
-                                  "properties": {"type": {"type": "string", "enum": send::INTERACTIVE_TYPES},
-                                                 "action": {"type": "object", "additionalProperties": true}}})
-            }
+            Interactive => json!({"$ref": "#/components/schemas/Interactive"}),
             Reaction => {
                 json!({"type": "object", "required": ["message_id", "emoji"], "additionalProperties": false,
                                "properties": {"message_id": {"type": "string", "minLength": 1}, "emoji": {"type": "string", "description": "One emoji; empty removes the reaction."}}})
@@ -112,7 +170,7 @@ pub fn send_schemas() -> Vec<(String, Value)> {
             }
         }
     };
-    let mut out = Vec::new();
+    let mut out = shared_send_schemas();
     let mut mapping = serde_json::Map::new();
     let mut variants = Vec::new();
     for kind in send::Kind::ALL {
