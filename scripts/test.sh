@@ -30,10 +30,13 @@ fi
 
 cargo test --workspace --locked "$@"
 
-# Third-party client check: pywa (pinned) drives the simulator binary that `cargo test` has just
-# built and parses every webhook it sends. Skipped when arguments filter the cargo tests.
+# Client checks, skipped when arguments filter the cargo tests. pywa (pinned) drives the
+# simulator binary that `cargo test` has just built and parses every webhook it sends.
 if [ $# -eq 0 ]; then
   tern_bin="${CARGO_TARGET_DIR:-target}/debug/tern"
   [ -x "$tern_bin" ] || cargo build -p tern --locked
   TERN_BIN="$tern_bin" timeout 300 .venv/bin/python -m pytest -q -p no:cacheprovider tests/pywa
+  # Typed clients generated from the served OpenAPI document (openapi-python-client,
+  # openapi-typescript + openapi-fetch), type-checked strictly and run against tern serve.
+  timeout 600 scripts/clients.sh "$tern_bin"
 fi
