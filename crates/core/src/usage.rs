@@ -66,6 +66,8 @@ struct Chunk {
 pub struct RequestMeter {
     tx: mpsc::UnboundedSender<Msg>,
     chunks: Arc<Mutex<HashMap<Counter, Chunk>>>,
+    /// Flips to true when the counting task has written its last counts.
+    done: tokio::sync::watch::Receiver<bool>,
 }
 
 impl RequestMeter {
@@ -73,8 +75,23 @@ impl RequestMeter {
     pub fn start(db: Db) -> RequestMeter {
         let (tx, rx) = mpsc::unbounded_channel();
         let chunks = Arc::new(Mutex::new(HashMap::new()));
-        tokio::spawn(run(db, rx, chunks.clone()));
-        RequestMeter { tx, chunks }
+        let (done_tx, done) = tokio::sync::watch::channel(false);
+        let task_chunks = chunks.clone();
+        tokio::spawn(async move {
+            run(db, rx, task_chunks).await;
+            let _ = done_tx.send(true);
+        });
+        RequestMeter { tx, chunks, done }
+    }
+
+    /// Resolves when the counting task has written its last counts and given back the
+    /// units it held, which it does once every handle to the meter is dropped. A process
+    /// closes its database only after this, or those writes fail on a closed pool.
+    pub fn finished(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut done = self.done.clone();
+        async move {
+            let _ = done.wait_for(|d| *d).await;
+        }
     }
 
     /// Counts one request of `p`: `402 usage_limit_reached` when the plan's `api_requests`

@@ -246,6 +246,17 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     })
 }
 
+/// Waits (briefly) for the request meter's last counts once the server and workers, which
+/// hold its handles, are gone; then the database may close.
+pub async fn settle_meter(done: impl std::future::Future<Output = ()>) {
+    if tokio::time::timeout(std::time::Duration::from_secs(10), done)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the request meter did not finish within 10 s; closing anyway");
+    }
+}
+
 /// `tern serve`.
 pub async fn serve(config: Config) -> Result<()> {
     let db = open_db(&config).await?;
@@ -264,8 +275,10 @@ pub async fn serve(config: Config) -> Result<()> {
         Default::default(),
         webhook_config(&config),
     );
+    let meter_done = state.core.requests.finished();
     serve_on(listener, state, shutdown).await?;
     workers.stop().await;
+    settle_meter(meter_done).await;
     db.close().await;
     tracing::info!("stopped");
     Ok(())

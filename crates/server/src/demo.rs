@@ -145,6 +145,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     .await?;
 
     let workers = app::Workers::start(&db, &state);
+    let meter_done = state.core.requests.finished();
     let server = tokio::spawn(app::serve_on(listener, state, app::shutdown_signal()));
     // A customer writes in through the network, which opens the 24-hour window. (The port
     // is bound, so the simulator's webhook waits in the backlog if the server is not yet
@@ -230,6 +231,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     println!("Press Ctrl-C to stop.");
     let served = server.await;
     workers.stop().await;
+    app::settle_meter(meter_done).await;
     db.close().await;
     drop(tmp);
     served.map_err(|e| anyhow!("server task: {e}"))??;

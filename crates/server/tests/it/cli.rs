@@ -775,3 +775,56 @@ fn demo_writes_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(!stderr.contains('\u{1b}'), "colour codes in {stderr:?}");
     assert!(!stdout.contains('\u{1b}'), "colour codes in {stdout:?}");
 }
+
+/// On SIGTERM the request meter writes its last counts and gives back the units it held
+/// before the database closes: the period's usage is exactly the requests served.
+#[test]
+fn shutdown_leaves_usage_counting_exactly_the_requests() {
+    let cli = Cli::new();
+    let org = id(&cli.ok(&["admin", "org", "create", "--name", "U", "--plan", "starter"]));
+    let member = id(&cli.ok(&[
+        "admin", "member", "add", "--org", &org, "--email", "u@u.test", "--role", "owner",
+    ]));
+    let created = cli.ok(&[
+        "admin",
+        "key",
+        "create",
+        "--org",
+        &org,
+        "--member",
+        &member,
+        "--name",
+        "k",
+        "--preset",
+        "full_access",
+    ]);
+    let key = created["key"].as_str().unwrap().to_string();
+    let port = free_port();
+    let child = cli
+        .cmd()
+        .env("TERN_LISTEN", format!("127.0.0.1:{port}"))
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    for _ in 0..5 {
+        let r = raw_get(port, "/api/public/v1/contacts", &key);
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(!logs.contains("could not give back"), "{logs}");
+    let shown = cli.ok(&["admin", "org", "show", "--org", &org]);
+    assert_eq!(shown["usage"]["api_requests"]["used"], 5, "{shown}");
+}
