@@ -354,6 +354,9 @@ for i in range(n):
     local speed
     speed=$(host_speed)
     cpu_snapshot >"$dir/cpu0.json"
+    # Bytes tern has written to storage (database, WAL): the write volume of the run.
+    local io0
+    io0=$(awk '/^write_bytes/{print $2}' "/proc/$tern_pid/io")
     /usr/bin/time -f '%U %S' -o "$dir/wrk.time" wrk "$@" >"$file" 2>&1 || {
       echo "wrk failed:" >&2; cat "$file" >&2; exit 1; }
     [[ -z $rx_pid ]] || wh_count=$(curl -sf "http://127.0.0.1:$rx_ctl/count")
@@ -375,7 +378,9 @@ for i in range(n):
     grep -E 'Requests/sec|Latency  |Non-2xx' "$file" | sed 's/^/   /'
     echo "   $RES"
     grep '^FIRST_UNEXPECTED' "$file" | sed 's/^/   /' || true
-    CPU="$CPU · host loop ${speed} s"
+    local io1
+    io1=$(awk '/^write_bytes/{print $2}' "/proc/$tern_pid/io")
+    CPU="$CPU · host loop ${speed} s · tern wrote $(((io1 - io0) / 1048576)) MiB"
     echo "   CPU: $CPU"
   }
 
