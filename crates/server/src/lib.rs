@@ -2,6 +2,7 @@
 //! Only this crate knows every concrete part; the layers below stay independent.
 
 pub mod admin;
+pub mod alloc;
 pub mod app;
 pub mod config;
 pub mod demo;

@@ -44,6 +44,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    tern::alloc::configure();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
