@@ -45,8 +45,9 @@ pub use contacts::{Contact, ContactKey};
 pub use conversations::{Conversation, ConversationContact};
 pub use db::{Backend, Db, Tx};
 pub use dispatch::{
-    DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCounts,
-    DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
+    DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCompletion,
+    DispatchCounts, DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite,
+    ExpiredDispatch,
 };
 pub use error::{Result, StoreError};
 pub use events::{

@@ -25,8 +25,8 @@ use tern_domain::campaign::Bucket;
 use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
 use tern_store::{
-    Db, DispatchClaim, DispatchItem, DispatchSweep, DispatchWrite, Message, StatusChange,
-    StoreError, Tx, counter_shard,
+    Db, DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchSweep,
+    DispatchWrite, Message, StatusChange, StoreError, Tx, counter_shard,
 };
 use uuid::Uuid;
 
@@ -314,7 +314,8 @@ pub async fn record_sends(
     let mut events: HashMap<Uuid, events::StatusEvents> = HashMap::new();
     let mut again = Vec::new();
     let at = now_ms();
-    let mut tx = db.begin().await?;
+    // Decided first, written in one go (one round trip on PostgreSQL), then their effects.
+    let mut decided = Vec::with_capacity(outcomes.len());
     for i in order {
         let (item, report) = &outcomes[i];
         let Some(msg) = by_id.get(&item.id).filter(|m| m.org_id == item.org_id) else {
@@ -322,26 +323,36 @@ pub async fn record_sends(
         };
         let (change, became_failed) =
             decide(msg, report).unwrap_or_else(|| (unchanged(msg), false));
-        match tx
-            .complete_dispatch(
-                item.id,
-                &item.lease(),
-                msg.status,
-                msg.updated_at,
-                &change,
-                at,
-            )
-            .await?
-        {
+        decided.push((i, *msg, change, became_failed));
+    }
+    let leases: Vec<DispatchLease> = decided
+        .iter()
+        .map(|(i, ..)| outcomes[*i].0.lease())
+        .collect();
+    let completions: Vec<DispatchCompletion<'_>> = decided
+        .iter()
+        .zip(&leases)
+        .map(|((_, msg, change, _), lease)| DispatchCompletion {
+            id: msg.id,
+            lease,
+            expected_status: msg.status,
+            expected_updated_at: msg.updated_at,
+            change,
+        })
+        .collect();
+    let mut tx = db.begin().await?;
+    let writes = tx.complete_dispatches(&completions, at).await?;
+    for ((i, msg, change, became_failed), write) in decided.iter().zip(writes) {
+        match write {
             DispatchWrite::Applied => {}
             DispatchWrite::LeaseLost => continue,
             DispatchWrite::Moved => {
-                again.push(i);
+                again.push(*i);
                 continue;
             }
         }
-        let refunded_minor = if became_failed {
-            tx.refund_message_debit(item.id, at).await?
+        let refunded_minor = if *became_failed {
+            tx.refund_message_debit(msg.id, at).await?
         } else {
             0
         };
@@ -349,9 +360,9 @@ pub async fn record_sends(
         events
             .entry(msg.org_id)
             .or_insert_with(|| events::StatusEvents::new(msg.org_id))
-            .emit(&mut tx, msg.status, change.status, || written(msg, &change))
+            .emit(&mut tx, msg.status, change.status, || written(msg, change))
             .await?;
-        results[i] = Recorded::Written { refunded_minor };
+        results[*i] = Recorded::Written { refunded_minor };
     }
     counts.write(&mut tx).await?;
     tx.commit().await?;
