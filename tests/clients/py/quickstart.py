@@ -324,6 +324,11 @@ def main() -> None:
         expires is not None and expires > datetime.now(timezone.utc),
         f"the customer's conversation is open until {expires}",
     )
+    # The list names the person: no request per row to show who it is.
+    check(
+        conversation.contact.phone == customer and conversation.contact.name is not None,
+        f"the conversation is with {conversation.contact.name} ({conversation.contact.phone})",
+    )
 
     # ---- a campaign to the contacts tagged above -----------------------------------------
     print("campaigns")

@@ -253,6 +253,11 @@ async function main(): Promise<void> {
     expires != null && Date.parse(expires) > Date.now(),
     `the customer's conversation is open until ${expires}`,
   );
+  // The list names the person: no request per row to show who it is.
+  check(
+    conversation?.contact.phone === customer && conversation.contact.name != null,
+    `the conversation is with ${conversation?.contact.name} (${conversation?.contact.phone})`,
+  );
 
   // ---- a campaign to the contacts tagged above -------------------------------------------
   console.log("campaigns");
