@@ -5,8 +5,8 @@
 # tsc --strict; no casts, no Any) and runs both against the server, whose network is a real
 # `tern simulator` calling back with statuses.
 # Usage: scripts/clients.sh [path/to/tern]
-# Needs python3, node >= 20 and npm; installs the pinned generators into .venv (pip) and
-# tests/clients/ts/node_modules (npm ci) when they are missing.
+# Needs python3; installs Node.js and npm (Debian's packages) when missing, the pinned
+# generators into .venv (pip) and tests/clients/ts/node_modules (npm ci).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tern=${1:-$root/target/debug/tern}
@@ -27,6 +27,12 @@ if ! "$venv/bin/pip" show -q openapi-python-client mypy >/dev/null 2>&1 \
         != "${py_pins[0]#*==} ${py_pins[1]#*==}" ]]; then
   step "pip install ${py_pins[*]}"
   "$venv/bin/pip" install -q "${py_pins[@]}"
+fi
+# Node.js and npm from Debian's packages when the machine has none (as services.sh does for
+# PostgreSQL and Redis); tested with Node 20.
+if ! command -v npm >/dev/null 2>&1; then
+  step "apt-get install nodejs npm"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
 fi
 # npm ci when node_modules is absent or older than the lock file.
 if [[ ! -f $clients/ts/node_modules/.package-lock.json \

@@ -3,19 +3,48 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod start;
 
 struct Cli {
     dir: tempfile::TempDir,
+    database_url: String,
+    /// The PostgreSQL schema to drop afterwards.
+    schema: Option<String>,
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        if let Some(schema) = &self.schema {
+            let _ = Command::new("psql")
+                .arg(tern_store::testkit::test_pg_url())
+                .args(["-qAtc", &format!("DROP SCHEMA IF EXISTS {schema} CASCADE")])
+                .output();
+        }
+    }
 }
 
 impl Cli {
+    /// The binary on a fresh SQLite database.
     fn new() -> Cli {
+        let dir = tempfile::tempdir().unwrap();
+        let database_url = format!("sqlite://{}", dir.path().join("t.db").display());
+        Cli {
+            dir,
+            database_url,
+            schema: None,
+        }
+    }
+
+    /// The binary on a fresh PostgreSQL schema of the test database.
+    fn postgres() -> Cli {
+        let (database_url, schema) = crate::common::create_pg_schema();
         Cli {
             dir: tempfile::tempdir().unwrap(),
+            database_url,
+            schema: Some(schema),
         }
     }
 
@@ -24,11 +53,22 @@ impl Cli {
         c.current_dir(self.dir.path())
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env(
-                "TERN_DATABASE_URL",
-                format!("sqlite://{}", self.dir.path().join("t.db").display()),
-            );
+            .env("TERN_DATABASE_URL", &self.database_url);
         c
+    }
+
+    /// `tern serve` on `port`, its logs captured; answers once the port accepts.
+    fn serve(&self, port: u16) -> Child {
+        let child = self
+            .cmd()
+            .env("TERN_LISTEN", format!("127.0.0.1:{port}"))
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        child
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -626,38 +666,13 @@ fn serve_exits_zero_on_sigterm_and_sigint() {
 
 fn serve_and_signal(signal: &str) {
     let cli = Cli::new();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let child = cli
-        .cmd()
-        .env("TERN_LISTEN", format!("127.0.0.1:{port}"))
-        .arg("serve")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let port = crate::common::free_port();
+    let child = cli.serve(port);
     // A request carrying a key: the key must not appear in the logs.
     let secret = format!("tern_{}", "S".repeat(40));
     let response = raw_get(port, "/api/public/v1/phone-numbers", &secret);
     assert!(response.starts_with("HTTP/1.1 401"), "{response}");
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(&child, signal);
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -677,4 +692,24 @@ fn raw_get(port: u16, path: &str, key: &str) -> String {
     let mut buf = String::new();
     s.read_to_string(&mut buf).unwrap();
     buf
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `kill -<signal>` (e.g. `-TERM`) to `child`.
+fn send_signal(child: &Child, signal: &str) {
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
 }

@@ -1,22 +1,9 @@
 //! Starting and stopping the binary: the listen address and its errors, log colours, and
 //! what a shutdown leaves counted.
 
-use super::{Cli, id, raw_get};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use super::{Cli, id, raw_get, send_signal, wait_for_port};
+use crate::common::{Backend, free_port};
+use std::process::Stdio;
 
 #[test]
 fn a_port_in_use_names_the_setting_that_moves_it() {
@@ -86,14 +73,7 @@ fn demo_writes_no_colour_codes_when_stderr_is_not_a_terminal() {
     let secret = format!("tern_{}", "S".repeat(40));
     let response = raw_get(port, "/api/public/v1/phone-numbers", &secret);
     assert!(response.starts_with("HTTP/1.1 401"), "{response}");
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(&child, "-TERM");
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let stdout = std::fs::read_to_string(&out_path).unwrap();
@@ -106,9 +86,11 @@ fn demo_writes_no_colour_codes_when_stderr_is_not_a_terminal() {
 
 /// On SIGTERM the request meter writes its last counts and gives back the units it held
 /// before the database closes: the period's usage is exactly the requests served.
-#[test]
-fn shutdown_leaves_usage_counting_exactly_the_requests() {
-    let cli = Cli::new();
+fn shutdown_leaves_usage_counting_exactly_the_requests(backend: Backend) {
+    let cli = match backend {
+        Backend::Sqlite => Cli::new(),
+        Backend::Postgres => Cli::postgres(),
+    };
     let org = id(&cli.ok(&["admin", "org", "create", "--name", "U", "--plan", "starter"]));
     let member = id(&cli.ok(&[
         "admin", "member", "add", "--org", &org, "--email", "u@u.test", "--role", "owner",
@@ -128,31 +110,26 @@ fn shutdown_leaves_usage_counting_exactly_the_requests() {
     ]);
     let key = created["key"].as_str().unwrap().to_string();
     let port = free_port();
-    let child = cli
-        .cmd()
-        .env("TERN_LISTEN", format!("127.0.0.1:{port}"))
-        .arg("serve")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_port(port);
+    let child = cli.serve(port);
     for _ in 0..5 {
         let r = raw_get(port, "/api/public/v1/contacts", &key);
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     }
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(&child, "-TERM");
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(!logs.contains("could not give back"), "{logs}");
     let shown = cli.ok(&["admin", "org", "show", "--org", &org]);
     assert_eq!(shown["usage"]["api_requests"]["used"], 5, "{shown}");
+}
+
+#[test]
+fn sqlite_shutdown_leaves_usage_counting_exactly_the_requests() {
+    shutdown_leaves_usage_counting_exactly_the_requests(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_shutdown_leaves_usage_counting_exactly_the_requests() {
+    shutdown_leaves_usage_counting_exactly_the_requests(Backend::Postgres);
 }

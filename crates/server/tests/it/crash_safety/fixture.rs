@@ -64,19 +64,6 @@ impl Drop for Proc {
     }
 }
 
-/// A free port below Linux's ephemeral range (32768–60999): no outgoing connection of the
-/// (parallel) test suite can take it while a killed server is down, so a restart on the same
-/// port (the simulator's callback URL) works.
-pub(super) fn free_port() -> u16 {
-    for _ in 0..500 {
-        let port: u16 = rand::random_range(20_000..32_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port found");
-}
-
 pub(super) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -138,34 +125,6 @@ impl Drop for Fixture {
         }
         // The fields drop next: every child is killed.
     }
-}
-
-/// Creates a schema `t_<uuid>` (the test kit's naming, so `drop_test_schema` accepts it) in
-/// the test database and returns (URL selecting it for any process, schema).
-pub(super) fn create_pg_schema() -> (String, String) {
-    let base = tern_store::testkit::test_pg_url();
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    // The test kit does not tell which schema it created, and a child process needs a URL:
-    // create the schema with psql (installed with PostgreSQL; scripts/services.sh uses it).
-    let out = Command::new("psql")
-        .arg(&base)
-        .args(["-v", "ON_ERROR_STOP=1", "-qAtc"])
-        .arg(format!("CREATE SCHEMA {schema}"))
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("psql is needed to create the PostgreSQL test schema ({e}); scripts/services.sh installs it")
-        });
-    assert!(
-        out.status.success(),
-        "CREATE SCHEMA via psql at {base} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sep = if base.contains('?') { '&' } else { '?' };
-    // libpq-style startup options, understood by sqlx: every connection's search_path.
-    (
-        format!("{base}{sep}options=-csearch_path%3D{schema}"),
-        schema,
-    )
 }
 
 impl Fixture {

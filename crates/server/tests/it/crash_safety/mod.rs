@@ -50,6 +50,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 mod campaigns;
 mod fixture;
 mod webhooks;
+use crate::common::{create_pg_schema, free_port};
 use fixture::*;
 
 /// The Tern message id a send request carries: `biz_opaque_callback_data` of the body.
