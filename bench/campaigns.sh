@@ -24,7 +24,8 @@
 #            that left the queue (sent, delivered, read or failed) per second between second 3
 #            and the end of the window (the ramp-up excluded); target within 2 % of the tier.
 #            Also: the accepted → sent latency of the campaign's messages (p50/p99 from the
-#            database) and how many API sends went out meanwhile (BENCH_POST=1).
+#            database); with BENCH_POST=1 also how many API sends went out and the number's
+#            whole rate (API and campaign sends leaving the queue, from tern's /metrics).
 #   RSS      VmHWM of the tern process (peak resident set) at the end.
 # Loopback only; every run is bounded. Raw outputs go to bench/results/.
 set -euo pipefail
@@ -193,22 +194,28 @@ for i in range(200):
       -- "$key" "cmp$$" 200 "+$CUSTOMER_PREFIX" >"$dir/wrk.txt" 2>&1 &
     wrk_pid=$!
   fi
-  python3 - "$base$API/campaigns/$cid/progress" "$key" "$secs" "$tern_mps" >"$dir/fanout.txt" <<'EOF'
-import json, sys, time, urllib.request
-url, key, secs, mps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+  python3 - "$base$API/campaigns/$cid/progress" "$key" "$secs" "$tern_mps" "$base/metrics" >"$dir/fanout.txt" <<'EOF'
+import json, re, sys, time, urllib.request
+url, key, secs, mps, metrics = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 def done():
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
     p = json.load(urllib.request.urlopen(req, timeout=10))
     return p["sent"] + p["delivered"] + p["read"] + p["failed"], p
+def number_done():
+    # Every message the dispatcher took off the queue (campaign and API sends alike).
+    text = urllib.request.urlopen(metrics, timeout=10).read().decode()
+    return sum(float(v) for v in re.findall(
+        r'^tern_dispatch_outcomes_total\{outcome="(?:sent|failed)"\} (\S+)$', text, re.M))
 start = time.monotonic()
 samples = []
 while time.monotonic() - start < secs:
     n, p = done()
-    samples.append((time.monotonic() - start, n))
+    samples.append((time.monotonic() - start, n, number_done()))
     time.sleep(1)
-t_a, n_a = next((s for s in samples if s[0] >= 3), samples[0])
-t_b, n_b = samples[-1]
+t_a, n_a, d_a = next((s for s in samples if s[0] >= 3), samples[0])
+t_b, n_b, d_b = samples[-1]
 rate = (n_b - n_a) / (t_b - t_a) if t_b > t_a else 0
+print(f"NUMBER rate={(d_b - d_a) / (t_b - t_a) if t_b > t_a else 0:.0f}")
 worst = min(((samples[i + 1][1] - samples[i][1]) / (samples[i + 1][0] - samples[i][0])
              for i in range(len(samples) - 1) if samples[i][0] >= 3), default=0)
 print("per second:", " ".join(str(round((samples[i + 1][1] - samples[i][1]) / (samples[i + 1][0] - samples[i][0]))) for i in range(len(samples) - 1)))
@@ -234,7 +241,9 @@ print(f"{r(50)}/{r(99)}")') ;;
     local api_acc api_sent
     api_acc=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$dir/wrk.txt")
     api_sent=$(sql "SELECT count(*) FROM messages WHERE campaign_id IS NULL AND direction = 'outbound' AND sent_at IS NOT NULL")
-    api=" · API during fan-out: ${api_acc} POST/s accepted, ${api_sent} sent"
+    local number_rate
+    number_rate=$(sed -n 's/^NUMBER rate=//p' "$dir/fanout.txt")
+    api=" · API during fan-out: ${api_acc} POST/s accepted, ${api_sent} sent · the number sent ${number_rate}/s (API and campaign, from second 3)"
     cp "$dir/wrk.txt" "$out/campaigns-$name-wrk.txt"
   fi
   cp "$dir/fanout.txt" "$out/campaigns-$name-fanout.txt"

@@ -717,6 +717,47 @@ dispatch_tests! {
         assert!(times[11] - start >= 1_350, "sent too fast: {start} {times:?}");
     },
 
+    sends_go_on_while_wakeups_never_stop => |env| async move {
+        // Under an API burst every acceptance wakes the dispatcher. Finished sends must still
+        // free their slots: four slots, no polling, and a wakeup always pending.
+        let mut ids = Vec::new();
+        for i in 0..40 {
+            ids.push(env.accept_text(&format!("1650555{i:04}"), &format!("w{i}")).await);
+        }
+        let wakeup = Arc::new(Notify::new());
+        let cancel = CancellationToken::new();
+        let slots = DispatchConfig {
+            max_in_flight: 4,
+            poll_interval: Duration::from_secs(600),
+            ..config()
+        };
+        let worker = tokio::spawn(tern_engine::dispatch::run(
+            env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), slots,
+            test_media(), wakeup.clone(), cancel.clone()));
+        let burst = {
+            let (wakeup, cancel) = (wakeup.clone(), cancel.clone());
+            tokio::spawn(async move {
+                while !cancel.is_cancelled() {
+                    wakeup.notify_one();
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        wait_for("every message sent during the wakeups", 30, || {
+            let env = env.clone();
+            async move {
+                (env.db.count_dispatch_queue().await.unwrap() == Default::default()).then_some(())
+            }
+        }).await;
+        cancel.cancel();
+        worker.await.unwrap();
+        burst.await.unwrap();
+        for id in ids {
+            assert_eq!(env.requests_for(id).len(), 1, "{id} sent once");
+            assert_eq!(env.message(id).await.status, Status::Sent);
+        }
+    },
+
     two_dispatchers_share_the_queue_and_send_each_message_once => |env| async move {
         let mut ids = Vec::new();
         for i in 0..120 {

@@ -240,10 +240,6 @@ pub async fn run(
             if cancel.is_cancelled() {
                 break;
             }
-            // Reap what finished meanwhile, then claim the next batch.
-            while let Some(done) = d.tasks.try_join_next() {
-                d.reap(done);
-            }
             continue;
         }
         let poll = d.shared.config.poll_interval;
@@ -255,7 +251,10 @@ pub async fn run(
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break 'outer,
-                _ = wakeup.notified() => {
+                // New messages wait while every slot is taken: under an API burst the
+                // wakeups never stop, and answering them left finished sends unreaped, so
+                // their slots looked taken (rounds of nothing; 170 sends/s instead of the tier).
+                _ = wakeup.notified(), if !round.slot_limited => {
                     if round.claimed == 0 {
                         tokio::select! {
                             biased;
@@ -401,7 +400,8 @@ impl Dispatcher {
     /// stayed unknown past their deadline fail with `network_outcome_unknown`. Also
     /// updates the queue gauges.
     pub async fn sweep(&mut self) -> Result<DispatchSweep, StoreError> {
-        self.last_sweep = Some(Instant::now());
+        let started = Instant::now();
+        self.last_sweep = Some(started);
         let failure = failure::outcome_unknown(self.shared.config.unknown_grace);
         let db = &self.shared.db;
         let sweep = status::expire_unknown(db, now_ms(), &failure, SWEEP_LIMIT).await?;
@@ -421,6 +421,7 @@ impl Dispatcher {
         metrics::gauge!("tern_dispatch_queue", "state" => "queued").set(counts.queued as f64);
         metrics::gauge!("tern_dispatch_queue", "state" => "in_flight").set(counts.in_flight as f64);
         metrics::gauge!("tern_dispatch_queue", "state" => "unknown").set(counts.unknown as f64);
+        metrics::histogram!("tern_dispatch_sweep_seconds").record(started.elapsed().as_secs_f64());
         Ok(sweep)
     }
 
@@ -454,7 +455,9 @@ impl Dispatcher {
     /// One round: for each number with due messages claim what it may send now and start
     /// the sends; then sweep when due (after the claims, to keep the wakeup path short).
     async fn round(&mut self, sweep_when_due: bool) -> Result<Round, StoreError> {
+        let started = Instant::now();
         let round = self.claim_round().await?;
+        metrics::histogram!("tern_dispatch_round_seconds").record(started.elapsed().as_secs_f64());
         if sweep_when_due
             && self
                 .last_sweep
@@ -466,6 +469,10 @@ impl Dispatcher {
     }
 
     async fn claim_round(&mut self) -> Result<Round, StoreError> {
+        // Finished sends free their slots before the free ones are counted.
+        while let Some(done) = self.tasks.try_join_next() {
+            self.reap(done);
+        }
         let mut round = Round::default();
         let batch = self.shared.config.batch_size.max(1);
         let due = self
@@ -561,7 +568,8 @@ impl Dispatcher {
     async fn claim(&self, pnid: &str, limit: usize) -> Result<Vec<DispatchItem>, StoreError> {
         let c = &self.shared.config;
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        status::claim(
+        let started = Instant::now();
+        let claimed = status::claim(
             &self.shared.db,
             &DispatchClaim {
                 phone_number_id: Some(pnid),
@@ -572,7 +580,9 @@ impl Dispatcher {
                 grace_ms: ms(c.unknown_grace),
             },
         )
-        .await
+        .await;
+        metrics::histogram!("tern_dispatch_claim_seconds").record(started.elapsed().as_secs_f64());
+        claimed
     }
 
     /// Reads the number (again) when unknown or older than `number_refresh`.
@@ -722,8 +732,14 @@ impl Shared {
         let send = self
             .cloud
             .send_message(&item.phone_number_id, &token, &payload);
+        let started = Instant::now();
         let result = match tokio::time::timeout(self.config.send_timeout(), send).await {
-            Ok(r) => r,
+            Ok(r) => {
+                // The network's answer time as this process sees it (scheduling included).
+                metrics::histogram!("tern_dispatch_send_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                r
+            }
             Err(_) => Err(SendError::OutcomeUnknown {
                 reason: "no answer before the dispatch lease ran out".into(),
             }),

@@ -96,6 +96,7 @@ impl Shared {
             done,
         };
         lock(&self.outcomes).push(waiting);
+        let waited = Instant::now();
         let r = {
             let _turn = self.recording.lock().await;
             match recorded.try_recv() {
@@ -107,6 +108,8 @@ impl Shared {
                 }
             }
         };
+        // How long an outcome waits for its batch to commit (the send slot is held meanwhile).
+        metrics::histogram!("tern_dispatch_record_seconds").record(waited.elapsed().as_secs_f64());
         let written = r.map(|rec| match rec {
             Recorded::Written { refunded_minor } => {
                 if refunded_minor > 0 {
