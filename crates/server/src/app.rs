@@ -218,6 +218,7 @@ pub fn webhook_config(config: &Config) -> tern_engine::webhooks::WebhookWorkerCo
         schedule: config.webhook_retry_schedule.clone(),
         lease: config.webhook_lease,
         send_nice: config.webhook_send_nice,
+        busy_rest: config.webhook_busy_rest,
         ..Default::default()
     }
 }

@@ -32,6 +32,7 @@ struct Raw {
     webhook_retry_schedule: Option<NumberOrText>,
     webhook_lease_secs: Option<NumberOrText>,
     webhook_send_nice: Option<NumberOrText>,
+    webhook_busy_rest: Option<NumberOrText>,
     rate_limits: Option<String>,
 }
 
@@ -95,6 +96,10 @@ pub struct Config {
     /// The nice value of the threads that send event webhooks (`TERN_WEBHOOK_SEND_NICE`,
     /// 0–19, default 10): higher leaves more CPU to the API while deliveries run.
     pub webhook_send_nice: i32,
+    /// While the API is busy, each database step of the delivery workers is followed by a
+    /// rest of this many times its length (`TERN_WEBHOOK_BUSY_REST`, 0–1000, 0 = never):
+    /// higher leaves more of the database to the API while deliveries run.
+    pub webhook_busy_rest: u32,
 }
 
 impl std::fmt::Debug for Config {
@@ -293,6 +298,21 @@ impl Config {
                 _ => bail!("TERN_WEBHOOK_SEND_NICE must be a whole number from 0 to 19, got {v:?}"),
             },
         };
+        let default_rest = tern_engine::webhooks::WebhookWorkerConfig::default().busy_rest;
+        let webhook_busy_rest = match raw
+            .webhook_busy_rest
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => default_rest,
+            Some(v) => match v.trim().parse::<u32>() {
+                Ok(n) if n <= 1000 => n,
+                _ => {
+                    bail!("TERN_WEBHOOK_BUSY_REST must be a whole number from 0 to 1000, got {v:?}")
+                }
+            },
+        };
         let rate_limits = match raw.rate_limits.as_deref().map(str::trim) {
             None | Some("on") => true,
             Some("off") => false,
@@ -304,6 +324,7 @@ impl Config {
             webhook_retry_schedule,
             webhook_lease,
             webhook_send_nice,
+            webhook_busy_rest,
             database_url,
             listen,
             public_url,
@@ -357,6 +378,12 @@ mod tests {
         assert_eq!(c.public_url, "http://127.0.0.1:8080");
         assert_eq!(c.graph_url, "https://graph.facebook.com");
         assert_eq!(c.graph_version, "v25.0");
+        assert_eq!((c.webhook_send_nice, c.webhook_busy_rest), (10, 19));
+        let rest = Raw {
+            webhook_busy_rest: Some(NumberOrText::Text(" 0 ".into())),
+            ..Default::default()
+        };
+        assert_eq!(Config::validate(rest).unwrap().webhook_busy_rest, 0);
         assert_eq!(
             c.media_store,
             tern_core::media::Location::File(PathBuf::from("./tern-media"))
@@ -449,6 +476,27 @@ mod tests {
                     ..Default::default()
                 },
                 "TERN_DISPATCH_UNKNOWN_GRACE_SECS",
+            ),
+            (
+                Raw {
+                    webhook_send_nice: Some(NumberOrText::Number(20)),
+                    ..Default::default()
+                },
+                "TERN_WEBHOOK_SEND_NICE",
+            ),
+            (
+                Raw {
+                    webhook_busy_rest: Some(NumberOrText::Number(1001)),
+                    ..Default::default()
+                },
+                "TERN_WEBHOOK_BUSY_REST",
+            ),
+            (
+                Raw {
+                    webhook_busy_rest: Some(NumberOrText::Text("-1".into())),
+                    ..Default::default()
+                },
+                "TERN_WEBHOOK_BUSY_REST",
             ),
         ];
         for (raw, name) in cases {
