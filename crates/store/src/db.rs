@@ -193,6 +193,8 @@ pub struct Tx {
     /// Notified at commit when this transaction queued webhook deliveries.
     pub(crate) wakeup: Option<std::sync::Arc<tokio::sync::Notify>>,
     pub(crate) queued_deliveries: bool,
+    /// Events stored at commit, all in one statement ([`Tx::insert_event`]).
+    pub(crate) pending_events: Vec<crate::events::PendingEvent>,
 }
 
 pub(crate) enum TxInner {
@@ -213,7 +215,8 @@ macro_rules! with_tx {
 pub(crate) use with_tx;
 
 impl Tx {
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
+        self.flush_events().await?;
         match self.inner {
             TxInner::Sqlite(tx) => tx.commit().await?,
             TxInner::Postgres(tx) => tx.commit().await?,
@@ -393,6 +396,7 @@ impl Db {
             },
             wakeup: Some(std::sync::Arc::clone(&self.deliveries_queued)),
             queued_deliveries: false,
+            pending_events: Vec::new(),
         })
     }
 

@@ -33,7 +33,7 @@ use crate::db::{Backend, Db, Tx, with_pool, with_tx};
 mod deliveries;
 mod fanout;
 use crate::error::Result;
-use crate::sql::bump_updated_at;
+use crate::sql::{ROWS_PER_STATEMENT, bump_updated_at};
 
 /// A closed set of names stored as text (`as_str`, `parse`, `TryFrom<String>` for rows).
 macro_rules! stored_name {
@@ -127,6 +127,14 @@ pub struct SubscriptionPatch {
     pub enabled: Option<bool>,
     /// `Some(None)` clears the description.
     pub description: Option<Option<String>>,
+}
+
+/// An event waiting in its transaction for the commit ([`Tx::insert_event`]).
+#[derive(Debug)]
+pub(crate) struct PendingEvent {
+    event: NewEvent,
+    /// `events.fanout`: who it goes to.
+    fanout: String,
 }
 
 /// An event to store ([`Tx::emit_event`]).
@@ -281,22 +289,86 @@ impl Tx {
     /// this process's delivery workers are woken at commit to fan it out into one pending
     /// delivery per subscriber, due at its `created_at` ([`Db::fan_out_events`]). Nothing is
     /// stored for no subscribers.
+    ///
+    /// The row is written at [`Tx::commit`], with the transaction's other events in one
+    /// statement: a notification's statuses wrote one insert each (on SQLite, a hop to the
+    /// connection's thread and back per event, inside the single writer's turn). So an
+    /// error such as a duplicate event id surfaces at commit.
     pub async fn insert_event(&mut self, event: &NewEvent, subscribers: &[Uuid]) -> Result<()> {
         if subscribers.is_empty() {
             return Ok(());
         }
-        let fanout = fanout::encode(subscribers);
-        with_tx!(self, conn => sqlx::query(INSERT_FANNED_EVENT)
-            .bind(event.id)
-            .bind(event.org_id)
-            .bind(&event.event_type)
-            .bind(&event.payload)
-            .bind(event.created_at)
-            .bind(&fanout)
-            .execute(&mut **conn)
-            .await
-            .map(drop))?;
+        self.pending_events.push(PendingEvent {
+            event: event.clone(),
+            fanout: fanout::encode(subscribers),
+        });
         self.queued_deliveries = true;
+        Ok(())
+    }
+
+    /// Writes the events [`Tx::insert_event`] collected (called by [`Tx::commit`]).
+    pub(crate) async fn flush_events(&mut self) -> Result<()> {
+        if self.pending_events.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending_events);
+        match &mut self.inner {
+            crate::db::TxInner::Postgres(conn) => {
+                // Arrays: one prepared statement whatever the count.
+                let ids: Vec<Uuid> = pending.iter().map(|p| p.event.id).collect();
+                let orgs: Vec<Uuid> = pending.iter().map(|p| p.event.org_id).collect();
+                let types: Vec<&str> = pending
+                    .iter()
+                    .map(|p| p.event.event_type.as_str())
+                    .collect();
+                let payloads: Vec<&str> =
+                    pending.iter().map(|p| p.event.payload.as_str()).collect();
+                let times: Vec<i64> = pending.iter().map(|p| p.event.created_at).collect();
+                let fanouts: Vec<&str> = pending.iter().map(|p| p.fanout.as_str()).collect();
+                sqlx::query(
+                    "INSERT INTO events (id, org_id, type, payload, created_at, fanout) \
+                     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], \
+                     $5::int8[], $6::text[])",
+                )
+                .bind(&ids)
+                .bind(&orgs)
+                .bind(&types)
+                .bind(&payloads)
+                .bind(&times)
+                .bind(&fanouts)
+                .execute(&mut **conn)
+                .await?;
+            }
+            crate::db::TxInner::Sqlite(conn) => {
+                if let [one] = pending.as_slice() {
+                    sqlx::query(INSERT_FANNED_EVENT)
+                        .bind(one.event.id)
+                        .bind(one.event.org_id)
+                        .bind(&one.event.event_type)
+                        .bind(&one.event.payload)
+                        .bind(one.event.created_at)
+                        .bind(&one.fanout)
+                        .execute(&mut **conn)
+                        .await?;
+                    return Ok(());
+                }
+                for chunk in pending.chunks(ROWS_PER_STATEMENT) {
+                    let mut q = sqlx::QueryBuilder::new(
+                        "INSERT INTO events (id, org_id, type, payload, created_at, fanout) ",
+                    );
+                    q.push_values(chunk, |mut row, p| {
+                        row.push_bind(p.event.id)
+                            .push_bind(p.event.org_id)
+                            .push_bind(&p.event.event_type)
+                            .push_bind(&p.event.payload)
+                            .push_bind(p.event.created_at)
+                            .push_bind(&p.fanout);
+                    });
+                    // Each batch size would be another statement cached per connection.
+                    q.build().persistent(false).execute(&mut **conn).await?;
+                }
+            }
+        }
         Ok(())
     }
 

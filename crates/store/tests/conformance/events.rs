@@ -174,6 +174,45 @@ store_tests! {
         assert_eq!(db.webhook_deliveries_of_event(e.id).await.unwrap().len(), 2);
     },
 
+    a_transactions_events_are_stored_together_at_commit => |db| async move {
+        let (org, _, key) = org_with_key(&db).await;
+        let a = sub(&db, org.id, key.id, &["message.status"]).await;
+        let b = sub(&db, org.id, key.id, &["message.status", "message.received"]).await;
+        let statuses: Vec<NewEvent> = (0..5).map(|i| event(org.id, "message.status", T0 + i)).collect();
+        let received = event(org.id, "message.received", T0 + 9);
+        let mut tx = db.begin().await.unwrap();
+        for e in &statuses {
+            assert_eq!(tx.emit_event(e).await.unwrap(), 2);
+        }
+        assert_eq!(tx.emit_event(&received).await.unwrap(), 1);
+        tx.commit().await.unwrap();
+        assert_eq!(db.fan_out_events(100).await.unwrap(), (6, 11));
+        for e in &statuses {
+            let mut got: Vec<Uuid> = db.webhook_deliveries_of_event(e.id).await.unwrap().iter().map(|d| d.subscription_id).collect();
+            got.sort();
+            let mut want = vec![a.id, b.id];
+            want.sort();
+            assert_eq!(got, want);
+        }
+        let r = db.webhook_deliveries_of_event(received.id).await.unwrap();
+        assert_eq!((r.len(), r[0].subscription_id, r[0].next_attempt_at), (1, b.id, Some(T0 + 9)));
+        // The exact bytes of each, in a claim.
+        let jobs = db.claim_webhook_deliveries("w", T0 + DAY, LEASE, 100, 100).await.unwrap();
+        assert_eq!(jobs.len(), 11);
+        for j in &jobs {
+            let e = statuses.iter().chain([&received]).find(|e| e.id == j.event_id).unwrap();
+            assert_eq!((j.payload.as_str(), j.event_type.as_str(), j.event_created_at), (e.payload.as_str(), e.event_type.as_str(), e.created_at));
+        }
+        // A duplicate among them fails the commit, and nothing of the transaction stays.
+        let again = event(org.id, "message.status", T0);
+        let mut tx = db.begin().await.unwrap();
+        tx.emit_event(&again).await.unwrap();
+        tx.emit_event(&statuses[0]).await.unwrap();
+        assert!(matches!(tx.commit().await, Err(StoreError::Conflict { ref constraint }) if constraint == "events_pkey"));
+        assert!(db.webhook_deliveries_of_event(again.id).await.unwrap().is_empty());
+        assert_eq!(db.fan_out_events(100).await.unwrap(), (0, 0));
+    },
+
     emit_rolls_back_with_its_transaction => |db| async move {
         let (org, _, key) = org_with_key(&db).await;
         sub(&db, org.id, key.id, &["message.status"]).await;
