@@ -274,6 +274,19 @@ fn graph_error(code: i64) -> ForcedAction {
 }
 
 /// Polls `f` every 20 ms until it yields, for at most `secs` seconds.
+impl Env {
+    /// Waits (at most 30 s) until nothing is queued, in flight or in doubt.
+    async fn wait_for_empty_queue(&self, what: &str) {
+        wait_for(what, 30, || {
+            let env = self.clone();
+            async move {
+                (env.db.count_dispatch_queue().await.unwrap() == Default::default()).then_some(())
+            }
+        })
+        .await;
+    }
+}
+
 async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
 where
     F: FnMut() -> Fut,
@@ -743,12 +756,7 @@ dispatch_tests! {
                 }
             })
         };
-        wait_for("every message sent during the wakeups", 30, || {
-            let env = env.clone();
-            async move {
-                (env.db.count_dispatch_queue().await.unwrap() == Default::default()).then_some(())
-            }
-        }).await;
+        env.wait_for_empty_queue("every message sent during the wakeups").await;
         cancel.cancel();
         worker.await.unwrap();
         burst.await.unwrap();
@@ -772,12 +780,7 @@ dispatch_tests! {
                 env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), small.clone(),
                 test_media(), wakeup, cancel.clone()))
         }).collect();
-        wait_for("every message sent", 30, || {
-            let env = env.clone();
-            async move {
-                (env.db.count_dispatch_queue().await.unwrap() == Default::default()).then_some(())
-            }
-        }).await;
+        env.wait_for_empty_queue("every message sent").await;
         cancel.cancel();
         for w in workers {
             w.await.unwrap();
