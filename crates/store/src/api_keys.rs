@@ -1,12 +1,21 @@
 //! API keys and the per-request authentication lookup.
 
 use sqlx::types::Json;
+use tern_domain::events::subscription::DisabledReason;
 use uuid::Uuid;
 
 use crate::db::{BeginWrite as _, Db, Pool, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::orgs::Org;
-use crate::sql::Numbered;
+use crate::sql::{Numbered, bump_updated_at};
+
+/// Disables the enabled subscriptions of key `$1` for reason `$2` at `$3` (those already
+/// disabled keep their reason).
+const DISABLE_KEY_SUBSCRIPTIONS: &str = concat!(
+    "UPDATE webhook_subscriptions SET enabled = FALSE, disabled_reason = $2, updated_at = ",
+    bump_updated_at!("webhook_subscriptions", "$3"),
+    " WHERE api_key_id = $1 AND enabled"
+);
 
 /// Granularity of `api_keys.last_used_at`: [`Db::touch_api_key_last_used`] only writes when
 /// the stored value is at least this much older, so authenticated requests rarely write.
@@ -159,17 +168,33 @@ impl Db {
         Ok(key)
     }
 
-    /// Revokes a key at `at` and returns it. `NotFound` if missing;
-    /// `Conflict { "already_revoked" }` if it was already revoked (the first revocation time
-    /// is kept).
+    /// Revokes a key at `at` and returns it; in the same transaction its enabled webhook
+    /// subscriptions are disabled (`key_revoked`): a revoked key's receivers get nothing more.
+    /// `NotFound` if missing; `Conflict { "already_revoked" }` if it was already revoked (the
+    /// first revocation time is kept).
     pub async fn revoke_api_key(&self, id: Uuid, at: i64) -> Result<ApiKey> {
-        let revoked = with_pool!(self, pool => sqlx::query_as::<_, ApiKey>(concat!(
-                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
-                 RETURNING ", key_columns!()))
-            .bind(id)
-            .bind(at)
-            .fetch_optional(pool)
-            .await)?;
+        let revoked = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let key = sqlx::query_as::<_, ApiKey>(concat!(
+                    "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
+                     RETURNING ", key_columns!()))
+                .bind(id)
+                .bind(at)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if key.is_some() {
+                sqlx::query(DISABLE_KEY_SUBSCRIPTIONS)
+                    .bind(id)
+                    .bind(DisabledReason::KeyRevoked.as_str())
+                    .bind(at)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            key
+        });
         match revoked {
             Some(key) => Ok(key),
             // The update is the atomic part; this read only tells the two failures apart.
@@ -180,8 +205,9 @@ impl Db {
         }
     }
 
-    /// Replaces `old_id` by `new` in one transaction: inserts `new` and marks the old key
-    /// revoked at `at` with `replaced_by = new.id`. The old key must exist in `new.org_id`
+    /// Replaces `old_id` by `new` in one transaction: inserts `new`, marks the old key
+    /// revoked at `at` with `replaced_by = new.id` and moves the old key's webhook
+    /// subscriptions to the new key (they keep receiving). The old key must exist in `new.org_id`
     /// (`NotFound` otherwise) and not be revoked (`Conflict { "already_revoked" }`); on any
     /// error nothing is written.
     pub async fn rotate_api_key(&self, old_id: Uuid, new: &ApiKey, at: i64) -> Result<()> {
@@ -199,6 +225,11 @@ impl Db {
                 .execute(&mut *tx)
                 .await?;
             if done.rows_affected() == 1 {
+                sqlx::query("UPDATE webhook_subscriptions SET api_key_id = $2 WHERE api_key_id = $1")
+                    .bind(old_id)
+                    .bind(new.id)
+                    .execute(&mut *tx)
+                    .await?;
                 tx.commit().await?;
                 true
             } else {

@@ -31,7 +31,8 @@ pub struct WebhookSubscription {
     pub events: Vec<String>,
     pub description: Option<String>,
     pub enabled: bool,
-    /// Why Tern disabled it (`gone`: the receiver answered 410), else null.
+    /// Why Tern disabled it, else null: `gone` (the receiver answered 410) or `key_revoked`
+    /// (the key that created it was revoked).
     pub disabled_reason: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use tern_domain::events::subscription::DisabledReason;
 use tern_domain::events::{EventType, RetrySchedule, event_body};
 use tern_domain::time::now_ms;
 use tern_domain::{Problem, new_id};
@@ -24,9 +25,6 @@ use super::samples;
 use super::send::{Attempt, Delivery, Outcome, Sender};
 use super::subscriptions::signing_keys;
 use crate::{Core, Principal, Result};
-
-/// `disabled_reason` of a subscription whose receiver answered `410 Gone`.
-pub const GONE: &str = "gone";
 
 /// What became of one claimed delivery, to record.
 #[derive(Debug, Clone)]
@@ -121,7 +119,7 @@ pub async fn decide(core: &Core, ready: &Ready, a: Attempt, schedule: &RetrySche
         Outcome::Gone => {
             if let Err(e) = core
                 .db
-                .disable_webhook_subscription(job.subscription_id, GONE, now_ms())
+                .disable_webhook_subscription(job.subscription_id, DisabledReason::Gone, now_ms())
                 .await
             {
                 tracing::warn!(error = %e, subscription_id = %job.subscription_id,

@@ -3,9 +3,20 @@
 use serde_json::Value;
 
 use super::EventType;
+use crate::names::name_enum;
 use crate::net_guard::Guard;
 use crate::validate::Fields;
 use crate::{FieldError, Problem};
+
+name_enum!(
+    /// Why Tern disabled a subscription (its `disabled_reason`); enabling it again clears it.
+    DisabledReason {
+        /// The receiver answered `410 Gone`.
+        Gone = "gone",
+        /// The key that created it was revoked: its receivers get nothing more.
+        KeyRevoked = "key_revoked",
+    }
+);
 
 /// Longest target URL.
 pub const MAX_URL_LEN: usize = 2048;

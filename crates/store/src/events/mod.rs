@@ -26,6 +26,7 @@
 //! * `webhook_attempts`: every attempt, listed per subscription newest first.
 
 use sqlx::types::Json;
+use tern_domain::events::subscription::DisabledReason;
 use uuid::Uuid;
 
 use crate::db::{Backend, Db, Tx, with_pool, with_tx};
@@ -558,7 +559,7 @@ impl Db {
     pub async fn disable_webhook_subscription(
         &self,
         id: Uuid,
-        reason: &str,
+        reason: DisabledReason,
         now: i64,
     ) -> Result<bool> {
         const SQL: &str = concat!(
@@ -568,7 +569,7 @@ impl Db {
         );
         let n = with_pool!(self, pool => sqlx::query(SQL)
             .bind(id)
-            .bind(reason)
+            .bind(reason.as_str())
             .bind(now)
             .execute(pool)
             .await

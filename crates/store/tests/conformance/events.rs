@@ -2,6 +2,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::fixtures::{T0, api_key, org_with_key};
+use tern_domain::events::subscription::DisabledReason;
 use tern_store::{
     AttemptRecord, AttemptStatus, Db, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
     NewSubscription, Recording, StoreError, Subscription, SubscriptionPatch,
@@ -60,6 +61,41 @@ fn subs_of(jobs: &[DeliveryJob]) -> Vec<Uuid> {
 }
 
 store_tests! {
+    revoking_a_key_disables_its_subscriptions => |db| async move {
+        let (org, member, key) = org_with_key(&db).await;
+        let other = api_key(org.id, member.id);
+        db.insert_api_key(&other).await.unwrap();
+        let on = sub(&db, org.id, key.id, &["message.status"]).await;
+        let off = sub(&db, org.id, key.id, &["message.status"]).await;
+        assert!(db.disable_webhook_subscription(off.id, DisabledReason::Gone, T0).await.unwrap());
+        let theirs = sub(&db, org.id, other.id, &["message.status"]).await;
+
+        db.revoke_api_key(key.id, T0 + 7).await.unwrap();
+        let on = db.get_webhook_subscription(org.id, key.id, on.id).await.unwrap().unwrap();
+        assert_eq!((on.enabled, on.disabled_reason.as_deref()), (false, Some("key_revoked")));
+        assert!(on.updated_at >= T0 + 7);
+        // One already disabled keeps its reason; another key's is untouched.
+        let off = db.get_webhook_subscription(org.id, key.id, off.id).await.unwrap().unwrap();
+        assert_eq!(off.disabled_reason.as_deref(), Some("gone"));
+        let theirs = db.get_webhook_subscription(org.id, other.id, theirs.id).await.unwrap().unwrap();
+        assert!(theirs.enabled);
+        // No event reaches the revoked key's receivers any more.
+        assert_eq!(db.emit_event(&event(org.id, "message.status", T0 + 8)).await.unwrap(), 1);
+        // A refused second revocation changes nothing.
+        assert!(db.revoke_api_key(key.id, T0 + 9).await.is_err());
+    },
+
+    rotating_a_key_moves_its_subscriptions => |db| async move {
+        let (org, member, old) = org_with_key(&db).await;
+        let s = sub(&db, org.id, old.id, &["message.status"]).await;
+        let new = api_key(org.id, member.id);
+        db.rotate_api_key(old.id, &new, T0 + 1).await.unwrap();
+        assert!(db.get_webhook_subscription(org.id, old.id, s.id).await.unwrap().is_none());
+        let moved = db.get_webhook_subscription(org.id, new.id, s.id).await.unwrap().unwrap();
+        assert!(moved.enabled && moved.disabled_reason.is_none());
+        assert_eq!(db.emit_event(&event(org.id, "message.status", T0 + 2)).await.unwrap(), 1);
+    },
+
     subscriptions_belong_to_their_key => |db| async move {
         let (org, member, key) = org_with_key(&db).await;
         let other_key = api_key(org.id, member.id);
@@ -102,8 +138,8 @@ store_tests! {
         assert_eq!((u.url.as_str(), u.event_types.clone(), u.description.clone(), u.enabled, u.updated_at),
                    ("https://b.example.com", vec!["contact.consent".to_string()], Some("main".into()), true, T0 + 10));
 
-        assert!(db.disable_webhook_subscription(s.id, "gone", T0 + 20).await.unwrap());
-        assert!(!db.disable_webhook_subscription(s.id, "gone", T0 + 21).await.unwrap());
+        assert!(db.disable_webhook_subscription(s.id, DisabledReason::Gone, T0 + 20).await.unwrap());
+        assert!(!db.disable_webhook_subscription(s.id, DisabledReason::Gone, T0 + 21).await.unwrap());
         let d = db.get_webhook_subscription(org.id, key.id, s.id).await.unwrap().unwrap();
         assert_eq!((d.enabled, d.disabled_reason.as_deref(), d.updated_at), (false, Some("gone"), T0 + 20));
 
@@ -137,7 +173,7 @@ store_tests! {
         let _c = sub(&db, org.id, key.id, &["message.received"]).await;
         let _prefix = sub(&db, org.id, key.id, &["message.status.x", "message"]).await;
         let off = sub(&db, org.id, key.id, &["message.status"]).await;
-        assert!(db.disable_webhook_subscription(off.id, "gone", T0).await.unwrap());
+        assert!(db.disable_webhook_subscription(off.id, DisabledReason::Gone, T0).await.unwrap());
         let (other_org, _, other_org_key) = org_with_key(&db).await;
         sub(&db, other_org.id, other_org_key.id, &["message.status"]).await;
 
@@ -230,7 +266,7 @@ store_tests! {
     single_subscription_events_ignore_types_and_organisations => |db| async move {
         let (org, _, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;
-        assert!(db.disable_webhook_subscription(s.id, "gone", T0).await.unwrap());
+        assert!(db.disable_webhook_subscription(s.id, DisabledReason::Gone, T0).await.unwrap());
         let e = event(org.id, "webhook.test", T0);
         let delivery_id = db.insert_event_for_subscription(&e, s.id).await.unwrap();
         let ds = db.webhook_deliveries_of_event(e.id).await.unwrap();
@@ -371,7 +407,7 @@ store_tests! {
         assert_eq!(db.prune_events(T0 + DAY).await.unwrap(), 0);
         assert_eq!(db.next_webhook_delivery_due().await.unwrap(), Some(T0 + 8));
         assert!(db.delete_webhook_subscription(org.id, key.id, gone.id).await.unwrap());
-        assert!(db.disable_webhook_subscription(later_off.id, "gone", T0).await.unwrap());
+        assert!(db.disable_webhook_subscription(later_off.id, DisabledReason::Gone, T0).await.unwrap());
         // Oldest first (by created_at), two at a time; the deleted subscription gets nothing,
         // the one disabled since gets a delivery for a worker to close.
         assert_eq!(db.fan_out_events(2).await.unwrap(), (2, 4));

@@ -36,7 +36,7 @@ where
 
 /// An app with workers whose deliveries may reach the receiver (its CA trusted, loopback
 /// allowed) and are retried on `schedule`.
-async fn app_for(
+pub(super) async fn app_for(
     backend: Backend,
     files: &FileServer,
     schedule: &str,
@@ -53,7 +53,12 @@ async fn app_for(
 }
 
 /// A subscription of `key` to `events` at `url`: (id, secret).
-async fn subscribe(app: &TestApp, key: &str, url: &str, events: &[&str]) -> (String, String) {
+pub(super) async fn subscribe(
+    app: &TestApp,
+    key: &str,
+    url: &str,
+    events: &[&str],
+) -> (String, String) {
     let (s, _, b) = send(
         app.http
             .post(app.url(SUBS))
@@ -69,7 +74,7 @@ async fn subscribe(app: &TestApp, key: &str, url: &str, events: &[&str]) -> (Str
 }
 
 /// What the receiver got at `path`: headers, exact body, parsed body.
-fn received(files: &FileServer, path: &str) -> Vec<(HeaderMap, Vec<u8>, Value)> {
+pub(super) fn received(files: &FileServer, path: &str) -> Vec<(HeaderMap, Vec<u8>, Value)> {
     files
         .hooks
         .lock()
@@ -95,7 +100,7 @@ fn assert_signed(secret: &str, got: &[(HeaderMap, Vec<u8>, Value)]) {
     }
 }
 
-async fn new_contact(app: &TestApp, key: &str, phone: &str) -> String {
+pub(super) async fn new_contact(app: &TestApp, key: &str, phone: &str) -> String {
     let (s, _, c) = send(
         app.http
             .post(app.url(&format!("{API}/contacts")))
@@ -107,7 +112,7 @@ async fn new_contact(app: &TestApp, key: &str, phone: &str) -> String {
     c["id"].as_str().unwrap().to_string()
 }
 
-async fn consent(app: &TestApp, key: &str, contact: &str, status: &str) {
+pub(super) async fn consent(app: &TestApp, key: &str, contact: &str, status: &str) {
     let (s, _, b) = send(
         app.http
             .post(app.url(&format!("{API}/contacts/{contact}/consent")))

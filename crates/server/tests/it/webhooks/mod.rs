@@ -3,6 +3,7 @@
 //! (PyPI `standardwebhooks`, installed into .venv by scripts/test.sh).
 
 mod delivery;
+mod keys;
 mod subscriptions;
 
 use crate::media::fixture::FileServer;
