@@ -4,6 +4,7 @@
 
 use tern_domain::auth::{self, Preset, Role};
 use tern_domain::crypto::MasterKey;
+use tern_domain::error::ConflictReason;
 use tern_domain::number::NumberStatus;
 use tern_domain::plan::{self, Effective, Entitlement, Feature, Overrides, SubscriptionStatus};
 use tern_domain::{Problem, new_id, time::now_ms};
@@ -65,9 +66,11 @@ pub async fn add_member(db: &Db, org_id: Uuid, email: &str, role: Role) -> Resul
         created_at: now_ms(),
     };
     match db.insert_member(&m).await {
-        Err(StoreError::Conflict { .. }) => Err(Problem::conflict("already_exists").with_message(
-            format!("{} is already a member of this organisation", m.email),
-        )),
+        Err(StoreError::Conflict { .. }) => Err(Problem::conflict(ConflictReason::AlreadyExists)
+            .with_message(format!(
+                "{} is already a member of this organisation",
+                m.email
+            ))),
         r => Ok(r?),
     }
 }
@@ -114,10 +117,12 @@ pub async fn add_number(db: &Db, key: &MasterKey, n: NewNumber<'_>) -> Result<Ph
     .await?;
     match tx.insert_phone_number(&number).await {
         Err(StoreError::Conflict { .. }) => {
-            return Err(Problem::conflict("already_exists").with_message(format!(
-                "phone number id {} is already registered",
-                number.id
-            )));
+            return Err(
+                Problem::conflict(ConflictReason::AlreadyExists).with_message(format!(
+                    "phone number id {} is already registered",
+                    number.id
+                )),
+            );
         }
         r => r?,
     }
@@ -181,7 +186,7 @@ pub async fn create_key(
         )
     })?;
     let role = Role::parse(&member.role).ok_or_else(|| {
-        Problem::conflict("unknown_role").with_message("member has an unknown role")
+        Problem::conflict(ConflictReason::UnknownRole).with_message("member has an unknown role")
     })?;
     let perms = auth::resolve_grant(role, preset, permissions)
         .map_err(|e| Problem::permission_denied(&e.to_string()).with_message(e.to_string()))?;
@@ -222,7 +227,7 @@ pub async fn revoke_key(db: &Db, id: Uuid) -> Result<ApiKey> {
         Err(StoreError::NotFound) => {
             Err(Problem::not_found().with_message(format!("API key {id} does not exist")))
         }
-        Err(StoreError::Conflict { .. }) => Err(Problem::conflict("already_revoked")
+        Err(StoreError::Conflict { .. }) => Err(Problem::conflict(ConflictReason::AlreadyRevoked)
             .with_message(format!("API key {id} is already revoked"))),
         r => Ok(r?),
     }
@@ -236,7 +241,7 @@ pub async fn rotate_key(db: &Db, id: Uuid) -> Result<CreatedKey> {
         .await?
         .ok_or_else(|| Problem::not_found().with_message(format!("API key {id} does not exist")))?;
     let revoked = || {
-        Problem::conflict("revoked")
+        Problem::conflict(ConflictReason::Revoked)
             .with_message(format!("API key {id} is revoked; create a new key instead"))
     };
     if old.revoked_at.is_some() {
@@ -262,11 +267,12 @@ pub async fn rotate_key(db: &Db, id: Uuid) -> Result<CreatedKey> {
             key,
             plaintext: new.plaintext,
         }),
-        Err(StoreError::NotFound | StoreError::Conflict { .. }) => {
-            Err(Problem::conflict("revoked").with_message(format!(
-                "API key {id} was revoked meanwhile; create a new key instead"
-            )))
-        }
+        Err(StoreError::NotFound | StoreError::Conflict { .. }) => Err(Problem::conflict(
+            ConflictReason::Revoked,
+        )
+        .with_message(format!(
+            "API key {id} was revoked meanwhile; create a new key instead"
+        ))),
         Err(e) => Err(e.into()),
     }
 }
@@ -289,9 +295,10 @@ pub async fn add_contact_field(
         created_at: now_ms(),
     };
     match db.insert_contact_field(&f).await {
-        Err(StoreError::Conflict { .. }) => Err(Problem::conflict("already_exists").with_message(
-            format!("contact field {key:?} already exists in this organisation"),
-        )),
+        Err(StoreError::Conflict { .. }) => Err(Problem::conflict(ConflictReason::AlreadyExists)
+            .with_message(format!(
+                "contact field {key:?} already exists in this organisation"
+            ))),
         r => {
             r?;
             Ok(f)

@@ -12,6 +12,7 @@ use tern_cloudapi::{
 };
 use tern_domain::Problem;
 use tern_domain::crypto::MasterKey;
+use tern_domain::error::ConflictReason;
 use tern_domain::plan::Entitlement;
 use tern_domain::template::{Category, TemplateStatus};
 use tern_domain::{new_id, time::now_ms};
@@ -62,7 +63,7 @@ pub async fn create(core: &Core, principal: &Principal, t: NewTemplate) -> Resul
     match tx.insert_template(&template).await {
         Ok(()) => {}
         Err(StoreError::Conflict { constraint }) if constraint != "templates_pkey" => {
-            return Err(Problem::conflict("template_exists")
+            return Err(Problem::conflict(ConflictReason::TemplateExists)
                 .with_message(format!(
                     "A template named {} in {} already exists for this WABA.",
                     template.name, template.language
@@ -103,7 +104,7 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
         .await?
         .ok_or_else(Problem::not_found)?;
     if !t.status.can_submit() {
-        return Err(Problem::conflict("template_not_draft")
+        return Err(Problem::conflict(ConflictReason::TemplateNotDraft)
             .with_message(format!(
                 "Only draft or rejected templates can be submitted; this one is {}.",
                 t.status
@@ -113,7 +114,7 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
     let numbers = all_numbers(&core.db, principal.org_id).await?;
     let (_, token) = numbers::usable(&core.key, numbers.iter().filter(|n| n.waba_id == t.waba_id))
         .ok_or_else(|| {
-            Problem::conflict("no_connected_phone_number")
+            Problem::conflict(ConflictReason::NoConnectedPhoneNumber)
                 .with_message("No connected number of the template's WABA can submit it.")
                 .with_detail("waba_id", t.waba_id.clone())
         })?;
@@ -149,7 +150,7 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
 fn network_problem(e: &SendError) -> Problem {
     match e {
         SendError::Graph(g) if g.is_graph_body() && g.retry_class() == RetryClass::Never => {
-            let mut p = Problem::conflict("network_rejected")
+            let mut p = Problem::conflict(ConflictReason::NetworkRejected)
                 .with_message(format!(
                     "The network refused the template: {}",
                     g.details.as_deref().unwrap_or(&g.message)

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use crate::error::ConflictReason;
 use crate::message::Status as MessageStatus;
 use crate::names::name_enum;
 use crate::send::{Sender, parse_sender};
@@ -99,7 +100,7 @@ impl Status {
 
 /// The refusal of an action in a status that does not allow it.
 pub fn invalid_state(status: Status, action: Action) -> Problem {
-    Problem::conflict("invalid_campaign_state")
+    Problem::conflict(ConflictReason::InvalidCampaignState)
         .with_message(format!("A {status} campaign cannot {action}."))
         .with_detail("status", status.as_str())
         .with_detail("action", action.as_str())

@@ -125,11 +125,11 @@ impl From<sqlx::Error> for StoreError {
 impl From<StoreError> for tern_domain::Problem {
     fn from(e: StoreError) -> Self {
         use tern_domain::Problem;
+        use tern_domain::error::ConflictReason;
         match e {
             StoreError::NotFound => Problem::not_found(),
-            StoreError::Conflict { constraint } => {
-                Problem::conflict("already_exists").with_detail("constraint", constraint)
-            }
+            StoreError::Conflict { constraint } => Problem::conflict(ConflictReason::AlreadyExists)
+                .with_detail("constraint", constraint),
             other => {
                 tracing::error!(error = %other, "store error");
                 Problem::unavailable()

@@ -451,7 +451,7 @@ fn error_details() -> Value {
     for (k, d) in [
         (
             "reason",
-            "What exactly stopped the request (e.g. `to_needs_country_code`, `from_required`, `invalid_campaign_state`, `media_import_capacity`).",
+            "What exactly stopped the request (e.g. `to_needs_country_code`, `from_required`, `media_import_capacity`); for `conflict` one of the reasons listed at /docs/errors/conflict.",
         ),
         (
             "permission",

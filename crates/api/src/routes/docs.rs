@@ -6,7 +6,7 @@ use axum::Router;
 use axum::extract::Path;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use tern_domain::error::{CATALOG, CatalogEntry};
+use tern_domain::error::{CATALOG, CatalogEntry, ConflictReason};
 use tern_domain::{ErrorCode, Problem};
 use utoipa_swagger_ui::{Config, SwaggerUi};
 
@@ -65,8 +65,25 @@ fn render_page(e: &CatalogEntry) -> String {
             .collect();
         format!("<p><code>details</code> may carry:</p><ul>{items}</ul>")
     };
+    let reasons = if e.code == ErrorCode::Conflict {
+        let rows: String = ConflictReason::ALL
+            .iter()
+            .map(|r| {
+                format!(
+                    "<tr><td><code>{}</code></td><td>{}</td></tr>",
+                    r.as_str(),
+                    esc(r.description())
+                )
+            })
+            .collect();
+        format!(
+            "<h2>Reasons</h2><table><tr><th><code>details.reason</code></th><th>meaning</th></tr>{rows}</table>"
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "<!doctype html><html><head><meta charset=utf-8><title>{code} — Tern API errors</title><style>{STYLE}</style></head><body><p><a href=\"/docs/errors\">All errors</a></p><h1><code>{code}</code></h1><p>HTTP status <b>{}</b> — {}</p><h2>What happened</h2><p>{}</p><h2>How to fix it</h2><p>{}</p><h2>Details</h2>{details}</body></html>",
+        "<!doctype html><html><head><meta charset=utf-8><title>{code} — Tern API errors</title><style>{STYLE}</style></head><body><p><a href=\"/docs/errors\">All errors</a></p><h1><code>{code}</code></h1><p>HTTP status <b>{}</b> — {}</p><h2>What happened</h2><p>{}</p><h2>How to fix it</h2><p>{}</p><h2>Details</h2>{details}{reasons}</body></html>",
         e.status,
         esc(e.title),
         esc(e.description),
@@ -84,6 +101,10 @@ mod tests {
             let html = render_page(e);
             assert!(html.contains(e.code.as_str()));
             assert!(html.contains(&e.status.to_string()));
+        }
+        let conflict = render_page(ErrorCode::Conflict.entry());
+        for r in ConflictReason::ALL {
+            assert!(conflict.contains(r.as_str()), "{}", r.as_str());
         }
     }
 }

@@ -11,6 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
+use tern_domain::error::ConflictReason;
 use tern_domain::template::{self as rules, Category, Draft};
 use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem};
@@ -193,7 +194,7 @@ pub async fn create_template(
     };
     let Some(waba_id) = waba_id else {
         return Err(ApiError(
-            Problem::conflict("no_phone_number").with_message(
+            Problem::conflict(ConflictReason::NoPhoneNumber).with_message(
                 "Connect a phone number first: a template belongs to the WhatsApp Business Account of a number.",
             ),
         ));

@@ -8,6 +8,7 @@ pub mod view;
 
 use tern_domain::campaign::{self, Action, NewCampaign, Params, PauseReason, SkipReason, Status};
 use tern_domain::contact::Consent;
+use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
 use tern_domain::plan::{Entitlement, Feature};
 use tern_domain::send::Kind;
@@ -301,9 +302,8 @@ pub async fn resolve(
     };
     let contacts = core.db.audience_contacts(org_id, &spec).await?;
     if contacts.is_empty() {
-        return Err(
-            Problem::conflict("audience_empty").with_message("The audience matches no contact.")
-        );
+        return Err(Problem::conflict(ConflictReason::AudienceEmpty)
+            .with_message("The audience matches no contact."));
     }
     let params = Params::from_json(&c.params.0);
     // The template, if approved already: whether it needs a phone number (BSUID-only

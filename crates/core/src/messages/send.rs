@@ -14,6 +14,7 @@ use serde_json::Value;
 use tern_cloudapi::send as network;
 use tern_domain::auth::Permission;
 use tern_domain::contact::Consent;
+use tern_domain::error::ConflictReason;
 use tern_domain::message::{Direction, Status};
 use tern_domain::plan::{
     self, Category, Entitlement, Feature, Meter, SubscriptionStatus, billing_period,
@@ -309,7 +310,7 @@ pub(crate) fn choose_number(numbers: &[&PhoneNumber], sender: Option<&Sender>) -
         }
         None => {
             if !numbers.iter().any(|n| numbers::can_send(n)) {
-                return Err(Problem::conflict("no_connected_phone_number")
+                return Err(Problem::conflict(ConflictReason::NoConnectedPhoneNumber)
                     .with_message("No business number can send yet; connect one first."));
             }
             if numbers.len() > 1 {
@@ -326,13 +327,13 @@ pub(crate) fn choose_number(numbers: &[&PhoneNumber], sender: Option<&Sender>) -
     match numbers.get(chosen) {
         Some(n) if numbers::can_send(n) => Ok(chosen),
         Some(n) => Err(not_connected(&n.id)),
-        None => Err(Problem::conflict("no_connected_phone_number")),
+        None => Err(Problem::conflict(ConflictReason::NoConnectedPhoneNumber)),
     }
 }
 
 /// The chosen number cannot send now.
 pub(crate) fn not_connected(id: &str) -> Problem {
-    Problem::conflict("phone_number_not_connected")
+    Problem::conflict(ConflictReason::PhoneNumberNotConnected)
         .with_message("The selected number cannot send now.")
         .with_detail("phone_number_id", id)
 }
@@ -375,7 +376,7 @@ async fn recipient(
 
 /// A template the network sends only to a phone number, for a customer known by BSUID.
 pub(crate) fn phone_number_required(name: &str) -> Problem {
-    Problem::conflict("phone_number_required")
+    Problem::conflict(ConflictReason::PhoneNumberRequired)
         .with_message(format!(
             "Template {name:?} has a one-tap, zero-tap or copy-code button, which needs the customer's phone number; this customer is known only by their user_id."
         ))

@@ -6,6 +6,12 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod conflict;
+mod docs;
+
+pub use conflict::ConflictReason;
+pub use docs::catalog_markdown;
+
 /// Stable error codes. Clients switch on these; their meaning never changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -316,7 +322,7 @@ pub static CATALOG: [CatalogEntry; 23] = [
         "Conflict",
         "The request conflicts with the current state.",
         "Read details.reason, change the state it names, and retry.",
-        "A valid request that the current state of the organisation does not allow, for example phone_number_not_connected, no_connected_phone_number or request_in_progress.",
+        "A valid request that the current state of the organisation does not allow. details.reason names which state, from the list below.",
         ["reason"]
     ),
     entry!(
@@ -451,8 +457,8 @@ impl Problem {
             .with_detail("permission", permission)
     }
 
-    pub fn conflict(reason: &str) -> Self {
-        Self::new(ErrorCode::Conflict).with_detail("reason", reason)
+    pub fn conflict(reason: ConflictReason) -> Self {
+        Self::new(ErrorCode::Conflict).with_detail("reason", reason.as_str())
     }
 
     pub fn unavailable() -> Self {
