@@ -18,6 +18,7 @@ mod media;
 mod messages;
 mod multi_instance;
 mod network_webhook;
+mod permissions;
 mod simulator_e2e;
 mod templates;
 mod webhooks;
