@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The use cases against a real database, every test on SQLite and on PostgreSQL.
 
+mod accept;
 mod fixtures;
 mod limits;
 mod status;
