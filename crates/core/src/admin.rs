@@ -27,7 +27,7 @@ pub async fn create_org(db: &Db, name: &str, plan: &str) -> Result<Org> {
         id: new_id(),
         name: name.to_string(),
         plan: plan.to_string(),
-        subscription_status: SubscriptionStatus::Active.as_str().to_string(),
+        subscription_status: SubscriptionStatus::Active,
         wallet_balance_minor: 0,
         wallet_currency: "USD".to_string(),
         overrides: Overrides::default().to_json(),
@@ -62,7 +62,7 @@ pub async fn add_member(db: &Db, org_id: Uuid, email: &str, role: Role) -> Resul
         id: new_id(),
         org_id,
         email: email.to_string(),
-        role: role.as_str().to_string(),
+        role,
         created_at: now_ms(),
     };
     match db.insert_member(&m).await {
@@ -185,9 +185,7 @@ pub async fn create_key(
             )),
         )
     })?;
-    let role = Role::parse(&member.role).ok_or_else(|| {
-        Problem::conflict(ConflictReason::UnknownRole).with_message("member has an unknown role")
-    })?;
+    let role = member.role;
     let perms = auth::resolve_grant(role, preset, permissions)
         .map_err(|e| Problem::permission_denied(&e.to_string()).with_message(e.to_string()))?;
     let new = auth::generate_key();

@@ -85,7 +85,7 @@ pub fn from_record(db: &Db, rec: Option<AuthRecord>) -> Result<Principal, Proble
         return Err(unauthenticated("revoked_key"));
     }
     // A member whose role no longer parses has no rights; treat like a revoked key.
-    let Some(role) = Role::parse(&rec.member_role) else {
+    let Some(role) = rec.member_role else {
         return Err(unauthenticated("revoked_key"));
     };
     note_use(db, &rec.key);

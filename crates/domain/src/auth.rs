@@ -58,31 +58,12 @@ impl Permission {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Owner,
-    Admin,
-    Developer,
-}
+name_enum!(
+    /// A member's role in an organisation.
+    Role { Owner = "owner", Admin = "admin", Developer = "developer" }
+);
 
 impl Role {
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "owner" => Some(Role::Owner),
-            "admin" => Some(Role::Admin),
-            "developer" => Some(Role::Developer),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Owner => "owner",
-            Role::Admin => "admin",
-            Role::Developer => "developer",
-        }
-    }
-
     /// Owners and admins hold everything; developers cannot send (messages or campaigns).
     pub fn allows(self, p: Permission) -> bool {
         match self {

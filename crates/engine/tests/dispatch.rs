@@ -86,7 +86,7 @@ impl Env {
             id: Uuid::now_v7(),
             name: "Acme".into(),
             plan: "growth".into(),
-            subscription_status: "active".into(),
+            subscription_status: tern_domain::plan::SubscriptionStatus::Active,
             wallet_balance_minor: 0,
             wallet_currency: "EUR".into(),
             overrides: json!({}),

@@ -377,13 +377,12 @@ async fn update_org(db: &Db, u: OrgUpdate) -> Result<Value> {
         org.plan = p;
     }
     if let Some(s) = u.subscription_status {
-        if SubscriptionStatus::parse(&s).is_none() {
-            bail!(
+        org.subscription_status = SubscriptionStatus::parse(&s).ok_or_else(|| {
+            anyhow!(
                 "unknown subscription status {s:?}; use one of: {}",
                 SubscriptionStatus::names()
-            );
-        }
-        org.subscription_status = s;
+            )
+        })?;
     }
     let wallet_target = u.wallet_balance_minor;
     for a in &u.prices {

@@ -1,7 +1,9 @@
 //! API keys and the per-request authentication lookup.
 
 use sqlx::types::Json;
+use tern_domain::auth::Role;
 use tern_domain::events::subscription::DisabledReason;
+use tern_domain::plan::SubscriptionStatus;
 use uuid::Uuid;
 
 use crate::db::{BeginWrite as _, Db, Pool, Tx, with_pool, with_tx};
@@ -46,7 +48,8 @@ pub struct ApiKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuthRecord {
     pub key: ApiKey,
-    pub member_role: String,
+    /// The creator's role; `None` if the stored name is no longer a role (no rights).
+    pub member_role: Option<Role>,
     pub org: Org,
 }
 
@@ -89,7 +92,8 @@ pub(crate) struct AuthRow {
     member_role: String,
     o_name: String,
     o_plan: String,
-    o_subscription_status: String,
+    #[sqlx(try_from = "String")]
+    o_subscription_status: SubscriptionStatus,
     o_wallet_balance_minor: i64,
     o_wallet_currency: String,
     o_overrides: Json<serde_json::Value>,
@@ -114,7 +118,7 @@ impl From<AuthRow> for AuthRecord {
         };
         AuthRecord {
             key: r.key,
-            member_role: r.member_role,
+            member_role: Role::parse(&r.member_role),
             org,
         }
     }

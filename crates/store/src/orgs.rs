@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 use sqlx::types::Json;
+use tern_domain::auth::Role;
+use tern_domain::plan::SubscriptionStatus;
 use uuid::Uuid;
 
 use crate::db::{Db, with_pool};
@@ -13,7 +15,8 @@ pub struct Org {
     pub id: Uuid,
     pub name: String,
     pub plan: String,
-    pub subscription_status: String,
+    #[sqlx(try_from = "String")]
+    pub subscription_status: SubscriptionStatus,
     pub wallet_balance_minor: i64,
     pub wallet_currency: String,
     /// Per-organisation overrides of the plan (features, limits, allowances, rate limits,
@@ -32,7 +35,8 @@ pub struct Member {
     pub id: Uuid,
     pub org_id: Uuid,
     pub email: String,
-    pub role: String,
+    #[sqlx(try_from = "String")]
+    pub role: Role,
     pub created_at: i64,
 }
 
@@ -52,7 +56,7 @@ impl Db {
             .bind(org.id)
             .bind(&org.name)
             .bind(&org.plan)
-            .bind(&org.subscription_status)
+            .bind(org.subscription_status.as_str())
             .bind(org.wallet_balance_minor)
             .bind(&org.wallet_currency)
             .bind(Json(&org.overrides))
@@ -88,7 +92,7 @@ impl Db {
             .bind(org.id)
             .bind(&org.name)
             .bind(&org.plan)
-            .bind(&org.subscription_status)
+            .bind(org.subscription_status.as_str())
             .bind(&org.wallet_currency)
             .bind(Json(&org.overrides))
             .bind(org.billing_period_start)
@@ -155,7 +159,7 @@ impl Db {
             .bind(member.id)
             .bind(member.org_id)
             .bind(member.email.to_lowercase())
-            .bind(&member.role)
+            .bind(member.role.as_str())
             .bind(member.created_at)
             .fetch_one(pool)
             .await)?;

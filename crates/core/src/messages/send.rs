@@ -406,15 +406,14 @@ pub(crate) fn billing(
         principal.require_feature(Feature::Media)?;
     }
     let org = &principal.org;
-    let status = SubscriptionStatus::parse(&org.subscription_status);
     if kind.is_template()
         && matches!(
-            status,
-            Some(SubscriptionStatus::Restricted | SubscriptionStatus::Cancelled)
+            org.subscription_status,
+            SubscriptionStatus::Restricted | SubscriptionStatus::Cancelled
         )
     {
         return Err(Problem::new(ErrorCode::SubscriptionRestricted)
-            .with_detail("status", org.subscription_status.clone())
+            .with_detail("status", org.subscription_status.as_str())
             .with_detail("action", "template_sends_paused"));
     }
     let effective = principal.effective();

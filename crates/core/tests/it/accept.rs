@@ -78,7 +78,9 @@ async fn world(db: &Db, setup: Setup) -> World {
     }
     let mut o = Overrides::from_json(&org.overrides);
     match setup {
-        Setup::Restricted => org.subscription_status = "restricted".into(),
+        Setup::Restricted => {
+            org.subscription_status = tern_domain::plan::SubscriptionStatus::Restricted
+        }
         Setup::AllowanceUsedUp => {
             o.allowances.insert("messages_sent".into(), 0);
         }

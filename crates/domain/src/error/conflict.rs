@@ -18,7 +18,6 @@ name_enum!(
         PhoneNumberRequired = "phone_number_required",
         TemplateExists = "template_exists",
         TemplateNotDraft = "template_not_draft",
-        UnknownRole = "unknown_role",
     }
 );
 
@@ -55,7 +54,6 @@ impl ConflictReason {
             TemplateNotDraft => {
                 "Only a draft or rejected template can be submitted (details.status names its status)."
             }
-            UnknownRole => "The member's stored role is unknown; an operator must fix it.",
         }
     }
 }

@@ -118,7 +118,7 @@ store_tests! {
 
         let auth = db.find_auth_by_hash(&key.key_hash).await.unwrap().unwrap();
         assert_eq!(auth.key, key);
-        assert_eq!(auth.member_role, "developer");
+        assert_eq!(auth.member_role, Some(tern_domain::auth::Role::Developer));
         assert_eq!(auth.org, org);
         assert_eq!(db.find_auth_by_hash(&[7u8; 32]).await.unwrap(), None);
 

@@ -11,7 +11,7 @@ pub fn org() -> Org {
         id: Uuid::now_v7(),
         name: "Acme".into(),
         plan: "growth".into(),
-        subscription_status: "active".into(),
+        subscription_status: tern_domain::plan::SubscriptionStatus::Active,
         wallet_balance_minor: 0,
         wallet_currency: "EUR".into(),
         overrides: serde_json::json!({}),
@@ -32,7 +32,7 @@ pub fn member(org_id: Uuid, email: &str, role: &str) -> Member {
         id: Uuid::now_v7(),
         org_id,
         email: email.into(),
-        role: role.into(),
+        role: role.parse().unwrap(),
         created_at: T0,
     }
 }

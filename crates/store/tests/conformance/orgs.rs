@@ -28,7 +28,7 @@ store_tests! {
         let mut changed = org.clone();
         changed.name = "Acme Ltd".into();
         changed.plan = "scale".into();
-        changed.subscription_status = "past_due".into();
+        changed.subscription_status = tern_domain::plan::SubscriptionStatus::PastDue;
         changed.wallet_currency = "USD".into();
         changed.wallet_balance_minor = 999_999; // ignored: only adjust_wallet moves it
         changed.overrides = serde_json::json!({"rate_limits": {"key-minute": 10}});
