@@ -4,3 +4,4 @@
 mod fixtures;
 mod limits;
 mod status;
+mod usage;
