@@ -5,8 +5,8 @@
 use crate::error::{PendingProblem, render_body};
 use crate::state::AppState;
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::time::Instant;
@@ -26,6 +26,7 @@ pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) 
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let route = req.extensions().get::<MatchedPath>().cloned();
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
@@ -42,10 +43,21 @@ pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) 
     let elapsed = started.elapsed();
     state.core.api_load.served(elapsed);
     let status = res.status().as_u16();
-    metrics::counter!("tern_http_requests_total", "method" => method.to_string(), "status" => status.to_string())
-        .increment(1);
-    metrics::histogram!("tern_http_request_duration_seconds", "method" => method.to_string())
-        .record(elapsed.as_secs_f64());
+    // Labels from fixed sets only: a client's method or path never names a new series.
+    let (method_label, route) = (method_label(&method), route_label(route.as_ref(), &res));
+    metrics::counter!(
+        "tern_http_requests_total",
+        "method" => method_label,
+        "route" => route.clone(),
+        "status" => status_label(status)
+    )
+    .increment(1);
+    metrics::histogram!(
+        "tern_http_request_duration_seconds",
+        "method" => method_label,
+        "route" => route
+    )
+    .record(elapsed.as_secs_f64());
     span.in_scope(|| {
         tracing::info!(
             status,
@@ -55,6 +67,46 @@ pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) 
     });
     res
 }
+
+/// The method as a metrics label: the standard methods by name, anything else `other`.
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
+}
+
+/// The route template the router matched (`/api/public/v1/media/{media_id}`), or
+/// `unmatched` when none did (a fallback, or a catch-all that answered "no such endpoint").
+fn route_label(route: Option<&MatchedPath>, res: &Response) -> String {
+    match route {
+        Some(r) if res.extensions().get::<Unmatched>().is_none() => r.as_str().to_owned(),
+        _ => "unmatched".to_owned(),
+    }
+}
+
+/// The status as a metrics label; the server chooses it, but only a real HTTP status
+/// (100–599) is named.
+fn status_label(status: u16) -> String {
+    if (100..600).contains(&status) {
+        status.to_string()
+    } else {
+        "other".to_owned()
+    }
+}
+
+/// Marks the answer of a catch-all route that matched no operation (counted as the
+/// `unmatched` route).
+#[derive(Debug, Clone, Copy)]
+pub struct Unmatched;
 
 /// Marks an error response that is complete as it is (a `416` with its `Content-Range`),
 /// not a bare framework error to be rendered as a problem.
@@ -139,4 +191,22 @@ pub fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response 
         .unwrap_or_else(|| "unknown".into());
     tracing::error!(panic = %detail, "handler panicked");
     crate::error::ApiError(Problem::unavailable()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_come_from_fixed_sets() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::DELETE), "DELETE");
+        for made_up in ["FOO", "get", "BREW", "X-ANYTHING"] {
+            let m = Method::from_bytes(made_up.as_bytes()).unwrap();
+            assert_eq!(method_label(&m), "other", "{made_up}");
+        }
+        let res = Response::new(Body::empty());
+        assert_eq!(route_label(None, &res), "unmatched");
+        assert_eq!(status_label(404), "404");
+    }
 }

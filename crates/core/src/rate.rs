@@ -3,14 +3,18 @@
 //! Quotas are fixed windows (`domain::quota`) counted in this process, or in Redis when
 //! `TERN_REDIS_URL` is set so that several `tern serve` processes share one count: one round
 //! trip per request runs a script that checks every window and counts the request in all of
-//! them, or in none. When Redis cannot be reached the process counts on its own (logged,
-//! `tern_rate_limit_redis_fallback_total`) rather than refusing requests.
+//! them, or in none. When Redis cannot be reached the process counts on its own rather than
+//! refusing requests: the outage is logged when it starts and when it ends (not once per
+//! request), each request counted locally adds to `tern_rate_limit_redis_fallback_total`,
+//! each outage to `tern_rate_limit_redis_outages_total`, and `tern_rate_limit_redis_reachable`
+//! is 1 or 0.
 //!
 //! The burst limiter (GCRA, `governor`) is per key and per process: it smooths one client's
 //! spikes, while the quotas are the shared ceiling.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +54,7 @@ impl Limiter {
                 client,
                 conn: Mutex::new(Conn::Idle),
                 connecting: tokio::sync::Mutex::new(()),
+                reach: Reachability::default(),
             }),
             ..Limiter::default()
         })
@@ -139,10 +144,17 @@ impl Limiter {
     ) -> Verdict {
         if let Some(r) = &self.redis {
             match r.take(org, key, windows, weight).await {
-                Ok(v) => return v,
+                Ok(v) => {
+                    if let Some(change) = r.reach.answered() {
+                        change.report("");
+                    }
+                    return v;
+                }
                 Err(e) => {
                     metrics::counter!("tern_rate_limit_redis_fallback_total").increment(1);
-                    tracing::warn!(error = %e, "rate limits: Redis unavailable, counting in this process");
+                    if let Some(change) = r.reach.failed() {
+                        change.report(&e);
+                    }
                 }
             }
         }
@@ -260,6 +272,81 @@ impl LocalCounters {
     }
 }
 
+/// Whether Redis answered the last request, so that an outage is told once when it starts
+/// and once when it ends, however many requests it affects (every one of them warned before:
+/// thousands of identical lines a second under load).
+#[derive(Default)]
+struct Reachability {
+    /// [`UNTRIED`], [`UP`] or [`DOWN`]; swapped, so exactly one request sees each change.
+    state: AtomicU8,
+    /// Requests counted in this process during the current outage.
+    local: AtomicU64,
+}
+
+const UNTRIED: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// A change of [`Reachability`].
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    /// Redis answered for the first time.
+    Reached,
+    /// An outage started (or Redis was out of reach from the start).
+    Lost,
+    /// Redis answers again after an outage that counted this many requests locally.
+    Back { counted_locally: u64 },
+}
+
+impl Reachability {
+    /// Redis answered a request.
+    fn answered(&self) -> Option<Change> {
+        match self.state.swap(UP, Ordering::AcqRel) {
+            UP => None,
+            UNTRIED => Some(Change::Reached),
+            _ => Some(Change::Back {
+                counted_locally: self.local.swap(0, Ordering::AcqRel),
+            }),
+        }
+    }
+
+    /// A request was counted locally because Redis did not answer.
+    fn failed(&self) -> Option<Change> {
+        self.local.fetch_add(1, Ordering::AcqRel);
+        match self.state.swap(DOWN, Ordering::AcqRel) {
+            DOWN => None,
+            _ => Some(Change::Lost),
+        }
+    }
+}
+
+impl Change {
+    /// Logs the change and keeps the metrics: `error` is the failure that started an outage.
+    fn report(self, error: &str) {
+        match self {
+            Change::Reached => {
+                metrics::gauge!("tern_rate_limit_redis_reachable").set(1.0);
+            }
+            Change::Lost => {
+                metrics::gauge!("tern_rate_limit_redis_reachable").set(0.0);
+                metrics::counter!("tern_rate_limit_redis_outages_total").increment(1);
+                tracing::warn!(
+                    error,
+                    "rate limits: Redis unreachable, counting in this process until it answers \
+                     again (retried every second)"
+                );
+            }
+            Change::Back { counted_locally } => {
+                metrics::gauge!("tern_rate_limit_redis_reachable").set(1.0);
+                tracing::info!(
+                    counted_locally,
+                    "rate limits: Redis reachable again, counting there"
+                );
+            }
+        }
+    }
+}
+
 enum Conn {
     Idle,
     Up(redis::aio::MultiplexedConnection),
@@ -271,6 +358,7 @@ struct RedisCounters {
     client: redis::Client,
     conn: Mutex<Conn>,
     connecting: tokio::sync::Mutex<()>,
+    reach: Reachability,
 }
 
 /// Checks every window and counts the request in all of them, or in none, atomically.
@@ -450,5 +538,96 @@ mod tests {
             panic!("a new window")
         };
         assert_eq!(s[0].used, 1);
+    }
+
+    #[test]
+    fn an_outage_is_told_when_it_starts_and_when_it_ends() {
+        let r = Reachability::default();
+        assert_eq!(r.answered(), Some(Change::Reached));
+        assert_eq!(r.answered(), None);
+        assert_eq!(r.failed(), Some(Change::Lost));
+        for _ in 0..199 {
+            assert_eq!(r.failed(), None);
+        }
+        assert_eq!(
+            r.answered(),
+            Some(Change::Back {
+                counted_locally: 200
+            })
+        );
+        assert_eq!(r.answered(), None);
+        // The next outage counts from zero.
+        assert_eq!(r.failed(), Some(Change::Lost));
+        assert_eq!(r.answered(), Some(Change::Back { counted_locally: 1 }));
+        // Out of reach from the start.
+        let r = Reachability::default();
+        assert_eq!(r.failed(), Some(Change::Lost));
+        assert_eq!(r.failed(), None);
+    }
+
+    /// A writer of log lines into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Against a closed local port: every request is admitted (counted here), over several
+    /// reconnection attempts, and the outage is logged once.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_unreachable_redis_is_logged_once() {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        // This thread runs the whole test (current-thread runtime), so it sees every event.
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            l.local_addr().expect("its address").port()
+        };
+        let limiter = Limiter::with_redis(&format!("redis://127.0.0.1:{port}")).expect("url");
+        let redis = limiter.redis.as_ref().expect("redis");
+        let down_at = || match &*redis.conn.lock().unwrap_or_else(|e| e.into_inner()) {
+            Conn::Down(at) => Some(*at),
+            _ => None,
+        };
+        let (org, key) = (Uuid::new_v4(), Uuid::new_v4());
+        let w = [(RateWindow::KeyMinute, 1_000_000)];
+        let (mut attempts, mut last, mut requests) = (0, None, 0);
+        // Requests until three connection attempts have failed (one per second at most).
+        while attempts < 3 {
+            assert!(matches!(
+                limiter.take_for(org, key, &w, 1).await,
+                Verdict::Admitted(_)
+            ));
+            requests += 1;
+            let at = down_at();
+            if at.is_some() && at != last {
+                attempts += 1;
+                last = at;
+            }
+            assert!(requests < 100_000, "no reconnection attempts");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let text = String::from_utf8(logs.0.lock().expect("logs").clone()).expect("utf-8");
+        assert_eq!(
+            text.matches("Redis unreachable").count(),
+            1,
+            "{requests} requests:\n{text}"
+        );
+        assert!(requests > 3, "{requests}");
     }
 }

@@ -4,11 +4,16 @@
 //!
 //! Units come in chunks. A process takes a chunk (one upsert that grants at most what is
 //! left) and hands its units to requests from memory, so a request waits for the database
-//! only when its process's chunk is empty. Chunks are 1/64 of what is left of the allowance,
-//! at most [`MAX_CHUNK`]: near the boundary they shrink to single units, so the allowance is
-//! exact — N units left admit exactly N requests, whichever processes they reach. A chunk
-//! not used for [`IDLE_GIVE_BACK`] is given back, so at rest the counter holds exactly the
-//! requests admitted; a process that dies loses at most its chunk (counted, never admitted).
+//! only when its process's chunk is empty. Chunks are 1/64 of what is left of the allowance
+//! as the upsert finds the counter, at most [`MAX_CHUNK`]: near the boundary they shrink to
+//! nothing, so the allowance is exact — N units left admit exactly N requests, whichever
+//! processes they reach, and no process sits on units another one needs. A chunk is held
+//! for the allowance it was taken under: a request that brings a lower allowance (an
+//! operator lowered it; every request reads it afresh with its key) gives the chunk back and
+//! takes again under the new one, so a lowered allowance holds from the next request. A
+//! chunk not used for [`IDLE_GIVE_BACK`] is given back, so at rest the counter holds exactly
+//! the requests admitted; a process that dies loses at most its chunk (counted, never
+//! admitted).
 //! Without an allowance (enterprise) requests never wait: their counts are summed in memory
 //! and written every 100 ms (a process that dies loses at most those 100 ms of counts,
 //! which no allowance depends on).
@@ -20,7 +25,7 @@ use std::time::{Duration, Instant};
 use tern_domain::Problem;
 use tern_domain::plan::{self, Meter, billing_period};
 use tern_domain::time::now_ms;
-use tern_store::{Db, UsageAdd};
+use tern_store::{Db, UsageAdd, UsageTake};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
@@ -30,6 +35,8 @@ use crate::Principal;
 const MAX_BATCH: usize = 1024;
 /// Largest chunk a process takes.
 const MAX_CHUNK: i64 = 1024;
+/// A chunk is at most this fraction of what is left of the allowance.
+const CHUNK_SHARE_OF: i64 = 64;
 /// How often counts of requests without an allowance are written.
 const COUNT_EVERY: Duration = Duration::from_millis(100);
 /// A chunk left unused this long goes back to the counter.
@@ -55,9 +62,9 @@ enum Msg {
 /// Units this process holds for one counter.
 struct Chunk {
     units: i64,
-    /// The counter's value after this process's last take: what is left is
-    /// `allowance - count` (other processes may have taken more since).
-    count: i64,
+    /// The allowance the units were taken under: a request under a lower one may not use
+    /// them (they may lie past it).
+    allowance: i64,
     last_used: Instant,
 }
 
@@ -108,7 +115,7 @@ impl RequestMeter {
             let _ = self.tx.send(Msg::Count(counter, 1));
             return Ok(());
         };
-        if self.take_held(counter) {
+        if self.take_held(counter, allowance) {
             return Ok(());
         }
         let (reply, answer) = oneshot::channel();
@@ -126,11 +133,12 @@ impl RequestMeter {
         }
     }
 
-    /// A unit from this process's chunk, if it holds one.
-    fn take_held(&self, counter: Counter) -> bool {
+    /// A unit from this process's chunk, if it holds one taken under an allowance no higher
+    /// than the request's.
+    fn take_held(&self, counter: Counter, allowance: i64) -> bool {
         let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
         match chunks.get_mut(&counter) {
-            Some(c) if c.units > 0 => {
+            Some(c) if c.units > 0 && c.allowance <= allowance => {
                 c.units -= 1;
                 c.last_used = Instant::now();
                 true
@@ -189,8 +197,9 @@ fn drain(plain: &mut HashMap<Counter, i64>) -> Vec<Msg> {
     plain.drain().map(|(c, n)| Msg::Count(c, n)).collect()
 }
 
-/// Counts a batch: one add per counter. Requests without an allowance are added as they
-/// are; waiting requests get the units of one take of (their number + a new chunk).
+/// Counts a batch: one add per counter of requests without an allowance; for waiting
+/// requests, one take per counter of their number plus a new chunk. Units held under a
+/// higher allowance than the waiting requests bring are given back first.
 async fn count_batch(db: &Db, chunks: &Mutex<HashMap<Counter, Chunk>>, batch: Vec<Msg>) {
     let mut plain: HashMap<Counter, i64> = HashMap::new();
     let mut waiting: HashMap<Counter, (i64, Vec<Reply>)> = HashMap::new();
@@ -209,56 +218,87 @@ async fn count_batch(db: &Db, chunks: &Mutex<HashMap<Counter, Chunk>>, batch: Ve
             }
         }
     }
-    let mut adds = Vec::with_capacity(plain.len() + waiting.len());
-    for (&(org_id, period_start), &units) in &plain {
-        adds.push(add(org_id, period_start, units, None));
-    }
-    let mut order = Vec::with_capacity(waiting.len());
-    {
-        let held = chunks.lock().unwrap_or_else(|e| e.into_inner());
-        for (&counter, (allowance, replies)) in &waiting {
-            // Units the process already holds (handed out since the request looked) go first.
-            let held_units = held.get(&counter).map_or(0, |c| c.units);
-            let need = (replies.len() as i64 - held_units).max(0);
-            let count = held.get(&counter).map_or(0, |c| c.count);
-            let chunk = ((allowance - count) / 64).clamp(0, MAX_CHUNK);
-            order.push(counter);
-            adds.push(add(counter.0, counter.1, need + chunk, Some(*allowance)));
-        }
-    }
-    let grants = match db.add_usage(&adds).await {
-        Ok(g) => g,
-        Err(e) => {
+    if !plain.is_empty() {
+        let adds: Vec<UsageAdd> = plain
+            .iter()
+            .map(|(&(org_id, period_start), &units)| add(org_id, period_start, units, None))
+            .collect();
+        if let Err(e) = db.add_usage(&adds).await {
             tracing::warn!(error = %e, "could not count api_requests");
             metrics::counter!("tern_usage_count_errors_total").increment(1);
-            for (_, (_, replies)) in waiting {
+        }
+    }
+    for (counter, (allowance, replies)) in waiting {
+        let granted = take(db, chunks, counter, allowance, replies.len() as i64).await;
+        let mut held = chunks.lock().unwrap_or_else(|e| e.into_inner());
+        let c = held.entry(counter).or_insert(Chunk {
+            units: 0,
+            allowance,
+            last_used: Instant::now(),
+        });
+        match granted {
+            Ok(g) => {
+                c.units += g;
+                c.allowance = allowance;
+                c.last_used = Instant::now();
+                for r in replies {
+                    let ok = c.units > 0;
+                    if ok {
+                        c.units -= 1;
+                    }
+                    let _ = r.send(Ok(ok));
+                }
+            }
+            Err(()) => {
                 for r in replies {
                     let _ = r.send(Err(()));
                 }
             }
-            return;
+        }
+    }
+}
+
+/// Takes `need` units (and a new chunk) of `counter` under `allowance`: the units granted,
+/// on top of those the process still holds. Held units of a higher allowance go back first.
+async fn take(
+    db: &Db,
+    chunks: &Mutex<HashMap<Counter, Chunk>>,
+    counter: Counter,
+    allowance: i64,
+    need: i64,
+) -> Result<i64, ()> {
+    let (give_back, held_units) = {
+        let mut held = chunks.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get_mut(&counter) {
+            Some(c) if c.allowance > allowance => (std::mem::take(&mut c.units), 0),
+            Some(c) => (0, c.units),
+            None => (0, 0),
         }
     };
-    let mut held = chunks.lock().unwrap_or_else(|e| e.into_inner());
-    for (i, counter) in order.into_iter().enumerate() {
-        let g = grants[plain.len() + i];
-        let c = held.entry(counter).or_insert(Chunk {
-            units: 0,
-            count: 0,
-            last_used: Instant::now(),
-        });
-        c.units += g.granted;
-        c.count = g.count;
-        c.last_used = Instant::now();
-        let Some((_, replies)) = waiting.remove(&counter) else {
-            continue;
-        };
-        for r in replies {
-            let ok = c.units > 0;
-            if ok {
-                c.units -= 1;
-            }
-            let _ = r.send(Ok(ok));
+    if give_back > 0
+        && let Err(e) = db
+            .give_back_usage(counter.0, METER.as_str(), counter.1, give_back)
+            .await
+    {
+        // Counted, never admitted: errs toward the allowance being used, never past it.
+        tracing::warn!(error = %e, units = give_back, "could not give back api_requests units");
+    }
+    // Units the process already holds (handed out since the requests looked) go first.
+    let t = UsageTake {
+        org_id: counter.0,
+        meter: METER.as_str(),
+        period_start: counter.1,
+        need: (need - held_units).max(0),
+        allowance,
+        share_of: CHUNK_SHARE_OF,
+        share_max: MAX_CHUNK,
+    };
+    match db.take_usage(&t).await {
+        Ok(g) => Ok(g.granted),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not count api_requests");
+            metrics::counter!("tern_usage_count_errors_total").increment(1);
+            Err(())
         }
     }
 }

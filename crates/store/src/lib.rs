@@ -67,4 +67,4 @@ pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 /// JSON columns' wrapper (campaigns' audience and parameters).
 pub use sqlx::types::Json;
 pub use templates::Template;
-pub use usage::{UsageAdd, UsageGrant};
+pub use usage::{UsageAdd, UsageGrant, UsageTake};

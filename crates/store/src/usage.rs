@@ -67,6 +67,67 @@ pub(crate) fn add_sql(backend: Backend) -> &'static str {
     }
 }
 
+/// A take of units to hand out later: what the takers need now, plus a share of what is
+/// left after that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageTake {
+    pub org_id: Uuid,
+    pub meter: &'static str,
+    pub period_start: i64,
+    /// Units wanted now.
+    pub need: i64,
+    pub allowance: i64,
+    /// Also take `(allowance - count - need) / share_of` (at least 0, at most `share_max`),
+    /// reckoned from the counter as the statement finds it: never more than is left.
+    pub share_of: i64,
+    pub share_max: i64,
+}
+
+/// The take's grant for a counter now at `$c`: `need + min(max((allowance - c - need) /
+/// share_of, 0), share_max)`, within `allowance - c`, never below 0.
+macro_rules! take_grant {
+    ($min:literal, $max:literal, $c:literal) => {
+        concat!(
+            $max,
+            "(",
+            $min,
+            "($4 + ",
+            $min,
+            "(",
+            $max,
+            "(($5 - ",
+            $c,
+            " - $4) / $6, 0), $7), $5 - ",
+            $c,
+            "), 0)"
+        )
+    };
+}
+
+macro_rules! take_sql {
+    ($min:literal, $max:literal) => {
+        concat!(
+            "INSERT INTO usage_counters (org_id, meter, period_start, count, last_grant) \
+             VALUES ($1, $2, $3, ",
+            take_grant!($min, $max, "0"),
+            ", ",
+            take_grant!($min, $max, "0"),
+            ") ON CONFLICT (org_id, meter, period_start) DO UPDATE SET last_grant = ",
+            take_grant!($min, $max, "usage_counters.count"),
+            ", count = usage_counters.count + ",
+            take_grant!($min, $max, "usage_counters.count"),
+            " RETURNING count, last_grant"
+        )
+    };
+}
+
+fn take_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => take_sql!("MIN", "MAX"),
+        Backend::Postgres => take_sql!("LEAST", "GREATEST"),
+    }
+}
+
 /// Takes back `$4` units granted earlier (an item refused after its unit was taken).
 pub(crate) const GIVE_BACK_SQL: &str = "UPDATE usage_counters SET count = count - $4 \
      WHERE org_id = $1 AND meter = $2 AND period_start = $3";
@@ -112,6 +173,24 @@ impl Db {
             out.push(g);
         }
         Ok(out)
+    }
+
+    /// One take of units (one statement): the share is reckoned from the counter as it is
+    /// when the statement runs, so a taker never holds more than 1/`share_of` of what is
+    /// left, whatever other processes took since it last looked.
+    pub async fn take_usage(&self, t: &UsageTake) -> Result<UsageGrant> {
+        let sql = take_sql(self.backend());
+        let (count, granted) = with_pool!(self, pool => sqlx::query_as::<_, (i64, i64)>(sql)
+            .bind(t.org_id)
+            .bind(t.meter)
+            .bind(t.period_start)
+            .bind(t.need)
+            .bind(t.allowance)
+            .bind(t.share_of.max(1))
+            .bind(t.share_max)
+            .fetch_one(pool)
+            .await)?;
+        Ok(UsageGrant { granted, count })
     }
 
     /// Takes back `units` granted earlier.

@@ -232,7 +232,7 @@ pub async fn get_media(
     responses(
         (status = 200, description = "The whole file.", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 206, description = "The requested range.", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 416, description = "The range lies outside the file."),
+        (status = 416, description = "The range starts past the end of the file."),
     ),
     security(())
 )]
@@ -260,6 +260,7 @@ pub async fn download_media(
             let mut resp = StatusCode::RANGE_NOT_SATISFIABLE.into_response();
             resp.extensions_mut().insert(crate::frame::Complete);
             insert(&mut resp, header::CONTENT_RANGE, &format!("bytes */{size}"));
+            harden(&mut resp);
             return Ok(resp);
         }
     };
@@ -278,14 +279,46 @@ pub async fn download_media(
         let value = format!("bytes {}-{}/{size}", r.start, r.end - 1);
         insert(&mut resp, header::CONTENT_RANGE, &value);
     }
-    if let Some(name) = &d.media.filename {
-        insert(
-            &mut resp,
-            header::CONTENT_DISPOSITION,
-            &format!("inline; filename=\"{name}\""),
-        );
+    harden(&mut resp);
+    let disposition = if shown_inline(&d.media.mime_type) {
+        "inline"
+    } else {
+        "attachment"
+    };
+    let value = match &d.media.filename {
+        Some(name) => format!("{disposition}; filename=\"{name}\""),
+        None => disposition.to_string(),
+    };
+    if HeaderValue::from_str(&value).is_ok() {
+        insert(&mut resp, header::CONTENT_DISPOSITION, &value);
+    } else {
+        insert(&mut resp, header::CONTENT_DISPOSITION, disposition);
     }
     Ok(resp)
+}
+
+/// The link serves customers' bytes from the API's own origin: a browser must neither guess
+/// another type from them (`nosniff`) nor run them as a page of this origin (`sandbox`).
+fn harden(resp: &mut Response) {
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+}
+
+/// Images, audio and video are shown in the browser; everything else is a download. A
+/// markup type that calls itself an image (SVG, any `+xml`) is markup: a download too.
+fn shown_inline(mime: &str) -> bool {
+    let mime = mime.trim().to_ascii_lowercase();
+    let media = ["image/", "audio/", "video/"]
+        .iter()
+        .any(|p| mime.starts_with(p));
+    media && !mime.contains("xml") && !mime.contains("svg")
 }
 
 fn insert(resp: &mut Response, name: header::HeaderName, value: &str) {
@@ -293,5 +326,33 @@ fn insert(resp: &mut Response, name: header::HeaderName, value: &str) {
     // cannot be a header value is left out.
     if let Ok(v) = HeaderValue::from_str(value) {
         resp.headers_mut().insert(name, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_inline;
+
+    #[test]
+    fn only_images_audio_and_video_are_shown_inline() {
+        for inline in [
+            "image/jpeg",
+            "image/webp",
+            "audio/ogg",
+            "video/mp4",
+            "Image/PNG",
+        ] {
+            assert!(shown_inline(inline), "{inline}");
+        }
+        for download in [
+            "text/plain",
+            "text/html",
+            "application/pdf",
+            "image/svg+xml",
+            "application/xhtml+xml",
+            "",
+        ] {
+            assert!(!shown_inline(download), "{download}");
+        }
     }
 }

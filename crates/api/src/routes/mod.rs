@@ -19,6 +19,7 @@ use crate::{JSON_BODY_LIMIT, PUBLIC_PREFIX, frame, openapi};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, Uri, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use tern_domain::Problem;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -122,10 +123,12 @@ async fn not_found() -> ApiError {
     ApiError(crate::frame::unknown_endpoint())
 }
 
-async fn app_api(uri: Uri, headers: HeaderMap) -> ApiError {
+async fn app_api(uri: Uri, headers: HeaderMap) -> Response {
     // axum's wildcard wins over the nested router's fallback for unknown public paths.
     if uri.path() == PUBLIC_PREFIX || uri.path().starts_with(&format!("{PUBLIC_PREFIX}/")) {
-        return ApiError(crate::frame::unknown_endpoint());
+        let mut res = ApiError(crate::frame::unknown_endpoint()).into_response();
+        res.extensions_mut().insert(crate::frame::Unmatched);
+        return res;
     }
     let reason = if headers.contains_key(header::AUTHORIZATION) {
         "api_key_not_accepted"
@@ -137,4 +140,5 @@ async fn app_api(uri: Uri, headers: HeaderMap) -> ApiError {
             .with_message("API keys work only under /api/public/v1.")
             .with_detail("reason", reason),
     )
+    .into_response()
 }

@@ -399,22 +399,23 @@ pub mod rules_range {
     }
 
     impl Requested {
-        /// `None` for anything but one well-formed range (the whole file is served then).
+        /// `None` for anything but one well-formed range (the whole file is served then,
+        /// as RFC 9110 lets a server ignore a `Range` it does not take).
         pub fn parse(header: &str) -> Option<Requested> {
-            let spec = header.trim().strip_prefix("bytes=")?;
-            if spec.contains(',') {
+            let (unit, spec) = header.trim().split_once('=')?;
+            if !unit.trim().eq_ignore_ascii_case("bytes") || spec.contains(',') {
                 return None;
             }
             let (a, b) = spec.split_once('-')?;
             let (a, b) = (a.trim(), b.trim());
             if a.is_empty() {
-                return b.parse().ok().map(Requested::Suffix);
+                return position(b).map(Requested::Suffix);
             }
-            let start = a.parse().ok()?;
+            let start = position(a)?;
             let end = if b.is_empty() {
                 None
             } else {
-                Some(b.parse().ok()?)
+                Some(position(b)?)
             };
             if end.is_some_and(|e| e < start) {
                 return None;
@@ -423,17 +424,28 @@ pub mod rules_range {
         }
 
         /// The half-open byte range within a file of `size` bytes; `None` when it cannot be
-        /// satisfied (416).
+        /// satisfied (416). An end past the file, up to the largest number, means "to the
+        /// end" (RFC 9110 §14.1.2).
         pub fn resolve(self, size: u64) -> Option<Range<u64>> {
             match self {
                 Requested::From { start, end } if start < size => {
-                    let end = end.map_or(size, |e| (e + 1).min(size));
+                    let end = end.map_or(size, |e| e.saturating_add(1).min(size));
                     Some(start..end)
                 }
                 Requested::Suffix(n) if n > 0 && size > 0 => Some(size - n.min(size)..size),
                 _ => None,
             }
         }
+    }
+
+    /// A byte position: one or more ASCII digits (no sign, unlike `u64::from_str`). A number
+    /// past 64 bits counts as the largest one: as an end or a suffix it still means "to
+    /// the end", as a start it lies past any file.
+    fn position(s: &str) -> Option<u64> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(s.parse().unwrap_or(u64::MAX))
     }
 }
 
@@ -572,5 +584,48 @@ mod tests {
         assert_eq!(r("bytes=5-1"), None);
         assert_eq!(r("bytes=0-1,3-4"), None);
         assert_eq!(r("items=0-1"), None);
+    }
+
+    #[test]
+    fn range_edges_never_overflow() {
+        let r = |h: &str| Requested::parse(h);
+        // An end up to (and past) the largest 64-bit number means "to the end".
+        assert_eq!(
+            r("bytes=0-18446744073709551615").unwrap().resolve(100),
+            Some(0..100)
+        );
+        assert_eq!(
+            r("bytes=5-99999999999999999999999").unwrap().resolve(100),
+            Some(5..100)
+        );
+        assert_eq!(
+            r("bytes=-18446744073709551615").unwrap().resolve(100),
+            Some(0..100)
+        );
+        assert_eq!(r("bytes=99-99").unwrap().resolve(100), Some(99..100));
+        // A start past the file, however large, is unsatisfiable (416).
+        assert_eq!(r("bytes=18446744073709551615-").unwrap().resolve(100), None);
+        assert_eq!(
+            r("bytes=99999999999999999999999-").unwrap().resolve(100),
+            None
+        );
+        assert_eq!(r("bytes=0-").unwrap().resolve(0), None);
+        assert_eq!(r("bytes=-5").unwrap().resolve(0), None);
+        // The unit is case-insensitive; anything malformed is ignored (whole file).
+        assert_eq!(r("Bytes=0-0").unwrap().resolve(100), Some(0..1));
+        for bad in [
+            "bytes=",
+            "bytes=-",
+            "bytes=+1-2",
+            "bytes=1-+2",
+            "bytes=-+3",
+            "bytes=a-b",
+            "bytes=0x1-2",
+            "bytes 0-1",
+            "bytes=1--2",
+            "=0-1",
+        ] {
+            assert_eq!(r(bad), None, "{bad}");
+        }
     }
 }

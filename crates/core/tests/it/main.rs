@@ -5,3 +5,4 @@ mod accept;
 mod fixtures;
 mod limits;
 mod status;
+mod usage;

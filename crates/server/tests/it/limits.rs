@@ -236,7 +236,38 @@ async fn api_requests_allowance(app: &TestApp) {
     assert_eq!(show["usage"]["api_requests"]["allowance"], 4);
 }
 
+/// An allowance lowered by the operator below what was used holds from the next request,
+/// though the instance holds units it took ahead under the old one.
+async fn lowered_allowance_holds_at_once(app: &TestApp) {
+    let (_, key) = app.owner_key("full_access").await;
+    let allowance = |n: &str| {
+        let v = format!("api_requests={n}");
+        async move {
+            app.admin(&["org", "update", "--org", &app.org_id, "--allowance", &v])
+                .await
+                .unwrap();
+        }
+    };
+    allowance("10000").await;
+    for _ in 0..5 {
+        let (s, _, b) = get(app, &app.base, &key).await;
+        assert_eq!(s, 200, "{b}");
+    }
+    let org = app.org_uuid();
+    assert!(
+        api_requests_used(app, org).await > 5,
+        "units are held ahead"
+    );
+    allowance("3").await;
+    let (s, h, e) = get(app, &app.base, &key).await;
+    assert_error(s, &h, &e, 402, "usage_limit_reached");
+    assert_eq!(e["details"]["allowance"], 3);
+    // The units held ahead went back: the count is what was admitted.
+    api_requests_reach(app, org, 5).await;
+}
+
 both_backends! {
+    lowered_allowance_holds_at_once_http => async |app: &TestApp| lowered_allowance_holds_at_once(app).await;
     key_quota_counts_exactly_http => async |app: &TestApp| key_quota_counts_exactly(app).await;
     tenant_quota_is_shared_by_keys_http => async |app: &TestApp| tenant_quota_is_shared_by_keys(app).await;
     uploads_weigh_five_http => async |app: &TestApp| uploads_weigh_five(app).await;

@@ -16,6 +16,7 @@ mod http;
 mod limits;
 mod media;
 mod messages;
+mod metrics;
 mod multi_instance;
 mod network_webhook;
 mod permissions;

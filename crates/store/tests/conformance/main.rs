@@ -63,3 +63,4 @@ mod phone_numbers;
 mod settings;
 mod tags;
 mod templates;
+mod usage;

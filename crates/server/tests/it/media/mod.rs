@@ -1,6 +1,7 @@
 //! Media end to end: uploads, imports through the guard, signed links, media messages
 //! through the simulator, inbound media, S3. Every connection is to loopback.
 
+mod downloads;
 pub(crate) mod fixture;
 mod imports;
 mod inbound;

@@ -54,6 +54,11 @@ on_both! {
         let r = app.http.get(url).header("Range", "bytes=5242878-5242881").send().await.unwrap();
         assert_eq!(r.status(), 206);
         assert_eq!(r.bytes().await.unwrap().as_ref(), &bytes[5_242_878..5_242_882]);
+        // an end up to the largest 64-bit number means "to the end"
+        let r = app.http.get(url).header("Range", "bytes=7340030-18446744073709551615").send().await.unwrap();
+        assert_eq!(r.status(), 206);
+        assert_eq!(r.headers()["content-range"], "bytes 7340030-7340034/7340035");
+        assert_eq!(r.bytes().await.unwrap().as_ref(), &bytes[7_340_030..]);
         // expiry deletes the object from the bucket
         let svc = tern_core::media::MediaService::new(tern_core::media::MediaConfig {
             location: location.clone(),
