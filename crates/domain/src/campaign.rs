@@ -263,17 +263,24 @@ pub fn parse_create(body: &Value, now: i64) -> Result<NewCampaign, Problem> {
         &mut errors,
     );
     let name = match o.get("name") {
-        Some(Value::String(s)) => {
-            if s.trim().is_empty() {
-                errors.push(FieldError::new("name", "must not be blank"));
-            } else if s.chars().count() > MAX_NAME_CHARS {
-                errors.push(FieldError::new(
-                    "name",
-                    format!("must be at most {MAX_NAME_CHARS} characters"),
-                ));
+        // A name compared by eye: NFC, no control or invisible formatting characters.
+        Some(Value::String(s)) => match crate::text::visible_name(s) {
+            Err(m) => {
+                errors.push(FieldError::new("name", m));
+                String::new()
             }
-            s.clone()
-        }
+            Ok(s) => {
+                if s.trim().is_empty() {
+                    errors.push(FieldError::new("name", "must not be blank"));
+                } else if s.chars().count() > MAX_NAME_CHARS {
+                    errors.push(FieldError::new(
+                        "name",
+                        format!("must be at most {MAX_NAME_CHARS} characters"),
+                    ));
+                }
+                s
+            }
+        },
         Some(_) => {
             errors.push(FieldError::new("name", "must be a string"));
             String::new()

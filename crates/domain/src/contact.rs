@@ -56,19 +56,21 @@ pub fn check_name(field: &str, name: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// Normalises a tag (trimmed) or explains why it is refused.
+/// Normalises a tag (trimmed, NFC: a name compared by eye, `crate::text::visible_name`) or
+/// explains why it is refused. Every reader of a tag (contacts, removals, audiences) calls
+/// this, so a tag is found as it was stored.
 pub fn normalise_tag(tag: &str) -> Result<String, &'static str> {
-    let t = tag.trim();
+    let t = crate::text::visible_name(tag.trim())?;
     if t.is_empty() {
         return Err("must not be blank");
     }
     if t.chars().count() > MAX_TAG_CHARS {
         return Err("must be at most 64 characters");
     }
-    if t.chars().any(|c| c.is_control() || c == '/') {
-        return Err("must not contain control characters or '/'");
+    if t.contains('/') {
+        return Err("must not contain '/'");
     }
-    Ok(t.to_string())
+    Ok(t)
 }
 
 /// Checks a `custom_fields` patch against the organisation's definitions. `null` removes a
@@ -197,6 +199,14 @@ mod tests {
         assert!(normalise_tag(&"x".repeat(65)).is_err());
         assert!(normalise_tag("a/b").is_err());
         assert!(normalise_tag("a\nb").is_err());
+        for hidden in ["vip\u{200b}", "\u{feff}vip", "vi\u{202e}p", "v\u{2060}ip"] {
+            assert_eq!(
+                normalise_tag(hidden),
+                Err(crate::text::HIDDEN_MESSAGE),
+                "{hidden:?}"
+            );
+        }
+        assert_eq!(normalise_tag(" cafe\u{301} "), Ok("caf\u{e9}".into()));
     }
 
     #[test]

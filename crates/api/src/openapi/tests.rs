@@ -371,3 +371,34 @@ fn every_schema_is_well_formed() {
         }
     });
 }
+
+/// The tag schema (items of tag lists and the removal's path parameter) refuses exactly the
+/// characters `normalise_tag` refuses: `/`, control and invisible formatting characters.
+#[test]
+fn the_tag_pattern_says_what_the_tag_rule_does() {
+    let doc = doc();
+    let pattern = schema(&doc, "TagName")["pattern"].as_str().unwrap();
+    let re = regex::Regex::new(pattern).unwrap();
+    let removal = &doc["paths"]["/contacts/{contact_id}/tags/{tag}"]["delete"]["parameters"];
+    let tag = removal
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "tag")
+        .unwrap();
+    assert!(refers_to(&tag["schema"], "TagName"), "{tag}");
+    // Planes 0 and 1 and the tag characters' plane 14 (the others hold no Cc/Cf character).
+    for c in (0..=0x1FFFF)
+        .chain(0xE0000..=0xE0FFF)
+        .filter_map(char::from_u32)
+    {
+        let s = format!("a{c}b");
+        assert_eq!(
+            re.is_match(&s),
+            tern_domain::contact::normalise_tag(&s).is_ok(),
+            "U+{:04X}",
+            u32::from(c)
+        );
+    }
+    assert!(!re.is_match("vip\u{e0041}") && !re.is_match("  "));
+}
