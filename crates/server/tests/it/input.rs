@@ -263,7 +263,85 @@ async fn names_compared_by_eye_refuse_invisible_characters(app: &TestApp) {
     assert!(f.iter().any(|(k, _)| k == "name"), "{f:?}");
 }
 
+/// With the `messages_sent` allowance used up, a media send answers 402 before its media is
+/// looked at: an unknown `media_id` is not reported, and a `link` is not fetched.
+async fn billing_answers_before_media(app: &TestApp) {
+    let key = setup(app).await.key;
+    customer_writes(app, PNID, CUSTOMER, now_ms()).await;
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--allowance",
+        "messages_sent=1",
+    ])
+    .await
+    .unwrap();
+    let to = format!("+{CUSTOMER}");
+    let (s, _, m) = call(
+        app,
+        &key,
+        "POST",
+        "/messages",
+        Some(json!({"to": to, "type": "text", "text": {"body": "hi"}})),
+    )
+    .await;
+    assert_eq!(s, 202, "{m}");
+    let unknown = uuid::Uuid::now_v7();
+    let (s, h, e) = call(
+        app,
+        &key,
+        "POST",
+        "/messages",
+        Some(json!({"to": to, "type": "image", "image": {"media_id": unknown}})),
+    )
+    .await;
+    assert_error(s, &h, &e, 402, "usage_limit_reached");
+    assert_eq!(e["details"]["meter"], "messages_sent");
+    // A link to a local listener (loopback is allowed for this app): nothing connects.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let link = format!(
+        "https://127.0.0.1:{}/photo.jpg",
+        listener.local_addr().unwrap().port()
+    );
+    let (s, h, e) = call(
+        app,
+        &key,
+        "POST",
+        "/messages",
+        Some(json!({"to": to, "type": "image", "image": {"link": link}})),
+    )
+    .await;
+    assert_error(s, &h, &e, 402, "usage_limit_reached");
+    // The answer came after any fetch would have connected: the connection would be queued.
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the link was fetched: {other:?}"),
+    }
+}
+
 both_backends! {
     nul_in_client_input_is_400_naming_each_field_http => async |app: &TestApp| nul_is_refused_by_field_path(app).await;
     names_compared_by_eye_refuse_invisible_characters_http => async |app: &TestApp| names_compared_by_eye_refuse_invisible_characters(app).await;
+}
+
+/// With an app that may connect to loopback (a send's `link`), as a deployment's
+/// `TERN_ALLOW_NETWORKS` would allow.
+mod loopback {
+    use super::*;
+
+    crate::media::on_both! {
+        billing_answers_before_media_http => |backend| async move {
+            let app = TestApp::start_configured(backend, false, None, |c| {
+                c.allow_networks = vec!["127.0.0.1/32".parse().unwrap()];
+                // Before the fix the link was fetched: fail fast rather than wait 30 s.
+                c.media_import_timeout = std::time::Duration::from_secs(2);
+            })
+            .await;
+            billing_answers_before_media(&app).await;
+            app.stop().await;
+        };
+    }
 }
