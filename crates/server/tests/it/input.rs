@@ -322,9 +322,32 @@ async fn billing_answers_before_media(app: &TestApp) {
     }
 }
 
+async fn media_import_names_url(app: &TestApp) {
+    let (_, key) = app.owner_key("full_access").await;
+    for (body, want) in [
+        (json!({}), ("url", "is required")),
+        (
+            json!({"url": 5}),
+            ("url", "invalid type: integer `5`, expected a string"),
+        ),
+        (
+            json!({"url": "https://example.com/a.jpg", "uri": "x"}),
+            ("uri", "is not a known field"),
+        ),
+    ] {
+        let (s, h, b) = call(app, &key, "POST", "/media", Some(body.clone())).await;
+        assert_eq!(
+            refused(s, &h, &b),
+            [(want.0.to_string(), want.1.to_string())],
+            "{body}"
+        );
+    }
+}
+
 both_backends! {
     nul_in_client_input_is_400_naming_each_field_http => async |app: &TestApp| nul_is_refused_by_field_path(app).await;
     names_compared_by_eye_refuse_invisible_characters_http => async |app: &TestApp| names_compared_by_eye_refuse_invisible_characters(app).await;
+    media_import_without_url_names_url_http => async |app: &TestApp| media_import_names_url(app).await;
 }
 
 /// With an app that may connect to loopback (a send's `link`), as a deployment's
