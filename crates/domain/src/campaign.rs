@@ -82,7 +82,8 @@ pub const RECIPIENT_EXPIRED: &str = "expired";
 pub const MAX_CONTACT_IDS: usize = 10_000;
 /// At most this many tags in `audience.tags` / `exclude_tags`.
 pub const MAX_TAGS: usize = 50;
-const MAX_NAME_CHARS: usize = 200;
+/// The longest campaign name.
+pub const MAX_NAME_CHARS: usize = 200;
 
 impl Status {
     /// Whether `action` may run in this status (else `409 invalid_campaign_state`).

@@ -33,6 +33,8 @@ pub fn is_user_id(s: &str) -> bool {
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_TAGS_PER_REQUEST: usize = 50;
 pub const MAX_TEXT_FIELD_CHARS: usize = 1024;
+/// The longest `source` of a consent record (`web_form`, `reply_stop`, …).
+pub const MAX_CONSENT_SOURCE_CHARS: usize = 64;
 
 /// A custom field definition: its key and type (`text`, `number`, `date`, `boolean`).
 pub struct FieldDef<'a> {
@@ -52,6 +54,19 @@ pub fn check_name(field: &str, name: &str, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::new(
             field,
             "must not contain control characters",
+        ));
+    }
+}
+
+/// The `source` of a consent record: 1 to 64 characters, not blank, no control characters.
+pub fn check_consent_source(field: &str, source: &str, errors: &mut Vec<FieldError>) {
+    if source.trim().is_empty()
+        || source.chars().count() > MAX_CONSENT_SOURCE_CHARS
+        || source.chars().any(char::is_control)
+    {
+        errors.push(FieldError::new(
+            field,
+            format!("must be 1 to {MAX_CONSENT_SOURCE_CHARS} characters"),
         ));
     }
 }

@@ -452,11 +452,8 @@ pub async fn record_consent(
         }
         c
     });
-    if let Some(s) = &source
-        && (s.trim().is_empty() || s.chars().count() > 64 || s.chars().any(char::is_control))
-    {
-        f.errors()
-            .push(FieldError::new("source", "must be 1 to 64 characters"));
+    if let Some(s) = &source {
+        rules::check_consent_source("source", s, f.errors());
     }
     let now = now_ms();
     // A decision cannot come from the future: a later time (clock skew) counts as now.
