@@ -79,8 +79,12 @@ pub fn is_hidden(c: char) -> bool {
 }
 
 /// A name people compare by eye: NFC-normalised (`e` + U+0301 and `é` are one name), or
-/// refused with [`HIDDEN_MESSAGE`] when it holds a control or invisible formatting character.
+/// refused with [`HIDDEN_MESSAGE`] when it holds a control or invisible formatting character
+/// ([`NUL_MESSAGE`] for U+0000, as everywhere).
 pub fn visible_name(raw: &str) -> Result<String, &'static str> {
+    if raw.contains('\0') {
+        return Err(NUL_MESSAGE);
+    }
     if raw.chars().any(is_hidden) {
         return Err(HIDDEN_MESSAGE);
     }
@@ -182,13 +186,13 @@ mod tests {
             "\u{feff}vip",
             "vi\u{202e}p",
             "v\u{2060}ip",
-            "vip\u{0}",
             "v\nip",
             "v\u{85}ip",
             "v\u{e0041}ip",
         ] {
             assert_eq!(visible_name(bad), Err(HIDDEN_MESSAGE), "{bad:?}");
         }
+        assert_eq!(visible_name("vip\u{0}"), Err(NUL_MESSAGE));
         assert_eq!(visible_name("cafe\u{301}").unwrap(), "caf\u{e9}");
         assert_eq!(visible_name("caf\u{e9}").unwrap(), "caf\u{e9}");
         // Emoji with a variation selector (Mn) and other scripts are visible.

@@ -148,6 +148,26 @@ async fn nul_is_refused_by_field_path(app: &TestApp) {
         let (s, h, b) = call(app, &key, method, path, Some(body.clone())).await;
         assert_eq!(refused(s, &h, &b), want, "{method} {path} {body}");
     }
+    // The optional body of a test send (read before the subscription is looked up).
+    let (s, h, b) = call(
+        app,
+        &key,
+        "POST",
+        &format!("/webhook-subscriptions/{}/test", uuid::Uuid::now_v7()),
+        Some(json!({"event_type": "message.status\u{0}"})),
+    )
+    .await;
+    assert_eq!(refused(s, &h, &b), nul_at(&["event_type"]));
+    // A tag in a path.
+    let (s, h, b) = call(
+        app,
+        &key,
+        "DELETE",
+        &format!("/contacts/{}/tags/a%00b", uuid::Uuid::now_v7()),
+        None,
+    )
+    .await;
+    assert_eq!(refused(s, &h, &b), nul_at(&["tag"]));
     // A search query parameter.
     let (s, h, b) = call(app, &key, "GET", "/contacts?q=a%00b", None).await;
     assert_eq!(refused(s, &h, &b), nul_at(&["q"]));
