@@ -33,6 +33,27 @@ pub fn is_user_id(s: &str) -> bool {
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_TAGS_PER_REQUEST: usize = 50;
 pub const MAX_TEXT_FIELD_CHARS: usize = 1024;
+/// The longest custom field key.
+pub const MAX_FIELD_KEY_CHARS: usize = 64;
+
+/// A custom field key: a lower-case ASCII letter, then lower-case letters, digits and `_`
+/// (at most 64). A name compared by eye, kept to ASCII so nothing invisible or unnormalised
+/// can be in it (`custom_fields.<key>` paths and campaign variables name it).
+pub fn check_field_key(key: &str) -> Result<(), String> {
+    let valid = key.len() <= MAX_FIELD_KEY_CHARS
+        && key.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "must start with a lower-case letter and hold only a-z, 0-9 and _ (at most {MAX_FIELD_KEY_CHARS})"
+        ))
+    }
+}
+
 /// The longest `source` of a consent record (`web_form`, `reply_stop`, …).
 pub const MAX_CONSENT_SOURCE_CHARS: usize = 64;
 
@@ -222,6 +243,23 @@ mod tests {
             );
         }
         assert_eq!(normalise_tag(" cafe\u{301} "), Ok("caf\u{e9}".into()));
+    }
+
+    #[test]
+    fn field_keys_are_lower_case_ascii() {
+        assert!(check_field_key("loyalty_tier2").is_ok());
+        for bad in [
+            "",
+            "Tier",
+            "2tier",
+            "tier\u{200b}",
+            "ti\u{feff}er",
+            "caf\u{e9}",
+            "a-b",
+            &"a".repeat(65),
+        ] {
+            assert!(check_field_key(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
