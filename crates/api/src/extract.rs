@@ -6,10 +6,11 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use serde::de::DeserializeOwned;
-use tern_domain::{ErrorCode, FieldError, Problem};
+use tern_domain::{ErrorCode, FieldError, Problem, text};
 
 /// A JSON body: `Content-Type: application/json` required, at most
-/// [`crate::JSON_BODY_LIMIT`] bytes, and type errors reported with the field's path.
+/// [`crate::JSON_BODY_LIMIT`] bytes, no U+0000 in any string or key (every one named by its
+/// path, before the handler: `parse_json`), and type errors reported with the field's path.
 pub struct ApiJson<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
@@ -54,7 +55,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// Parses a JSON body. U+0000 is refused in every string and key of every body, on both
+/// backends (PostgreSQL cannot store it; DESIGN.md "Hardening"): all of them at once, by
+/// path. Only a body holding the escape `\u0000` is walked.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if text::json_may_hold_nul(bytes)
+        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes)
+    {
+        let errors = text::nul_fields(&v);
+        if !errors.is_empty() {
+            return Err(ApiError::fields(errors));
+        }
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -84,7 +96,7 @@ pub fn path_id(raw: &str) -> Result<uuid::Uuid, ApiError> {
 
 /// Strict query-string parameters: unknown names, repeated names, empty values and
 /// undecodable strings are refused rather than ignored, so a typo never silently changes
-/// what a client gets.
+/// what a client gets; a value holding U+0000 is refused as in a JSON body.
 #[derive(Debug, Default)]
 pub struct QueryParams(Vec<(String, String)>);
 
@@ -101,6 +113,8 @@ impl QueryParams {
                 errors.push(FieldError::new(k.clone(), "must be given at most once"));
             } else if v.is_empty() {
                 errors.push(FieldError::new(k.clone(), "must not be empty"));
+            } else if v.contains('\0') {
+                errors.push(FieldError::new(k.clone(), text::NUL_MESSAGE));
             }
         }
         if errors.is_empty() {
@@ -131,6 +145,29 @@ mod tests {
         assert!(QueryParams::parse(Some("limit="), &["limit"]).is_err());
         assert!(QueryParams::parse(None, &["limit"]).is_ok());
         assert!(QueryParams::parse(Some(""), &["limit"]).is_ok());
+        let err = QueryParams::parse(Some("q=a%00b&limit=5"), &["q", "limit"]).unwrap_err();
+        assert_eq!(
+            err.0.details["fields"][0],
+            serde_json::json!({"field": "q", "message": text::NUL_MESSAGE})
+        );
+    }
+
+    #[test]
+    fn json_nul_is_refused_by_path_before_types() {
+        #[derive(serde::Deserialize, Debug)]
+        struct B {
+            #[allow(dead_code)]
+            a: String,
+        }
+        let err = parse_json::<B>(br#"{"a":"x\u0000","b":["\u0000"]}"#).unwrap_err();
+        let fields: Vec<&str> = err.0.details["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(fields, ["a", "b[0]"]);
+        assert!(parse_json::<B>(br#"{"a":"\\u0000"}"#).is_ok());
     }
 
     #[test]

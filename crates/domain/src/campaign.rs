@@ -83,7 +83,8 @@ pub const RECIPIENT_EXPIRED: &str = "expired";
 pub const MAX_CONTACT_IDS: usize = 10_000;
 /// At most this many tags in `audience.tags` / `exclude_tags`.
 pub const MAX_TAGS: usize = 50;
-const MAX_NAME_CHARS: usize = 200;
+/// The longest campaign name.
+pub const MAX_NAME_CHARS: usize = 200;
 
 impl Status {
     /// Whether `action` may run in this status (else `409 invalid_campaign_state`).
@@ -264,17 +265,24 @@ pub fn parse_create(body: &Value, now: i64) -> Result<NewCampaign, Problem> {
         &mut errors,
     );
     let name = match o.get("name") {
-        Some(Value::String(s)) => {
-            if s.trim().is_empty() {
-                errors.push(FieldError::new("name", "must not be blank"));
-            } else if s.chars().count() > MAX_NAME_CHARS {
-                errors.push(FieldError::new(
-                    "name",
-                    format!("must be at most {MAX_NAME_CHARS} characters"),
-                ));
+        // A name compared by eye: NFC, no control or invisible formatting characters.
+        Some(Value::String(s)) => match crate::text::visible_name(s) {
+            Err(m) => {
+                errors.push(FieldError::new("name", m));
+                String::new()
             }
-            s.clone()
-        }
+            Ok(s) => {
+                if s.trim().is_empty() {
+                    errors.push(FieldError::new("name", "must not be blank"));
+                } else if s.chars().count() > MAX_NAME_CHARS {
+                    errors.push(FieldError::new(
+                        "name",
+                        format!("must be at most {MAX_NAME_CHARS} characters"),
+                    ));
+                }
+                s
+            }
+        },
         Some(_) => {
             errors.push(FieldError::new("name", "must be a string"));
             String::new()

@@ -33,6 +33,29 @@ pub fn is_user_id(s: &str) -> bool {
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_TAGS_PER_REQUEST: usize = 50;
 pub const MAX_TEXT_FIELD_CHARS: usize = 1024;
+/// The longest custom field key.
+pub const MAX_FIELD_KEY_CHARS: usize = 64;
+
+/// A custom field key: a lower-case ASCII letter, then lower-case letters, digits and `_`
+/// (at most 64). A name compared by eye, kept to ASCII so nothing invisible or unnormalised
+/// can be in it (`custom_fields.<key>` paths and campaign variables name it).
+pub fn check_field_key(key: &str) -> Result<(), String> {
+    let valid = key.len() <= MAX_FIELD_KEY_CHARS
+        && key.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "must start with a lower-case letter and hold only a-z, 0-9 and _ (at most {MAX_FIELD_KEY_CHARS})"
+        ))
+    }
+}
+
+/// The longest `source` of a consent record (`web_form`, `reply_stop`, …).
+pub const MAX_CONSENT_SOURCE_CHARS: usize = 64;
 
 /// A custom field definition: its key and type (`text`, `number`, `date`, `boolean`).
 pub struct FieldDef<'a> {
@@ -56,19 +79,34 @@ pub fn check_name(field: &str, name: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// Normalises a tag (trimmed) or explains why it is refused.
+/// The `source` of a consent record: 1 to 64 characters, not blank, no control characters.
+pub fn check_consent_source(field: &str, source: &str, errors: &mut Vec<FieldError>) {
+    if source.trim().is_empty()
+        || source.chars().count() > MAX_CONSENT_SOURCE_CHARS
+        || source.chars().any(char::is_control)
+    {
+        errors.push(FieldError::new(
+            field,
+            format!("must be 1 to {MAX_CONSENT_SOURCE_CHARS} characters"),
+        ));
+    }
+}
+
+/// Normalises a tag (trimmed, NFC: a name compared by eye, `crate::text::visible_name`) or
+/// explains why it is refused. Every reader of a tag (contacts, removals, audiences) calls
+/// this, so a tag is found as it was stored.
 pub fn normalise_tag(tag: &str) -> Result<String, &'static str> {
-    let t = tag.trim();
+    let t = crate::text::visible_name(tag.trim())?;
     if t.is_empty() {
         return Err("must not be blank");
     }
     if t.chars().count() > MAX_TAG_CHARS {
         return Err("must be at most 64 characters");
     }
-    if t.chars().any(|c| c.is_control() || c == '/') {
-        return Err("must not contain control characters or '/'");
+    if t.contains('/') {
+        return Err("must not contain '/'");
     }
-    Ok(t.to_string())
+    Ok(t)
 }
 
 /// Checks a `custom_fields` patch against the organisation's definitions. `null` removes a
@@ -197,6 +235,31 @@ mod tests {
         assert!(normalise_tag(&"x".repeat(65)).is_err());
         assert!(normalise_tag("a/b").is_err());
         assert!(normalise_tag("a\nb").is_err());
+        for hidden in ["vip\u{200b}", "\u{feff}vip", "vi\u{202e}p", "v\u{2060}ip"] {
+            assert_eq!(
+                normalise_tag(hidden),
+                Err(crate::text::HIDDEN_MESSAGE),
+                "{hidden:?}"
+            );
+        }
+        assert_eq!(normalise_tag(" cafe\u{301} "), Ok("caf\u{e9}".into()));
+    }
+
+    #[test]
+    fn field_keys_are_lower_case_ascii() {
+        assert!(check_field_key("loyalty_tier2").is_ok());
+        for bad in [
+            "",
+            "Tier",
+            "2tier",
+            "tier\u{200b}",
+            "ti\u{feff}er",
+            "caf\u{e9}",
+            "a-b",
+            &"a".repeat(65),
+        ] {
+            assert!(check_field_key(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

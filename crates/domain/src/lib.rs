@@ -22,6 +22,7 @@ pub mod plan;
 pub mod quota;
 pub mod send;
 pub mod template;
+pub mod text;
 pub mod time;
 pub mod validate;
 

@@ -602,16 +602,8 @@ async fn add_contact_field(
     label: &str,
     field_type: &str,
 ) -> Result<Value> {
-    let valid_key = !key.is_empty()
-        && key.len() <= 64
-        && key.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if !valid_key {
-        bail!(
-            "--key must start with a lower-case letter and hold only a-z, 0-9 and _ (at most 64), got {key:?}"
-        );
+    if let Err(m) = tern_domain::contact::check_field_key(key) {
+        bail!("--key {m}, got {key:?}");
     }
     if label.trim().is_empty() {
         bail!("--label must not be empty");

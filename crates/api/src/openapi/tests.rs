@@ -371,3 +371,264 @@ fn every_schema_is_well_formed() {
         }
     });
 }
+
+/// The tag schema (items of tag lists and the removal's path parameter) refuses exactly the
+/// characters `normalise_tag` refuses: `/`, control and invisible formatting characters.
+#[test]
+fn the_tag_pattern_says_what_the_tag_rule_does() {
+    let doc = doc();
+    let pattern = schema(&doc, "TagName")["pattern"].as_str().unwrap();
+    let re = regex::Regex::new(pattern).unwrap();
+    let removal = &doc["paths"]["/contacts/{contact_id}/tags/{tag}"]["delete"]["parameters"];
+    let tag = removal
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "tag")
+        .unwrap();
+    assert!(refers_to(&tag["schema"], "TagName"), "{tag}");
+    // Planes 0 and 1 and the tag characters' plane 14 (the others hold no Cc/Cf character).
+    for c in (0..=0x1FFFF)
+        .chain(0xE0000..=0xE0FFF)
+        .filter_map(char::from_u32)
+    {
+        let s = format!("a{c}b");
+        assert_eq!(
+            re.is_match(&s),
+            tern_domain::contact::normalise_tag(&s).is_ok(),
+            "U+{:04X}",
+            u32::from(c)
+        );
+    }
+    assert!(!re.is_match("vip\u{e0041}") && !re.is_match("  "));
+}
+
+/// Every length and count limit in the document (`maxLength`, `maxItems`), by JSON pointer.
+fn limits(p: &str, v: &Value, out: &mut Vec<(String, &'static str, u64)>) {
+    match v {
+        Value::Object(m) => {
+            for k in ["maxLength", "maxItems"] {
+                if let Some(n) = m.get(k).and_then(Value::as_u64) {
+                    out.push((p.to_string(), k, n));
+                }
+            }
+            for (k, x) in m {
+                let k = k.replace('~', "~0").replace('/', "~1");
+                limits(&format!("{p}/{k}"), x, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                limits(&format!("{p}/{i}"), x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every limit the document states is the domain's constant for it. Annotations take only
+/// literals (utoipa), so this table is what keeps them equal to the rules; a new limit
+/// must be added here.
+#[test]
+fn every_limit_in_the_document_is_the_domain_constant() {
+    use tern_domain::events::subscription;
+    use tern_domain::{campaign, contact, send, template};
+    let s = "/components/schemas";
+    let table: Vec<(String, &str, usize)> = vec![
+        (
+            format!("{s}/AddTagsRequest/properties/tags"),
+            "maxItems",
+            contact::MAX_TAGS_PER_REQUEST,
+        ),
+        (
+            format!("{s}/UpsertContactRequest/properties/tags"),
+            "maxItems",
+            contact::MAX_TAGS_PER_REQUEST,
+        ),
+        (
+            format!("{s}/UpsertContactRequest/properties/name"),
+            "maxLength",
+            contact::MAX_NAME_CHARS,
+        ),
+        (
+            format!("{s}/UpdateContactRequest/properties/name"),
+            "maxLength",
+            contact::MAX_NAME_CHARS,
+        ),
+        (
+            format!("{s}/ConsentRequest/properties/source"),
+            "maxLength",
+            contact::MAX_CONSENT_SOURCE_CHARS,
+        ),
+        (format!("{s}/TagName"), "maxLength", contact::MAX_TAG_CHARS),
+        (
+            format!("{s}/AudienceAllContacts/properties/exclude_tags"),
+            "maxItems",
+            campaign::MAX_TAGS,
+        ),
+        (
+            format!("{s}/AudienceByContactIds/properties/contact_ids"),
+            "maxItems",
+            campaign::MAX_CONTACT_IDS,
+        ),
+        (
+            format!("{s}/AudienceByContactIds/properties/exclude_tags"),
+            "maxItems",
+            campaign::MAX_TAGS,
+        ),
+        (
+            format!("{s}/AudienceByTags/properties/exclude_tags"),
+            "maxItems",
+            campaign::MAX_TAGS,
+        ),
+        (
+            format!("{s}/AudienceByTags/properties/tags"),
+            "maxItems",
+            campaign::MAX_TAGS,
+        ),
+        (
+            format!("{s}/CreateCampaignRequest/properties/name"),
+            "maxLength",
+            campaign::MAX_NAME_CHARS,
+        ),
+        (
+            format!("{s}/CreateSubscriptionRequest/properties/description"),
+            "maxLength",
+            subscription::MAX_DESCRIPTION_CHARS,
+        ),
+        (
+            format!("{s}/CreateSubscriptionRequest/properties/url"),
+            "maxLength",
+            subscription::MAX_URL_LEN,
+        ),
+        (
+            format!("{s}/UpdateSubscriptionRequest/properties/description"),
+            "maxLength",
+            subscription::MAX_DESCRIPTION_CHARS,
+        ),
+        (
+            format!("{s}/UpdateSubscriptionRequest/properties/url"),
+            "maxLength",
+            subscription::MAX_URL_LEN,
+        ),
+        (
+            format!("{s}/CreateTemplateRequest/properties/components"),
+            "maxItems",
+            template::COMPONENT_TYPES.len(),
+        ),
+        (
+            format!("{s}/CreateTemplateRequest/properties/name"),
+            "maxLength",
+            template::MAX_NAME_CHARS,
+        ),
+        (
+            format!("{s}/Interactive/properties/action/properties/button"),
+            "maxLength",
+            send::MAX_LIST_BUTTON_CHARS,
+        ),
+        (
+            format!("{s}/Interactive/properties/action/properties/buttons"),
+            "maxItems",
+            send::MAX_REPLY_BUTTONS,
+        ),
+        (
+            format!("{s}/Interactive/properties/action/properties/sections"),
+            "maxItems",
+            send::MAX_LIST_SECTIONS,
+        ),
+        (
+            format!("{s}/Interactive/properties/body/properties/text"),
+            "maxLength",
+            send::MAX_LIST_BODY_CHARS,
+        ),
+        (
+            format!("{s}/Interactive/properties/footer/properties/text"),
+            "maxLength",
+            send::MAX_INTERACTIVE_FOOTER_CHARS,
+        ),
+        (
+            format!("{s}/Interactive/properties/header/properties/text"),
+            "maxLength",
+            send::MAX_INTERACTIVE_HEADER_CHARS,
+        ),
+        (
+            format!("{s}/ReplyButton/properties/reply/properties/id"),
+            "maxLength",
+            send::MAX_REPLY_BUTTON_ID_CHARS,
+        ),
+        (
+            format!("{s}/ReplyButton/properties/reply/properties/title"),
+            "maxLength",
+            send::MAX_REPLY_BUTTON_TITLE_CHARS,
+        ),
+        (
+            format!("{s}/ReplyContext/properties/message_id"),
+            "maxLength",
+            send::MAX_MESSAGE_ID_CHARS,
+        ),
+        (
+            format!("{s}/SendDocumentRequest/properties/document/properties/caption"),
+            "maxLength",
+            send::MAX_CAPTION_CHARS,
+        ),
+        (
+            format!("{s}/SendDocumentRequest/properties/document/properties/filename"),
+            "maxLength",
+            send::MAX_FILENAME_CHARS,
+        ),
+        (
+            format!("{s}/SendImageRequest/properties/image/properties/caption"),
+            "maxLength",
+            send::MAX_CAPTION_CHARS,
+        ),
+        (
+            format!("{s}/SendVideoRequest/properties/video/properties/caption"),
+            "maxLength",
+            send::MAX_CAPTION_CHARS,
+        ),
+        (
+            format!("{s}/SendTextRequest/properties/text/properties/body"),
+            "maxLength",
+            send::MAX_TEXT_CHARS,
+        ),
+        (
+            "/paths/~1messages/post/parameters/0/schema".into(),
+            "maxLength",
+            send::IDEMPOTENCY_KEY_MAX_CHARS,
+        ),
+    ];
+    let mut found = Vec::new();
+    limits("", &doc(), &mut found);
+    for (pointer, key, n) in &found {
+        let want = table
+            .iter()
+            .find(|(p, k, _)| p == pointer && k == key)
+            .unwrap_or_else(|| panic!("{pointer} {key}={n} is not in the table of domain limits"));
+        assert_eq!(*n, want.2 as u64, "{pointer} {key}");
+    }
+    for (pointer, key, _) in &table {
+        assert!(
+            found.iter().any(|(p, k, _)| p == pointer && k == key),
+            "{pointer} {key} is no longer in the document"
+        );
+    }
+    // The Idempotency-Key's other bounds, written in the same annotation.
+    let key = &doc()["paths"]["/messages"]["post"]["parameters"][0];
+    assert_eq!(key["name"], "Idempotency-Key");
+    assert_eq!(
+        key["schema"]["minLength"],
+        json!(send::IDEMPOTENCY_KEY_MIN_CHARS)
+    );
+    let pattern = format!(
+        "{{{},{}}}$",
+        send::IDEMPOTENCY_KEY_MIN_CHARS - 1,
+        send::IDEMPOTENCY_KEY_MAX_CHARS - 1
+    );
+    assert!(
+        key["schema"]["pattern"]
+            .as_str()
+            .unwrap()
+            .ends_with(&pattern),
+        "{key}"
+    );
+}

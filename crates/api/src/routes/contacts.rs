@@ -99,18 +99,20 @@ pub struct AddTagsRequest {
     pub tags: Vec<String>,
 }
 
-/// A tag: 1 to 64 characters, not blank, without `/` or control characters (the rule of
-/// `normalise_tag`); documents the items of tag lists.
+/// A tag: 1 to 64 characters, not blank, without `/`, control or invisible formatting
+/// characters (the rule of `normalise_tag`, which also NFC-normalises it); documents the
+/// items of tag lists and the tag of a removal.
 pub struct TagName;
 
 impl utoipa::PartialSchema for TagName {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let no = format!("/{}", tern_domain::text::hidden_class());
         ObjectBuilder::new()
             .schema_type(Type::String)
             .min_length(Some(1))
-            .max_length(Some(64))
-            .pattern(Some("^[^/\\u0000-\\u001f\\u007f-\\u009f]*[^/\\s\\u0000-\\u001f\\u007f-\\u009f][^/\\u0000-\\u001f\\u007f-\\u009f]*$"))
+            .max_length(Some(rules::MAX_TAG_CHARS))
+            .pattern(Some(format!("^[^{no}]*[^\\s{no}][^{no}]*$")))
             .into()
     }
 }
@@ -450,11 +452,8 @@ pub async fn record_consent(
         }
         c
     });
-    if let Some(s) = &source
-        && (s.trim().is_empty() || s.chars().count() > 64 || s.chars().any(char::is_control))
-    {
-        f.errors()
-            .push(FieldError::new("source", "must be 1 to 64 characters"));
+    if let Some(s) = &source {
+        rules::check_consent_source("source", s, f.errors());
     }
     let now = now_ms();
     // A decision cannot come from the future: a later time (clock skew) counts as now.
@@ -525,7 +524,7 @@ pub async fn add_tags(
     path = "/contacts/{contact_id}/tags/{tag}",
     tag = "Contacts",
     operation_id = "removeContactTag",
-    params(("contact_id" = String, Path, format = Uuid), ("tag" = String, Path, min_length = 1, max_length = 64, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]*[^/\\s\\u0000-\\u001f\\u007f-\\u009f][^/\\u0000-\\u001f\\u007f-\\u009f]*$")),
+    params(("contact_id" = String, Path, format = Uuid), ("tag" = TagName, Path)),
     responses((status = 200, description = "The contact with its tags.", body = Contact)),
     security(("bearer" = []))
 )]

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use tern_core::media::{self, BodyError, Upload, rules_range::Requested};
 use tern_domain::plan::Feature;
 use tern_domain::time::{format_ms, now_ms};
+use tern_domain::validate::Fields;
 use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
 
@@ -68,6 +69,7 @@ impl From<tern_store::Media> for MediaObject {
 }
 
 /// `POST /media` as JSON: import a file from a URL.
+// The body's schema (OpenAPI); the handler reads the body with `validate::Fields`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
@@ -127,7 +129,7 @@ pub async fn create_media(
         })?;
         upload(&state, auth.org_id, mp, now).await?
     } else {
-        let ApiJson(body) = ApiJson::<ImportRequest>::from_request(req, &state)
+        let ApiJson(body) = ApiJson::<serde_json::Value>::from_request(req, &state)
             .await
             .map_err(|e| match ctype.as_str() {
                 "application/json" => e,
@@ -136,7 +138,12 @@ pub async fn create_media(
                     "must be multipart/form-data (an upload) or application/json (an import)",
                 )),
             })?;
-        media::import(&state.core, auth.org_id, &body.url, "url", now).await?
+        // Read as every body is (`Fields`): a missing `url` is named `url`, not `body`.
+        let mut f = Fields::new(&body)?;
+        let url: Option<String> = f.required("url");
+        f.finish()?;
+        let url = url.ok_or_else(|| ApiError(Problem::field("url", "is required")))?;
+        media::import(&state.core, auth.org_id, &url, "url", now).await?
     };
     Ok((StatusCode::CREATED, Json(MediaObject::from(stored))).into_response())
 }

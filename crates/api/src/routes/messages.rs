@@ -34,10 +34,11 @@ fn media_schema(caption: bool, filename: bool) -> Value {
         "media_id": {"type": "string", "format": "uuid", "description": "The `media_id` of a file uploaded or imported with POST /media."}
     });
     if caption {
-        props["caption"] = json!({"type": "string", "maxLength": 1024});
+        props["caption"] = json!({"type": "string", "maxLength": send::MAX_CAPTION_CHARS});
     }
     if filename {
-        props["filename"] = json!({"type": "string", "minLength": 1, "maxLength": 240});
+        props["filename"] =
+            json!({"type": "string", "minLength": 1, "maxLength": send::MAX_FILENAME_CHARS});
     }
     json!({"type": "object", "description": "Exactly one of link / media_id.",
            "properties": props, "additionalProperties": false})
@@ -137,7 +138,7 @@ pub fn send_schemas() -> Vec<(String, Value)> {
         use send::Kind::*;
         match k {
             Text => json!({"type": "object", "required": ["body"], "additionalProperties": false,
-                           "properties": {"body": {"type": "string", "minLength": 1, "maxLength": 4096}, "preview_url": {"type": "boolean"}}}),
+                           "properties": {"body": {"type": "string", "minLength": 1, "maxLength": send::MAX_TEXT_CHARS}, "preview_url": {"type": "boolean"}}}),
             Image | Video => media_schema(true, false),
             Audio | Sticker => media_schema(false, false),
             Document => media_schema(true, true),
@@ -341,7 +342,7 @@ mod tests {
         }
         assert_eq!(
             schemas["SendTextRequest"]["properties"]["text"]["properties"]["body"]["maxLength"],
-            json!(4096)
+            json!(send::MAX_TEXT_CHARS)
         );
     }
 }

@@ -137,11 +137,12 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
     let charges = billing(principal, req.kind, category, s.now)?;
     // Last: a link is imported here, so every cheaper check has passed first.
     let media_id = match &req.media {
-        Some(m) => Some(
+        Some(m) => Some({
+            allowance_left(core, principal, &charges, s.now).await?;
             media::for_message(core, principal.org_id, req.kind, m, s.now)
                 .await?
-                .id,
-        ),
+                .id
+        }),
         None => None,
     };
 
@@ -433,6 +434,35 @@ pub(crate) fn billing(
         debit_minor,
         messages_sent,
     })
+}
+
+/// The `messages_sent` allowance, read before a media check: billing (402) answers before
+/// media (400/409), and a link must not be fetched and stored for a send that the
+/// acceptance would refuse. The acceptance still counts the unit atomically; sends without
+/// media leave the check to it alone (no extra read on their path).
+async fn allowance_left(
+    core: &Core,
+    principal: &Principal,
+    charges: &Charges,
+    now: i64,
+) -> Result<()> {
+    let Some((start, allowance)) = charges.messages_sent else {
+        return Ok(());
+    };
+    let used = core
+        .db
+        .messages_sent_in_period(principal.org_id, start)
+        .await?;
+    if used < allowance {
+        return Ok(());
+    }
+    let (_, end) = billing_period(principal.org.billing_period_start, now);
+    Err(plan::usage_limit_reached(
+        Meter::MessagesSent,
+        used,
+        allowance,
+        end,
+    ))
 }
 
 pub(crate) fn wallet_low(balance: i64, required: i64, category: Option<Category>) -> Problem {

@@ -349,7 +349,7 @@ pub(super) fn check_components(category: &str, components: &Value, errors: &mut 
             ));
             continue;
         };
-        if !matches!(kind.as_str(), "HEADER" | "BODY" | "FOOTER" | "BUTTONS") {
+        if !COMPONENT_TYPES.contains(&kind.as_str()) {
             errors.push(FieldError::new(
                 format!("{path}.type"),
                 "must be one of HEADER, BODY, FOOTER, BUTTONS",

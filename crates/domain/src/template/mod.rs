@@ -23,6 +23,8 @@ pub use send_check::*;
 pub use status::*;
 
 pub const MAX_NAME_CHARS: usize = 512;
+/// The component types of a template, each at most once (so at most this many components).
+pub const COMPONENT_TYPES: [&str; 4] = ["HEADER", "BODY", "FOOTER", "BUTTONS"];
 pub const MAX_HEADER_TEXT_CHARS: usize = 60;
 pub const MAX_BODY_CHARS: usize = 1024;
 pub const MAX_FOOTER_CHARS: usize = 60;
