@@ -287,6 +287,18 @@ async fn each_rule_of_a_send() {
             refused(UsageLimitReached),
         ),
         (
+            "billing wins over an unknown media id (media last)",
+            AllowanceUsedUp,
+            json!({"to": PHONE, "type": "image", "image": {"media_id": Uuid::now_v7().to_string()}}),
+            refused(UsageLimitReached),
+        ),
+        (
+            "an unknown media id",
+            Plain,
+            json!({"to": PHONE, "type": "image", "image": {"media_id": Uuid::now_v7().to_string()}}),
+            refused(MediaUnavailable),
+        ),
+        (
             "the wallet cannot pay a template",
             WalletLow,
             template(PHONE, "hello"),
