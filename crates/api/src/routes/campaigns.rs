@@ -3,8 +3,8 @@
 
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, QueryParams, path_id};
-use crate::pagination::{ListRequest, Page};
+use crate::extract::{ApiJson, path_id};
+use crate::pagination::{ListQuery, Page};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -12,7 +12,6 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tern_core::campaigns::{self as uc, view};
-use tern_domain::FieldError;
 use tern_domain::campaign::{Action, Bucket, Status};
 use tern_domain::plan::Feature;
 use tern_domain::time::now_ms;
@@ -140,22 +139,11 @@ pub async fn list_campaigns(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Campaign>>, ApiError> {
     auth.require_feature(Feature::Campaigns)?;
-    let params = QueryParams::parse(query.as_deref(), &["status", "limit", "cursor"])?;
-    let status_raw = params.get("status");
-    let status = status_raw.and_then(Status::parse);
-    if status_raw.is_some() && status.is_none() {
-        return Err(ApiError::fields(vec![FieldError::new(
-            "status",
-            format!("must be one of {}", Status::names()),
-        )]));
-    }
-    let list = ListRequest::parse(
-        &state,
-        &auth,
-        &params,
-        "campaigns",
-        &[("status", status_raw)],
-    )?;
+    let mut q = ListQuery::parse(query.as_deref(), &["status"])?;
+    let status = q.filter("status", |s| {
+        Status::parse(s).ok_or_else(|| format!("must be one of {}", Status::names()))
+    });
+    let list = q.finish(&state, &auth, "campaigns", &[])?;
     let rows = state
         .db
         .list_campaigns(auth.org_id, status, list.after_ts_id()?, list.fetch_limit())
@@ -258,39 +246,19 @@ pub async fn list_recipients(
 ) -> Result<Json<Page<Recipient>>, ApiError> {
     auth.require_feature(Feature::Campaigns)?;
     let id = path_id(&id)?;
-    let params = QueryParams::parse(query.as_deref(), &["status", "limit", "cursor"])?;
-    let status_raw = params.get("status");
-    let bucket = status_raw.and_then(Bucket::parse);
-    if status_raw.is_some() && bucket.is_none() {
-        return Err(ApiError::fields(vec![FieldError::new(
-            "status",
-            format!("must be one of {}", Bucket::names()),
-        )]));
-    }
+    let mut q = ListQuery::parse(query.as_deref(), &["status"])?;
+    let bucket = q.filter("status", |s| {
+        Bucket::parse(s).ok_or_else(|| format!("must be one of {}", Bucket::names()))
+    });
     let campaign = id.to_string();
-    let list = ListRequest::parse(
+    let list = q.finish(
         &state,
         &auth,
-        &params,
         "campaign_recipients",
-        &[("campaign", Some(&campaign)), ("status", status_raw)],
+        &[("campaign", Some(&campaign))],
     )?;
     uc::get(&state.core, auth.org_id, id).await?;
-    let after = match list.after.as_deref() {
-        None => None,
-        Some([c]) => Some(uuid::Uuid::parse_str(c).map_err(|_| {
-            ApiError::fields(vec![FieldError::new(
-                "cursor",
-                "is not valid for this list",
-            )])
-        })?),
-        Some(_) => {
-            return Err(ApiError::fields(vec![FieldError::new(
-                "cursor",
-                "is not valid for this list",
-            )]));
-        }
-    };
+    let after = list.after_id()?;
     let rows = state
         .db
         .list_campaign_recipients(id, bucket, after, list.fetch_limit())

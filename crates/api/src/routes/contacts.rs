@@ -2,8 +2,8 @@
 
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, QueryParams, path_id};
-use crate::pagination::{ListRequest, Page};
+use crate::extract::{ApiJson, path_id};
+use crate::pagination::{ListQuery, Page};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -198,36 +198,17 @@ pub async fn list_contacts(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Contact>>, ApiError> {
-    let params = QueryParams::parse(query.as_deref(), &["q", "updated_since", "limit", "cursor"])?;
-    let q = params.get("q");
-    let since_raw = params.get("updated_since");
-    let mut errors = Vec::new();
-    if q.is_some() && since_raw.is_some() {
-        errors.push(FieldError::new(
-            "updated_since",
-            "cannot be combined with q",
-        ));
+    let mut query = ListQuery::parse(query.as_deref(), &["q", "updated_since"])?;
+    let q = query.raw("q").map(str::to_string);
+    if q.is_some() && query.raw("updated_since").is_some() {
+        query.problem("updated_since", "cannot be combined with q");
     }
-    let since = since_raw.and_then(|s| {
-        let parsed = parse_rfc3339_ms(s);
-        if parsed.is_none() {
-            errors.push(FieldError::new(
-                "updated_since",
-                "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z",
-            ));
-        }
-        parsed
+    let since = query.filter("updated_since", |s| {
+        parse_rfc3339_ms(s)
+            .ok_or_else(|| "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z".into())
     });
-    if !errors.is_empty() {
-        return Err(ApiError::fields(errors));
-    }
-    let list = ListRequest::parse(
-        &state,
-        &auth,
-        &params,
-        "contacts",
-        &[("q", q), ("updated_since", since_raw)],
-    )?;
+    let list = query.finish(&state, &auth, "contacts", &[])?;
+    let q = q.as_deref();
     let after = list.after_ts_id()?;
     let org = auth.org_id;
     let (rows, by_updated) = match (q, since) {
@@ -557,8 +538,8 @@ pub async fn list_contact_fields(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<ContactField>>, ApiError> {
-    let params = QueryParams::parse(query.as_deref(), &["limit", "cursor"])?;
-    let list = ListRequest::parse(&state, &auth, &params, "contact_fields", &[])?;
+    let list =
+        ListQuery::parse(query.as_deref(), &[])?.finish(&state, &auth, "contact_fields", &[])?;
     let after = list
         .after
         .as_ref()
@@ -601,8 +582,7 @@ pub async fn list_tags(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Tag>>, ApiError> {
-    let params = QueryParams::parse(query.as_deref(), &["limit", "cursor"])?;
-    let list = ListRequest::parse(&state, &auth, &params, "tags", &[])?;
+    let list = ListQuery::parse(query.as_deref(), &[])?.finish(&state, &auth, "tags", &[])?;
     let after = list
         .after
         .as_ref()

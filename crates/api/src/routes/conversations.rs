@@ -2,17 +2,17 @@
 
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{QueryParams, path_id};
-use crate::pagination::{ListRequest, Page};
+use crate::extract::path_id;
+use crate::pagination::{ListQuery, Page};
 use crate::routes::messages::Message;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use serde::Serialize;
+use tern_domain::Problem;
 use tern_domain::message::Direction;
 use tern_domain::send::WindowState;
 use tern_domain::time::{format_ms, now_ms};
-use tern_domain::{FieldError, Problem};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -124,39 +124,16 @@ pub async fn list_conversations(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Conversation>>, ApiError> {
-    let params = QueryParams::parse(
-        query.as_deref(),
-        &["contact_id", "window_state", "limit", "cursor"],
-    )?;
-    let mut errors = Vec::new();
-    let contact_raw = params.get("contact_id");
-    let contact = contact_raw.and_then(|c| match Uuid::parse_str(c) {
-        Ok(id) => Some(id),
-        Err(_) => {
-            errors.push(FieldError::new("contact_id", "must be a contact id (UUID)"));
-            None
-        }
+    let mut q = ListQuery::parse(query.as_deref(), &["contact_id", "window_state"])?;
+    let contact = q.filter("contact_id", |c| {
+        Uuid::parse_str(c).map_err(|_| "must be a contact id (UUID)".into())
     });
-    let window_raw = params.get("window_state");
-    let open = match window_raw {
-        None => None,
-        Some("open") => Some(true),
-        Some("closed") => Some(false),
-        Some(_) => {
-            errors.push(FieldError::new("window_state", "must be open or closed"));
-            None
-        }
-    };
-    if !errors.is_empty() {
-        return Err(ApiError::fields(errors));
-    }
-    let list = ListRequest::parse(
-        &state,
-        &auth,
-        &params,
-        "conversations",
-        &[("contact_id", contact_raw), ("window_state", window_raw)],
-    )?;
+    let open = q.filter("window_state", |w| match w {
+        "open" => Ok(true),
+        "closed" => Ok(false),
+        _ => Err("must be open or closed".into()),
+    });
+    let list = q.finish(&state, &auth, "conversations", &[])?;
     let after = list.after_ts_id()?;
     // One clock for the filter and for the window_state shown, so they agree.
     let now = now_ms();
@@ -215,36 +192,12 @@ pub async fn list_conversation_messages(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Message>>, ApiError> {
     let id = path_id(&id)?;
-    let params = QueryParams::parse(query.as_deref(), &["direction", "limit", "cursor"])?;
-    let direction = match params.get("direction") {
-        None => None,
-        Some(d) => Some(Direction::parse(d).ok_or_else(|| {
-            ApiError::fields(vec![FieldError::new(
-                "direction",
-                "must be inbound or outbound",
-            )])
-        })?),
-    };
-    let list = ListRequest::parse(
-        &state,
-        &auth,
-        &params,
-        &format!("conversation_messages:{id}"),
-        &[("direction", direction.map(Direction::as_str))],
-    )?;
-    let before = match list.after.as_deref() {
-        None => None,
-        Some([id]) => Some(
-            Uuid::parse_str(id)
-                .map_err(|_| ApiError(Problem::field("cursor", "is not valid for this list")))?,
-        ),
-        Some(_) => {
-            return Err(ApiError(Problem::field(
-                "cursor",
-                "is not valid for this list",
-            )));
-        }
-    };
+    let mut q = ListQuery::parse(query.as_deref(), &["direction"])?;
+    let direction = q.filter("direction", |d| {
+        Direction::parse(d).ok_or_else(|| "must be inbound or outbound".into())
+    });
+    let list = q.finish(&state, &auth, &format!("conversation_messages:{id}"), &[])?;
+    let before = list.after_id()?;
     if state.db.get_conversation(auth.org_id, id).await?.is_none() {
         return Err(ApiError(Problem::not_found()));
     }

@@ -1,7 +1,6 @@
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::QueryParams;
-use crate::pagination::{ListRequest, Page};
+use crate::pagination::{ListQuery, Page};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
@@ -58,8 +57,8 @@ pub async fn list_phone_numbers(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<PhoneNumber>>, ApiError> {
-    let params = QueryParams::parse(query.as_deref(), &["limit", "cursor"])?;
-    let list = ListRequest::parse(&state, &auth, &params, "phone_numbers", &[])?;
+    let list =
+        ListQuery::parse(query.as_deref(), &[])?.finish(&state, &auth, "phone_numbers", &[])?;
     let after = list
         .after
         .as_ref()

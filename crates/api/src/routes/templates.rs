@@ -3,8 +3,8 @@
 
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, QueryParams, path_id};
-use crate::pagination::{ListRequest, Page};
+use crate::extract::{ApiJson, path_id};
+use crate::pagination::{ListQuery, Page};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -77,30 +77,21 @@ pub async fn list_templates(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<Template>>, ApiError> {
-    let params = QueryParams::parse(query.as_deref(), &["status", "language", "limit", "cursor"])?;
-    let status_raw = params.get("status");
-    let language = params.get("language");
-    let mut errors = Vec::new();
-    let status = status_raw.and_then(rules::TemplateStatus::parse);
-    if status_raw.is_some() && status.is_none() {
-        errors.push(FieldError::new(
-            "status",
-            format!("must be one of {}", rules::TemplateStatus::names()),
-        ));
-    }
-    if let Some(l) = language {
+    let mut q = ListQuery::parse(query.as_deref(), &["status", "language"])?;
+    let status = q.filter("status", |s| {
+        rules::TemplateStatus::parse(s)
+            .ok_or_else(|| format!("must be one of {}", rules::TemplateStatus::names()))
+    });
+    let language = q.filter("language", |l| {
+        let mut errors = Vec::new();
         rules::check_language("language", l, &mut errors);
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::fields(errors));
-    }
-    let list = ListRequest::parse(
-        &state,
-        &auth,
-        &params,
-        "templates",
-        &[("status", status_raw), ("language", language)],
-    )?;
+        match errors.pop() {
+            None => Ok(l.to_string()),
+            Some(e) => Err(e.message),
+        }
+    });
+    let list = q.finish(&state, &auth, "templates", &[])?;
+    let language = language.as_deref();
     let after = list.after_ts_id()?;
     let rows = state
         .db

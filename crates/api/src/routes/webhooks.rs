@@ -3,8 +3,8 @@
 
 use crate::auth::{Authed, perm};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, QueryParams, path_id};
-use crate::pagination::{ListRequest, Page};
+use crate::extract::{ApiJson, path_id};
+use crate::pagination::{ListQuery, Page};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -145,8 +145,12 @@ pub async fn list_subscriptions(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<WebhookSubscription>>, ApiError> {
-    let params = QueryParams::parse(query.as_deref(), &["limit", "cursor"])?;
-    let list = ListRequest::parse(&state, &auth, &params, "webhook-subscriptions", &[])?;
+    let list = ListQuery::parse(query.as_deref(), &[])?.finish(
+        &state,
+        &auth,
+        "webhook-subscriptions",
+        &[],
+    )?;
     let after = match list.after.as_deref() {
         None => None,
         Some([id]) => Some(
@@ -353,23 +357,15 @@ pub async fn list_deliveries(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Page<WebhookAttempt>>, ApiError> {
     let id = path_id(&id)?;
-    let params = QueryParams::parse(query.as_deref(), &["status", "limit", "cursor"])?;
-    let status_raw = params.get("status");
-    let status = match status_raw {
-        None => None,
-        Some(s) => Some(AttemptStatus::parse(s).ok_or_else(|| {
-            ApiError(Problem::field("status", "must be one of succeeded, failed"))
-        })?),
-    };
-    let list = ListRequest::parse(
+    let mut q = ListQuery::parse(query.as_deref(), &["status"])?;
+    let status = q.filter("status", |s| {
+        AttemptStatus::parse(s).ok_or_else(|| "must be one of succeeded, failed".into())
+    });
+    let list = q.finish(
         &state,
         &auth,
-        &params,
         "webhook-deliveries",
-        &[
-            ("webhook_id", Some(&id.to_string())),
-            ("status", status_raw),
-        ],
+        &[("webhook_id", Some(&id.to_string()))],
     )?;
     let before = list.after_ts_id()?;
     state

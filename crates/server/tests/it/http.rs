@@ -217,6 +217,37 @@ async fn pagination(app: &TestApp) {
     assert!(s == 400, "{s} {b}");
     assert_error(s, &h, &b, 400, "validation_failed");
 
+    // Every list reads its query in one place: a bad filter, limit and cursor are named
+    // together.
+    for (path, filters) in [
+        (
+            "/api/public/v1/templates?status=nope&language=x&limit=0&cursor=abc",
+            vec!["status", "language"],
+        ),
+        (
+            "/api/public/v1/conversations?window_state=ajar&contact_id=1&limit=0&cursor=abc",
+            vec!["contact_id", "window_state"],
+        ),
+        (
+            "/api/public/v1/contacts?updated_since=yesterday&limit=0&cursor=abc",
+            vec!["updated_since"],
+        ),
+    ] {
+        let (s, h, b) = app.get(path, Some(&key)).await;
+        assert_error(s, &h, &b, 400, "validation_failed");
+        let mut named: Vec<&str> = b["details"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        named.sort_unstable();
+        let mut want = filters.clone();
+        want.extend(["cursor", "limit"]);
+        want.sort_unstable();
+        assert_eq!(named, want, "{path}: {b}");
+    }
+
     // Tampered and foreign cursors.
     let (_, _, first) = app
         .get("/api/public/v1/phone-numbers?limit=2", Some(&key))
