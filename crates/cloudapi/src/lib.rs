@@ -24,11 +24,10 @@ pub use error::{
     outcome_unknown_failure, retry_class,
 };
 pub use notification::{
-    Change, Contact, Conversation, DeliveryStatus, Entry, InboundContent, InboundContext,
-    InboundLocation, InboundMedia, InboundMessage, InteractiveReply, MessagesValue, Metadata,
-    Notification, ParseError, Pricing, Sender, StatusUpdate, TemplateCategoryUpdate, TemplateEvent,
-    TemplateStatusUpdate, UserIdChange, UserIdUpdates, parse_notification,
-    parse_notification_value,
+    Change, Contact, Conversation, DeliveryStatus, Entry, IdentityChange, Ids, InboundContent,
+    InboundContext, InboundLocation, InboundMedia, InboundMessage, InteractiveReply, MessagesValue,
+    Metadata, Notification, ParseError, Pricing, Sender, StatusUpdate, TemplateCategoryUpdate,
+    TemplateEvent, TemplateStatusUpdate, parse_notification, parse_notification_value,
 };
 pub use send::{
     Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MarkReadPayload, MediaSource,

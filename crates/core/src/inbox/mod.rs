@@ -13,7 +13,7 @@ mod inbound;
 
 use std::collections::HashSet;
 
-use tern_cloudapi::{MessagesValue, Sender, StatusUpdate, UserIdUpdates};
+use tern_cloudapi::{MessagesValue, Sender, StatusUpdate};
 use tern_domain::message::{Precision, Status};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Identity, StoreError};
@@ -84,9 +84,6 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         report.templates_updated +=
             crate::templates::apply_category_update(db, waba, update).await?;
     }
-    for (_waba, updates) in notification.user_id_updates() {
-        apply_user_id_updates(db, updates, &mut report).await?;
-    }
     Ok(report)
 }
 
@@ -116,45 +113,6 @@ async fn number_org(
         report.unknown_numbers += 1;
     }
     Ok(number.map(|n| n.org_id))
-}
-
-/// The network issued customers new BSUIDs (`user_id_update`).
-async fn apply_user_id_updates(
-    db: &Db,
-    v: &UserIdUpdates,
-    report: &mut Report,
-) -> Result<(), StoreError> {
-    let Some(org_id) = number_org(db, v.metadata.phone_number_id.as_deref(), report).await? else {
-        return Ok(());
-    };
-    let now = now_ms();
-    for c in &v.changes {
-        let changed = match c.previous_user_id.as_deref() {
-            Some(previous) => db
-                .replace_user_id(
-                    org_id,
-                    previous,
-                    &c.user_id,
-                    c.wa_id.as_deref(),
-                    c.parent_user_id.as_deref(),
-                    now,
-                )
-                .await?
-                .is_some(),
-            // Without the old id, the phone names the customer.
-            None => {
-                let who = Identity {
-                    wa_id: c.wa_id.as_deref(),
-                    user_id: Some(&c.user_id),
-                    parent_user_id: c.parent_user_id.as_deref(),
-                    username: None,
-                };
-                c.wa_id.is_some() && db.observe_identity(org_id, &who, now).await?.is_some()
-            }
-        };
-        report.contacts_updated += usize::from(changed);
-    }
-    Ok(())
 }
 
 async fn apply_messages_value(
