@@ -13,6 +13,7 @@ mod contacts;
 mod crash_safety;
 mod customers;
 mod http;
+mod inbox_hardening;
 mod limits;
 mod media;
 mod messages;
