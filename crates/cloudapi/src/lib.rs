@@ -5,7 +5,8 @@
 //! * [`error`]: Graph error parsing, [`RetryClass`] and Tern failure codes;
 //! * [`client`]: [`CloudApiClient`] (reqwest/rustls) for send, media, templates and numbers,
 //!   with [`SendError`] separating "never sent" from "outcome unknown";
-//! * [`signature`]: `X-Hub-Signature-256` signing and constant-time verification;
+//! * [`signature`]: `X-Hub-Signature-256` signing and constant-time verification, and the
+//!   subscription handshake (`hub.*`);
 //! * [`notification`]: a tolerant parser for the network's webhook notifications.
 
 pub mod client;
@@ -34,4 +35,4 @@ pub use send::{
     MessageContent, Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template,
     TemplateLanguage, Text,
 };
-pub use signature::{SIGNATURE_HEADER, sign, verify_signature};
+pub use signature::{SIGNATURE_HEADER, sign, subscription_challenge, verify_signature};

@@ -2,7 +2,8 @@
 //! type's object in the network's shape), `reply_to` and `referral`; an edit or a deletion
 //! changes the original message instead of adding one (and, arriving before it, creates
 //! the message under the original's wamid); a customer who changed BSUID or phone (the
-//! `system` messages `user_changed_user_id`, `user_changed_number`) keeps their contact.
+//! network's notice, read by `tern_cloudapi::InboundMessage::identity_change`) keeps their
+//! contact.
 
 use serde_json::Value;
 use tern_cloudapi::{Ids, InboundContent, InboundMedia, InboundMessage, MessagesValue};
