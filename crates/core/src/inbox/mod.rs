@@ -111,7 +111,11 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         apply_messages_value(db, value, &mut report).await?;
     }
     for (waba, update) in notification.template_updates() {
-        let key = update.message_template_id.clone().unwrap_or_default();
+        let key = template_key(
+            update.message_template_id.as_deref(),
+            update.name.as_deref(),
+            update.language.as_deref(),
+        );
         let mut done = 0;
         let outcome = async {
             done = crate::templates::apply_network_update(db, waba, update).await?;
@@ -121,7 +125,11 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         report.templates_updated += done;
     }
     for (waba, update) in notification.template_category_updates() {
-        let key = update.message_template_id.clone().unwrap_or_default();
+        let key = template_key(
+            update.message_template_id.as_deref(),
+            update.name.as_deref(),
+            update.language.as_deref(),
+        );
         let mut done = 0;
         let outcome = async {
             done = crate::templates::apply_category_update(db, waba, update).await?;
@@ -131,6 +139,18 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         report.templates_updated += done;
     }
     Ok(report)
+}
+
+/// Names a template update within its batch: its id, else its name and language.
+fn template_key(id: Option<&str>, name: Option<&str>, language: Option<&str>) -> String {
+    match id {
+        Some(id) => id.to_owned(),
+        None => format!(
+            "{}:{}",
+            name.unwrap_or_default(),
+            language.unwrap_or_default()
+        ),
+    }
 }
 
 /// Replaces every U+0000 in the strings (and keys) of `v` by U+FFFD: the databases cannot
@@ -266,7 +286,11 @@ async fn apply_messages_value(
                     .is_some();
                 Ok::<(), StoreError>(())
             };
-            let key = who.user_id.clone().unwrap_or_default();
+            let key = who
+                .user_id
+                .clone()
+                .or_else(|| who.username.clone())
+                .unwrap_or_default();
             isolated(report, "identity", key, &s.raw, outcome).await?;
             report.contacts_updated += usize::from(observed);
         }
