@@ -401,19 +401,17 @@ def test_template_updates_and_summary(world, templates):
     assert {t.name for t in listed} == {"order_update", "login_code"}
 
 
-def test_user_id_update_reaches_pywa_raw(world, zoe):
+def test_a_new_phone_reaches_pywa_as_a_number_change(world):
     ups = world["updates"]
-    item = control(world, "POST", "/_sim/user_id_update", {"username": "zoe.tern", "new_user_id": "US.99"})
-    assert item["previous_user_id"] == zoe["user_id"]
-    field, raw, typed = wait_for(
-        "the user_id_update webhook",
-        lambda: next((r for r in list(ups.raw) if r[0] == "user_id_update"), None),
-    )
-    # pywa 4.5.0 has no type for this field: it reaches the raw-update handler only
-    assert typed is None
+    control(world, "POST", "/_sim/customers", {"wa_id": "16505550123", "profile_name": "Bea"}, status=201)
+    change = control(world, "POST", "/_sim/identity_change", {"wa_id": "16505550123", "new_wa_id": "16505550124"})
+    # the network's shape: one `user_changed_number` system message, no `contacts`
+    c = ups.one("the number change", types.PhoneNumberChange, lambda u: u.id == change["wamids"][0])
+    assert c.old_wa_id == "16505550123" and c.new_wa_id == "16505550124"
+    _, raw, _ = wait_for("its raw update", lambda: next((r for r in list(ups.raw) if r[2] is c), None))
     value = raw["entry"][0]["changes"][0]["value"]
-    assert value["metadata"]["phone_number_id"] == PNID
-    assert value["user_id_update"][0]["user_id"] == "US.99"
+    assert "contacts" not in value
+    assert value["messages"][0]["system"]["user_id"] == change["user_id"]
 
 
 def test_every_webhook_parsed(world):
@@ -423,9 +421,9 @@ def test_every_webhook_parsed(world):
         raw = list(ups.raw)
         assert ups.bad_signatures == 0
         assert not ups.pywa_errors, ups.pywa_errors
-    # 7 inbound + 3 × 3 statuses + category, status and user id updates
+    # 7 inbound + 3 × 3 statuses + category and status updates + a number change
     assert len(raw) == 19, [f for f, _, _ in raw]
-    unparsed = [(f, json.dumps(r)[:300]) for f, r, typed in raw if typed is None and f != "user_id_update"]
+    unparsed = [(f, json.dumps(r)[:300]) for f, r, typed in raw if typed is None]
     assert not unparsed, f"pywa could not build a typed update from: {unparsed}"
     kinds = {type(t).__name__ for _, _, t in raw if t is not None}
     assert kinds >= {

@@ -5,7 +5,8 @@
 //! * [`error`]: Graph error parsing, [`RetryClass`] and Tern failure codes;
 //! * [`client`]: [`CloudApiClient`] (reqwest/rustls) for send, media, templates and numbers,
 //!   with [`SendError`] separating "never sent" from "outcome unknown";
-//! * [`signature`]: `X-Hub-Signature-256` signing and constant-time verification;
+//! * [`signature`]: `X-Hub-Signature-256` signing and constant-time verification, and the
+//!   subscription handshake (`hub.*`);
 //! * [`notification`]: a tolerant parser for the network's webhook notifications.
 
 pub mod client;
@@ -24,15 +25,14 @@ pub use error::{
     outcome_unknown_failure, retry_class,
 };
 pub use notification::{
-    Change, Contact, Conversation, DeliveryStatus, Entry, InboundContent, InboundContext,
-    InboundLocation, InboundMedia, InboundMessage, InteractiveReply, MessagesValue, Metadata,
-    Notification, ParseError, Pricing, Sender, StatusUpdate, TemplateCategoryUpdate, TemplateEvent,
-    TemplateStatusUpdate, UserIdChange, UserIdUpdates, parse_notification,
-    parse_notification_value,
+    Change, Contact, Conversation, DeliveryStatus, Entry, IdentityChange, Ids, InboundContent,
+    InboundContext, InboundLocation, InboundMedia, InboundMessage, InteractiveReply, MessagesValue,
+    Metadata, Notification, ParseError, Pricing, Sender, StatusUpdate, TemplateCategoryUpdate,
+    TemplateEvent, TemplateStatusUpdate, parse_notification, parse_notification_value,
 };
 pub use send::{
     Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MarkReadPayload, MediaSource,
     MessageContent, Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template,
     TemplateLanguage, Text,
 };
-pub use signature::{SIGNATURE_HEADER, sign, verify_signature};
+pub use signature::{SIGNATURE_HEADER, sign, subscription_challenge, verify_signature};

@@ -1,4 +1,5 @@
-//! `X-Hub-Signature-256` for network → Tern webhooks.
+//! How the network proves a webhook is its own: `X-Hub-Signature-256` on every delivery, and
+//! the subscription handshake (`hub.*`) when the callback URL is set.
 //!
 //! The header value is `sha256=` + lowercase hex of HMAC-SHA256(app secret, raw body). It
 //! must be checked against the raw request bytes: re-serialising the JSON (which the network
@@ -6,6 +7,7 @@
 
 use hmac::{KeyInit, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
@@ -51,9 +53,68 @@ pub fn verify_signature(app_secret: &[u8], raw_body: &[u8], header_value: &str) 
     m.verify_slice(&given).is_ok()
 }
 
+/// The subscription handshake: the network calls the callback URL with
+/// `GET ?hub.mode=subscribe&hub.verify_token=<token>&hub.challenge=<challenge>` and expects
+/// the challenge back. Given the request's query parameters and the configured verify token,
+/// the challenge to answer with; `None` (refuse) when no token is configured, the mode is not
+/// `subscribe`, the challenge is missing or the token differs (compared in constant time).
+pub fn subscription_challenge<'a>(
+    params: &'a [(String, String)],
+    verify_token: Option<&str>,
+) -> Option<&'a str> {
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let token_ok = match (verify_token, get("hub.verify_token")) {
+        (Some(expected), Some(given)) => bool::from(expected.as_bytes().ct_eq(given.as_bytes())),
+        _ => false,
+    };
+    match (get("hub.mode"), get("hub.challenge")) {
+        (Some("subscribe"), Some(challenge)) if token_ok => Some(challenge),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subscription_handshake() {
+        let q = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let ok = q(&[
+            ("hub.mode", "subscribe"),
+            ("hub.verify_token", "vt"),
+            ("hub.challenge", "1158201444"),
+        ]);
+        assert_eq!(subscription_challenge(&ok, Some("vt")), Some("1158201444"));
+        assert_eq!(subscription_challenge(&ok, Some("other")), None);
+        assert_eq!(
+            subscription_challenge(&ok, None),
+            None,
+            "no token configured"
+        );
+        for bad in [
+            q(&[
+                ("hub.mode", "unsubscribe"),
+                ("hub.verify_token", "vt"),
+                ("hub.challenge", "1"),
+            ]),
+            q(&[("hub.mode", "subscribe"), ("hub.verify_token", "vt")]),
+            q(&[("hub.mode", "subscribe"), ("hub.challenge", "1")]),
+            q(&[
+                ("hub.mode", "subscribe"),
+                ("hub.verify_token", "vtx"),
+                ("hub.challenge", "1"),
+            ]),
+            Vec::new(),
+        ] {
+            assert_eq!(subscription_challenge(&bad, Some("vt")), None, "{bad:?}");
+        }
+    }
 
     const SECRET: &[u8] = b"app-secret";
     const BODY: &[u8] = br#"{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[]}],"x":"caf\u00e9"}"#;

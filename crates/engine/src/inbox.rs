@@ -1,12 +1,19 @@
 //! The loop over the network's webhook batches stored in `network_inbox`: claims them with
 //! a lease, applies each with [`tern_core::inbox::apply`] (idempotent, so a batch applied
 //! twice changes nothing the second time), and backs off a batch that fails.
+//!
+//! One item never holds back the rest of its batch: `apply` applies every item it can and
+//! lists those the database refused; the batch is then retried with backoff (its applied
+//! items change nothing again), and after [`Retry::item_attempts`] attempts the items that
+//! still fail are set aside (kept in `network_inbox_set_aside`, logged, counted in
+//! `tern_network_items_set_aside_total`) and the batch is done. A database that cannot be
+//! reached fails the whole batch, which is retried until it can.
 
 use futures::StreamExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 use tern_domain::time::now_ms;
-use tern_store::{Db, StoreError};
+use tern_store::{Db, SetAside, StoreError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +35,39 @@ fn concurrency(db: &Db) -> usize {
 }
 
 pub use tern_core::inbox::Report;
+
+/// How a failing batch is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Delay before the second attempt, doubled for each further one…
+    pub first_delay_ms: i64,
+    /// …up to this.
+    pub max_delay_ms: i64,
+    /// Attempts of a batch after which its items that still cannot be applied are set
+    /// aside.
+    pub item_attempts: i64,
+}
+
+impl Default for Retry {
+    /// 2 s, 4 s, … 5 min; items are set aside after 8 attempts (about 8 minutes).
+    fn default() -> Self {
+        Self {
+            first_delay_ms: 2_000,
+            max_delay_ms: 300_000,
+            item_attempts: 8,
+        }
+    }
+}
+
+impl Retry {
+    /// The delay after attempt `attempts` failed.
+    fn delay_ms(&self, attempts: i64) -> i64 {
+        let doubled = self
+            .first_delay_ms
+            .saturating_mul(1 << (attempts - 1).clamp(0, 16));
+        doubled.min(self.max_delay_ms)
+    }
+}
 
 /// Runs until cancelled, woken when a batch is stored and every second regardless (so a
 /// batch stored by another instance, or one whose lease expired, is picked up). Batches are
@@ -56,6 +96,11 @@ pub async fn drain(db: &Db) -> Result<Report, StoreError> {
 
 /// [`drain`], writing the batches' effects through `apply_db` (see [`run`]).
 pub async fn drain_with(db: &Db, apply_db: &Db) -> Result<Report, StoreError> {
+    drain_with_retry(db, apply_db, Retry::default()).await
+}
+
+/// [`drain_with`] with another retry schedule (tests use a short one).
+pub async fn drain_with_retry(db: &Db, apply_db: &Db, retry: Retry) -> Result<Report, StoreError> {
     let mut total = Report::default();
     loop {
         let items = db.claim_inbox(BATCH, LEASE_MS, now_ms()).await?;
@@ -67,16 +112,27 @@ pub async fn drain_with(db: &Db, apply_db: &Db) -> Result<Report, StoreError> {
         // while the loop waits for a connection.
         let mut done = futures::stream::iter(items)
             .map(|item| async move {
+                let retry_at = now_ms() + retry.delay_ms(item.attempts);
                 match process_body(apply_db, &item.body).await {
-                    Ok(report) => db
+                    Ok(report) if report.failed.is_empty() => db
                         .mark_inbox_processed(item.id, now_ms())
                         .await
                         .map(|()| Some(report)),
+                    Ok(report) if item.attempts < retry.item_attempts => {
+                        let first = report.failed.first().map(|f| f.error.as_str());
+                        tracing::warn!(inbox_id = %item.id, failed = report.failed.len(),
+                            attempts = item.attempts, "inbox batch items failed; will retry");
+                        db.mark_inbox_failed(item.id, first.unwrap_or_default(), retry_at)
+                            .await
+                            .map(|()| Some(report))
+                    }
+                    Ok(report) => set_aside(db, item.id, item.attempts, &report)
+                        .await
+                        .map(|()| Some(report)),
                     Err(e) => {
-                        // Back off: 2 s, 4 s, … capped at 5 min; the batch stays until it works.
-                        let delay = (2_000i64 << item.attempts.clamp(0, 8)).min(300_000);
+                        // The database could not be reached: the batch stays until it works.
                         tracing::warn!(inbox_id = %item.id, error = %e, "inbox batch failed");
-                        db.mark_inbox_failed(item.id, &e.to_string(), now_ms() + delay)
+                        db.mark_inbox_failed(item.id, &e.to_string(), retry_at)
                             .await
                             .map(|()| None)
                     }
@@ -89,6 +145,35 @@ pub async fn drain_with(db: &Db, apply_db: &Db) -> Result<Report, StoreError> {
             }
         }
     }
+}
+
+/// Keeps the items of a batch that still fail after its retries apart, and the batch done.
+async fn set_aside(
+    db: &Db,
+    inbox_id: uuid::Uuid,
+    attempts: i64,
+    report: &Report,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    let items: Vec<SetAside> = report
+        .failed
+        .iter()
+        .map(|f| {
+            tracing::error!(inbox_id = %inbox_id, kind = f.kind, key = %f.key, error = %f.error,
+                attempts, "network item set aside: it could not be applied");
+            metrics::counter!("tern_network_items_set_aside_total", "kind" => f.kind).increment(1);
+            SetAside {
+                inbox_id,
+                kind: f.kind.to_string(),
+                item_key: f.key.clone(),
+                item: f.item.clone().into_bytes(),
+                error: f.error.clone(),
+                attempts,
+                created_at: now,
+            }
+        })
+        .collect();
+    db.set_aside_inbox(inbox_id, &items, now).await
 }
 
 /// Applies one stored batch (see [`tern_core::inbox::apply`]).

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::NumberSpec;
-use crate::customers::{CustomerSpec, UserIdUpdateRequest};
+use crate::customers::{CustomerSpec, IdentityChangeRequest};
 use crate::model::{
     ForceRequest, NumberPatch, RecipientSpec, TemplateCategoryChange, TemplateSeed,
     TemplateStatusChange, digits,
@@ -55,7 +55,7 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/_sim/numbers/{id}/force", post(force).delete(clear_force))
         .route("/_sim/recipients", get(list_customers).post(add_recipient))
         .route("/_sim/customers", get(list_customers).post(add_customer))
-        .route("/_sim/user_id_update", post(user_id_update))
+        .route("/_sim/identity_change", post(identity_change))
         .route("/_sim/inbound", post(inbound))
         .route("/_sim/windows", post(set_window))
         .route("/_sim/clock", get(clock))
@@ -125,11 +125,11 @@ async fn add_customer(
     created(to_value(&c))
 }
 
-async fn user_id_update(
+async fn identity_change(
     State(sim): State<Arc<Sim>>,
-    b: Result<Json<UserIdUpdateRequest>, JsonRejection>,
+    b: Result<Json<IdentityChangeRequest>, JsonRejection>,
 ) -> CtlResult {
-    ok(sim.update_user_id(body(b)?)?)
+    ok(sim.change_identity(body(b)?)?)
 }
 
 async fn add_recipient(

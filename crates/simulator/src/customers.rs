@@ -75,13 +75,16 @@ pub struct CustomerRef {
     pub username: Option<String>,
 }
 
-/// `POST /_sim/user_id_update` body.
+/// `POST /_sim/identity_change` body: a customer gets a new BSUID, or a new phone number
+/// (and with it, as on the network, a new BSUID).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UserIdUpdateRequest {
+pub struct IdentityChangeRequest {
     pub wa_id: Option<String>,
     pub user_id: Option<String>,
     pub username: Option<String>,
+    /// The new phone number (separators allowed); only for a customer whose phone is shown.
+    pub new_wa_id: Option<String>,
     /// The new BSUID (default: derived from the old one).
     pub new_user_id: Option<String>,
     /// Number whose webhook metadata is used (default: one webhook per registered number).
@@ -467,9 +470,14 @@ impl Sim {
         self.lock().customers.values().cloned().collect()
     }
 
-    /// Give a customer a new BSUID and send `user_id_update` (one webhook per number, or for
-    /// `phone_number_id` only). Returns the update item.
-    pub fn update_user_id(&self, req: UserIdUpdateRequest) -> Result<Value, CtlError> {
+    /// Give a customer a new BSUID, or a new phone number and with it a new BSUID, and tell
+    /// the business as the network does, with a `system` message on the `messages` field (one
+    /// webhook per number, or for `phone_number_id` only) and no `contacts`:
+    /// `user_changed_number` (old phone in `from`, new one in `system.wa_id`, new BSUID in
+    /// `system.user_id`) or `user_changed_user_id` (new BSUID in `system.user_id`, old one in
+    /// `system.previous_user_id`, no `from`). Returns the customer's identifiers before and
+    /// after, and the wamids.
+    pub fn change_identity(&self, req: IdentityChangeRequest) -> Result<Value, CtlError> {
         let who = CustomerRef {
             wa_id: req.wa_id,
             user_id: req.user_id,
@@ -485,6 +493,23 @@ impl Sim {
             .find_customer(&who)
             .cloned()
             .ok_or_else(|| CtlError::not_found("unknown customer"))?;
+        let new_phone = match req.new_wa_id.as_deref().map(digits) {
+            None => None,
+            Some(p) if p.is_empty() => {
+                return Err(CtlError::bad_request("new_wa_id must contain digits"));
+            }
+            Some(_) if c.wa_id.is_none() => {
+                return Err(CtlError::bad_request(
+                    "the network does not show this customer's phone number",
+                ));
+            }
+            Some(p) if c.wa_id.as_deref() == Some(p.as_str()) || st.customers.contains_key(&p) => {
+                return Err(CtlError::bad_request(format!(
+                    "wa_id {p} is already in use"
+                )));
+            }
+            Some(p) => Some(p),
+        };
         let new_id = match req.new_user_id {
             Some(id) if !is_bsuid(&id) => {
                 return Err(CtlError::bad_request(format!(
@@ -515,40 +540,63 @@ impl Sim {
                 all
             }
         };
-        if let Some(stored) = st.customers.get_mut(&c.key) {
-            stored.user_id.clone_from(&new_id);
+        let mut changed = c.clone();
+        changed.user_id.clone_from(&new_id);
+        if let Some(p) = &new_phone {
+            // The phone is the customer's key: windows follow it.
+            changed.wa_id = Some(p.clone());
+            changed.key.clone_from(p);
+            st.customers.remove(&c.key);
+            let windows: Vec<_> = st
+                .windows
+                .keys()
+                .filter(|(_, k)| *k == c.key)
+                .cloned()
+                .collect();
+            for (pnid, old_key) in windows {
+                if let Some(t) = st.windows.remove(&(pnid.clone(), old_key)) {
+                    st.windows.insert((pnid, p.clone()), t);
+                }
+            }
         }
+        st.customers.insert(changed.key.clone(), changed.clone());
         let now = st.now_secs();
-        drop(st);
-        let mut item = json!({
-            "previous_user_id": c.user_id,
-            "user_id": new_id,
-            "timestamp": now.to_string(),
-        });
-        if let Some(p) = &c.wa_id {
-            item["wa_id"] = json!(p);
-        }
-        if let Some(p) = &c.parent_user_id {
-            item["parent_user_id"] = json!(p);
-        }
+        let name = c.profile_name.clone().unwrap_or_else(|| "User".to_owned());
+        let mut messages = Vec::new();
+        let mut wamids = Vec::new();
         for n in &numbers {
-            let value = json!({
-                "messaging_product": "whatsapp",
-                "metadata": {
-                    "display_phone_number": n.display_digits(),
-                    "phone_number_id": n.id,
-                },
-                "user_id_update": [item.clone()],
-            });
+            let wamid = st.wamid(changed.wa_id.as_deref().unwrap_or(&new_id), false);
+            wamids.push(wamid.clone());
+            let message = match (&c.wa_id, &new_phone) {
+                (Some(old), Some(new)) => json!({
+                    "from": old, "id": wamid, "timestamp": now.to_string(), "type": "system",
+                    "system": {"body": format!("{name} changed from {old} to {new}"),
+                               "wa_id": new, "user_id": new_id, "type": "user_changed_number"}}),
+                _ => json!({
+                    "id": wamid, "timestamp": now.to_string(), "type": "system",
+                    "system": {"body": format!("User changed from {} to {new_id}", c.user_id),
+                               "user_id": new_id, "previous_user_id": c.user_id,
+                               "type": "user_changed_user_id"}}),
+            };
+            messages.push((n.clone(), message));
+        }
+        drop(st);
+        for (n, message) in messages {
             self.queue(
-                n,
-                OutKind::Field {
-                    field: "user_id_update",
-                    value,
+                &n,
+                OutKind::Inbound {
+                    contact: None,
+                    message,
                 },
             );
         }
-        Ok(item)
+        Ok(json!({
+            "previous_wa_id": c.wa_id,
+            "wa_id": changed.wa_id,
+            "previous_user_id": c.user_id,
+            "user_id": new_id,
+            "wamids": wamids,
+        }))
     }
 }
 

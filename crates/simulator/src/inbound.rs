@@ -156,7 +156,7 @@ impl Sim {
         self.queue(
             &number,
             OutKind::Inbound {
-                contact,
+                contact: Some(contact),
                 message: body,
             },
         );

@@ -42,7 +42,7 @@ use tokio::task::JoinHandle;
 
 pub use config::{NumberSpec, ReviewMode, SimArgs};
 pub use customers::{
-    Customer, CustomerSpec, UserIdUpdateRequest, derive_bsuid, is_bsuid, is_parent_bsuid,
+    Customer, CustomerSpec, IdentityChangeRequest, derive_bsuid, is_bsuid, is_parent_bsuid,
 };
 pub use graph::{ERROR_HREF, GraphErr, webhook_error};
 pub use media::sample_media;
@@ -172,9 +172,10 @@ impl SimHandle {
         self.sim.customers()
     }
 
-    /// Give a customer a new BSUID and send `user_id_update`; returns the update item.
-    pub fn update_user_id(&self, req: UserIdUpdateRequest) -> Result<Value, SimError> {
-        Ok(self.sim.update_user_id(req)?)
+    /// Give a customer a new BSUID or phone and send the network's identity-change `system`
+    /// messages (see `POST /_sim/identity_change`).
+    pub fn change_identity(&self, req: IdentityChangeRequest) -> Result<Value, SimError> {
+        Ok(self.sim.change_identity(req)?)
     }
 
     /// Queue a forced reaction for the next `times` sends on `pnid`.

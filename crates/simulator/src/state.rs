@@ -64,15 +64,14 @@ pub enum OutKind {
         status: Value,
         contact: Option<Value>,
     },
+    /// A `messages[]` item and, except for the network's identity-change notices, the
+    /// sender's `contacts[]` entry.
     Inbound {
-        contact: Value,
+        contact: Option<Value>,
         message: Value,
     },
-    /// A change of its own `field` (template updates, `user_id_update`), one per event.
-    Field {
-        field: &'static str,
-        value: Value,
-    },
+    /// A change of its own `field` (template updates), one per event.
+    Field { field: &'static str, value: Value },
 }
 
 /// Token bucket used for throughput and pair rate limits.

@@ -86,7 +86,7 @@ pub fn envelope(batch: &[Outgoing], now: i64) -> Value {
                 continue;
             }
             OutKind::Status { status, contact } => ("statuses", status, contact.as_ref()),
-            OutKind::Inbound { message, contact } => ("messages", message, Some(contact)),
+            OutKind::Inbound { message, contact } => ("messages", message, contact.as_ref()),
         };
         let slot = slots
             .iter()
@@ -128,7 +128,7 @@ pub fn envelope(batch: &[Outgoing], now: i64) -> Value {
     let entry: Vec<Value> = entries
         .into_iter()
         .map(|(waba, changes)| {
-            // per-WABA events (templates, user id updates) carry the entry's `time`
+            // per-WABA events (templates) carry the entry's `time`
             let has_field_event = changes.iter().any(|c| c["field"] != "messages");
             let mut e = json!({"id": waba, "changes": changes});
             if has_field_event {
@@ -281,7 +281,7 @@ mod tests {
                 "w1",
                 "p1",
                 OutKind::Inbound {
-                    contact: json!({"wa_id": "1", "user_id": "US.1"}),
+                    contact: Some(json!({"wa_id": "1", "user_id": "US.1"})),
                     message: json!({"id": "m"}),
                 },
             ),

@@ -76,6 +76,7 @@ const COMPOSITE_PRIMARY_KEYS: &[(&str, &str)] = &[
     ("media_network", "media_id_phone_number_id"),
     ("media_import_slots", "org_id_slot"),
     ("inbound_media", "org_id_wamid"),
+    ("network_inbox_set_aside", "inbox_id_kind_item_key"),
 ];
 
 /// SQLite reports `UNIQUE constraint failed: members.org_id, members.email` instead of a

@@ -3,8 +3,8 @@
 //! who uses a username. A contact is found by `user_id` first, then by `wa_id`; identifiers
 //! the network reveals later are learned; when one notification shows that two contacts are
 //! the same customer (its BSUID is on one, its phone on the other) they are merged into the
-//! older one, whose id survives; the network's BSUID replacement (`user_id_update`) moves a
-//! contact to its new BSUID.
+//! older one, whose id survives; a customer's change of BSUID or phone moves their contact
+//! to the new identifiers.
 //!
 //! Every change runs in one write transaction with the contacts involved locked, so two
 //! notifications about one customer cannot create two contacts or merge twice.
@@ -109,44 +109,34 @@ impl Db {
         Ok(observed)
     }
 
-    /// The network replaced a customer's BSUID (`previous` → `user_id`): the contact holding
-    /// `previous` (or, if none does, the phone `wa_id`) takes `user_id`; a contact already
-    /// holding `user_id` is merged with it. `None` when no contact matches.
-    pub async fn replace_user_id(
+    /// A customer's identifiers changed (a new BSUID, a new phone): the contact holding
+    /// `previous`'s BSUID or phone (two such contacts are first merged) takes every
+    /// identifier `current` gives; a contact already holding one of those is merged with
+    /// it (the older one survives). `None` when no contact holds `previous`.
+    pub async fn change_identity(
         &self,
         org_id: Uuid,
-        previous: &str,
-        user_id: &str,
-        wa_id: Option<&str>,
-        parent_user_id: Option<&str>,
+        previous: &Identity<'_>,
+        current: &Identity<'_>,
         at: i64,
     ) -> Result<Option<Observed>> {
         let mut tx = self.begin().await?;
-        let old = Identity {
-            user_id: Some(previous),
-            wa_id,
-            ..Identity::default()
-        };
-        let Some(found) = tx.resolve(org_id, &old, None, at).await? else {
+        let Some(found) = tx.resolve(org_id, previous, None, at).await? else {
             return Ok(None);
         };
         let mut contact = found.contact;
         let mut merged = found.merged;
-        let holder = Identity {
-            user_id: Some(user_id),
-            ..Identity::default()
-        };
-        let holders = tx.lock_matching(org_id, &holder).await?;
-        if let Some(other) = holders.into_iter().find(|c| c.id != contact.id) {
-            let (survivor, loser) = older_first(contact, other);
-            merged = Some(loser.id);
-            contact = tx.merge(survivor, loser, at).await?;
+        if current.is_known() {
+            for other in tx.lock_matching(org_id, current).await? {
+                if other.id == contact.id {
+                    continue;
+                }
+                let (survivor, loser) = older_first(contact, other);
+                merged = Some(loser.id);
+                contact = tx.merge(survivor, loser, at).await?;
+            }
         }
-        let mut next = contact.clone();
-        next.user_id = Some(user_id.to_string());
-        if let Some(p) = parent_user_id {
-            next.parent_user_id = Some(p.to_string());
-        }
+        let next = learned(&contact, current, None);
         let mut contact = if next == contact {
             contact
         } else {

@@ -59,7 +59,7 @@ pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use media::{InboundMediaJob, InboundMediaState, Media, MediaSource, NewInboundMedia};
 pub use messages::{Inserted, Message, ReplyTo, StatusChange, Touched};
-pub use network_inbox::InboxItem;
+pub use network_inbox::{InboxItem, SetAside};
 pub use orgs::{Member, Org};
 pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};
 pub use phone_numbers::PhoneNumber;

@@ -18,6 +18,24 @@ pub struct InboxItem {
     pub attempts: i64,
 }
 
+/// An item of a batch that could not be applied after the batch's retries, kept apart
+/// ([`Db::set_aside_inbox`]) while the rest of the batch was applied.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SetAside {
+    pub inbox_id: Uuid,
+    /// What the item is (e.g. `message`, `status`).
+    pub kind: String,
+    /// Which one within its batch (e.g. its wamid).
+    pub item_key: String,
+    /// The item as received.
+    pub item: Vec<u8>,
+    /// The last failure.
+    pub error: String,
+    /// Attempts of its batch.
+    pub attempts: i64,
+    pub created_at: i64,
+}
+
 /// Claims the oldest due batches: `$1` limit, `$2` now, `$3` lease end.
 macro_rules! claim_sql {
     ($($lock:literal)?) => {
@@ -115,6 +133,57 @@ impl Db {
             return Err(StoreError::NotFound);
         }
         Ok(())
+    }
+
+    /// Keeps `items` of batch `id` apart and marks the batch processed at `at`, in one
+    /// transaction: the rest of the batch was applied, these could not be. An item already
+    /// kept (a repeated call) is left as it is. `NotFound` if the batch is missing.
+    pub async fn set_aside_inbox(&self, id: Uuid, items: &[SetAside], at: i64) -> Result<()> {
+        with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            for i in items {
+                sqlx::query(
+                        "INSERT INTO network_inbox_set_aside \
+                         (inbox_id, item_key, kind, item, error, attempts, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                         ON CONFLICT (inbox_id, kind, item_key) DO NOTHING")
+                    .bind(id)
+                    .bind(&i.item_key)
+                    .bind(&i.kind)
+                    .bind(&i.item)
+                    .bind(&i.error)
+                    .bind(i.attempts)
+                    .bind(at)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let done = sqlx::query(
+                    "UPDATE network_inbox SET processed_at = $2, locked_until = NULL, \
+                     error = NULL WHERE id = $1")
+                .bind(id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if done == 0 {
+                // Rolled back: nothing is kept for a batch that does not exist.
+                return Err(StoreError::NotFound);
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// The items set aside, oldest first, at most `limit`.
+    pub async fn list_set_aside_inbox(&self, limit: i64) -> Result<Vec<SetAside>> {
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, SetAside>(
+                "SELECT inbox_id, kind, item_key, item, error, attempts, created_at \
+                 FROM network_inbox_set_aside ORDER BY created_at, inbox_id, kind, item_key \
+                 LIMIT $1")
+            .bind(limit)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows)
     }
 
     /// Batches not processed yet (claimed or not): a backlog gauge.

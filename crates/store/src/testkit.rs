@@ -84,6 +84,16 @@ async fn try_fresh_postgres() -> Result<Db> {
 }
 
 impl Db {
+    /// Runs `sql` (one or more statements, as written for this backend) on a test database:
+    /// tests provoke failures with it (e.g. a trigger that makes the database refuse a row).
+    pub async fn execute_test_sql(&self, sql: &str) -> Result<()> {
+        crate::db::with_pool!(self, pool => sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(pool)
+            .await
+            .map(|_| ()))?;
+        Ok(())
+    }
+
     /// Closes a [`fresh_postgres`] database and drops its schema. Refuses (with
     /// `InvalidUrl`) anything that is not a PostgreSQL test schema (`t_…`).
     pub async fn drop_test_schema(self) -> Result<()> {

@@ -13,7 +13,6 @@ use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use subtle::ConstantTimeEq;
 use tern_domain::{ErrorCode, Problem};
 
 /// Batches of hundreds of entries stay far below this.
@@ -28,22 +27,17 @@ pub fn router() -> Router<AppState> {
     )
 }
 
-/// The subscription handshake: echo `hub.challenge` when `hub.verify_token` matches.
+/// The subscription handshake (`tern_cloudapi::subscription_challenge` decides).
 async fn verify(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
-    let pairs: Vec<(String, String)> =
+    let params: Vec<(String, String)> =
         serde_urlencoded::from_str(query.as_deref().unwrap_or_default()).unwrap_or_default();
-    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let token_ok = match (&state.network.verify_token, get("hub.verify_token")) {
-        (Some(expected), Some(given)) => bool::from(expected.as_bytes().ct_eq(given.as_bytes())),
-        _ => false,
-    };
-    match (get("hub.mode"), get("hub.challenge")) {
-        (Some("subscribe"), Some(challenge)) if token_ok => (
+    match tern_cloudapi::subscription_challenge(&params, state.network.verify_token.as_deref()) {
+        Some(challenge) => (
             [(header::CONTENT_TYPE, "text/plain")],
             challenge.to_string(),
         )
             .into_response(),
-        _ => ApiError(
+        None => ApiError(
             Problem::new(ErrorCode::PermissionDenied)
                 .with_message("The verification token does not match.")
                 .with_detail("reason", "verify_token_mismatch")

@@ -1,14 +1,11 @@
 //! Who a notification is about: the sender of a message and the recipient of a status,
 //! from the message's own fields completed by `value.contacts[]` (BSUIDs, usernames; 2026),
-//! and the network's BSUID replacements (`user_id_update`).
+//! and what an identity-change system message (`user_changed_user_id`,
+//! `user_changed_number`) says changed.
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::{
-    Contact, InboundMessage, MessagesValue, Metadata, StatusUpdate, ident, int, parse_metadata,
-    string,
-};
+use super::{Contact, InboundContent, InboundMessage, MessagesValue, StatusUpdate};
 
 impl MessagesValue {
     /// Profile name of a sender, from `contacts[]`.
@@ -22,9 +19,11 @@ impl MessagesValue {
     /// Everything known about the sender of `m`: the message's own `from` /
     /// `from_user_id` / `from_parent_user_id`, completed from the matching `contacts[]` entry
     /// (matched by user id first, then by wa_id; when the message names neither and the value
-    /// has exactly one contact, that one).
+    /// has exactly one contact, that one — except for a `system` message, which the network
+    /// sends without `contacts`, so a lone contact is another message's sender).
     pub fn sender(&self, m: &InboundMessage) -> Sender {
-        let contact = self.matching_contact(m.from_user_id.as_deref(), m.from.as_deref(), true);
+        let single = !matches!(m.content, InboundContent::System { .. });
+        let contact = self.matching_contact(m.from_user_id.as_deref(), m.from.as_deref(), single);
         Sender::merge(
             m.from.as_deref(),
             m.from_user_id.as_deref(),
@@ -111,72 +110,91 @@ impl Sender {
     }
 }
 
-/// `value` of a `user_id_update` change (shape: see the module docs).
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct UserIdUpdates {
-    pub messaging_product: Option<String>,
-    pub metadata: Metadata,
-    pub changes: Vec<UserIdChange>,
-    /// Items without a new `user_id`, kept raw.
-    pub malformed: Vec<Value>,
-}
-
-/// One user whose business-scoped user id changed (e.g. after changing phone number).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UserIdChange {
-    /// Phone digits, when known.
+/// Identifiers of one customer (any may be missing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Ids {
+    /// Phone digits (no `+`).
     pub wa_id: Option<String>,
-    /// The old BSUID.
-    pub previous_user_id: Option<String>,
-    /// The new BSUID.
-    pub user_id: String,
+    /// Business-scoped user id.
+    pub user_id: Option<String>,
     pub parent_user_id: Option<String>,
-    /// Seconds since epoch.
-    pub timestamp: Option<i64>,
-    pub raw: Value,
 }
 
-pub(super) fn parse_user_id_updates(v: &Value) -> UserIdUpdates {
-    let mut out = UserIdUpdates {
-        messaging_product: string(v, "messaging_product"),
-        metadata: parse_metadata(v),
-        ..Default::default()
-    };
-    let items: &[Value] = match v.get("user_id_update") {
-        Some(Value::Array(a)) => a,
-        Some(one @ Value::Object(_)) => std::slice::from_ref(one),
-        Some(_) => &[],
-        // The value itself may be the single item.
-        None if v.get("user_id").is_some() || v.get("previous_user_id").is_some() => {
-            std::slice::from_ref(v)
+/// A customer's identifiers changed: what they were known by, and what replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IdentityChange {
+    /// The identifiers the customer had (to find them by); may be empty when the network
+    /// did not say.
+    pub previous: Ids,
+    /// The identifiers that replace them; a missing one is unchanged.
+    pub current: Ids,
+}
+
+impl InboundMessage {
+    /// What this message says changed about its sender, if it is one of the network's
+    /// identity-change `system` messages (reference §11):
+    /// * `user_changed_user_id`: a new BSUID `system.user_id` replaces
+    ///   `system.previous_user_id` (parent BSUIDs likewise);
+    /// * `user_changed_number` (formerly `customer_changed_number`): a new phone
+    ///   `system.wa_id` (formerly `new_wa_id`) replaces the phone in `from`, with the new
+    ///   BSUID in `system.user_id` when given.
+    ///
+    /// Either may carry what the other does. The old identifiers fall back to the message's
+    /// own `from_user_id` / `from_parent_user_id`, and a `from` phone always names the old
+    /// one (unchanged when no new phone is given). `None` for every other message, and when
+    /// no new identifier is given.
+    pub fn identity_change(&self) -> Option<IdentityChange> {
+        let InboundContent::System {
+            system_type: Some(kind),
+            new_wa_id,
+            user_id,
+            parent_user_id,
+            previous_user_id,
+            previous_parent_user_id,
+            ..
+        } = &self.content
+        else {
+            return None;
+        };
+        let known = matches!(
+            kind.as_str(),
+            "user_changed_user_id" | "user_changed_number" | "customer_changed_number"
+        );
+        if !known || (new_wa_id.is_none() && user_id.is_none()) {
+            return None;
         }
-        None => &[],
-    };
-    for item in items {
-        match parse_user_id_change(item) {
-            Some(c) => out.changes.push(c),
-            None => out.malformed.push(item.clone()),
-        }
+        Some(IdentityChange {
+            previous: Ids {
+                wa_id: self.from.clone(),
+                user_id: previous_user_id
+                    .clone()
+                    .or_else(|| self.from_user_id.clone()),
+                parent_user_id: previous_parent_user_id
+                    .clone()
+                    .or_else(|| self.from_parent_user_id.clone()),
+            },
+            current: Ids {
+                wa_id: new_wa_id.clone(),
+                user_id: user_id.clone(),
+                parent_user_id: parent_user_id.clone(),
+            },
+        })
     }
-    out
 }
 
-fn parse_user_id_change(item: &Value) -> Option<UserIdChange> {
-    // `"user_id": "<new>"` or `"user_id": {"previous": "<old>", "current": "<new>"}`.
-    let pair = |key: &str| -> (Option<String>, Option<String>) {
-        match item.get(key) {
-            Some(o @ Value::Object(_)) => (ident(o, "previous"), ident(o, "current")),
-            _ => (None, ident(item, key)),
+impl Sender {
+    /// The sender as they are after `change`: each identifier it gives replaces the old one.
+    pub fn after(mut self, change: &IdentityChange) -> Self {
+        let c = &change.current;
+        for (slot, new) in [
+            (&mut self.wa_id, &c.wa_id),
+            (&mut self.user_id, &c.user_id),
+            (&mut self.parent_user_id, &c.parent_user_id),
+        ] {
+            if new.is_some() {
+                slot.clone_from(new);
+            }
         }
-    };
-    let (old_user, new_user) = pair("user_id");
-    let (_, parent) = pair("parent_user_id");
-    Some(UserIdChange {
-        wa_id: ident(item, "wa_id"),
-        previous_user_id: ident(item, "previous_user_id").or(old_user),
-        user_id: new_user?,
-        parent_user_id: parent,
-        timestamp: int(item, "timestamp"),
-        raw: item.clone(),
-    })
+        self
+    }
 }

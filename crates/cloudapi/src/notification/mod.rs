@@ -28,14 +28,13 @@
 //! * `template_category_update` → [`Change::TemplateCategory`] (`message_template_id`,
 //!   `message_template_name`, `message_template_language`, `previous_category`,
 //!   `new_category`, `correct_category`);
-//! * `user_id_update` → [`Change::UserIdUpdate`]. The network's exact shape is not in our
-//!   references; this parser accepts
-//!   `{"messaging_product", "metadata": {…}, "user_id_update": [{"wa_id"?: "<phone digits>",
-//!   "previous_user_id": "<old BSUID>", "user_id": "<new BSUID>", "parent_user_id"?: "…",
-//!   "timestamp": "…"}]}`, with `"user_id": {"previous": "…", "current": "…"}` accepted as an
-//!   alternative spelling of `previous_user_id` / `user_id` (same for `parent_user_id`), a
-//!   single object instead of the array, and a value that is itself one such item. Items
-//!   without a new `user_id` are kept raw in [`UserIdUpdates::malformed`].
+//!
+//! # Identity changes
+//! The network reports that a customer changed identifiers as a `system` message on the
+//! `messages` field (there is no field of its own): `user_changed_user_id` (new BSUID in
+//! `system.user_id`, the old one in `system.previous_user_id`, no `from` and no `contacts`)
+//! and `user_changed_number` (old phone in `from`, new one in `system.wa_id`, formerly
+//! `new_wa_id`). [`InboundMessage::identity_change`] reads either as an [`IdentityChange`].
 
 use serde::Serialize;
 use serde_json::Value;
@@ -46,8 +45,7 @@ mod content;
 mod identity;
 
 use content::content_object_of;
-use identity::parse_user_id_updates;
-pub use identity::{Sender, UserIdChange, UserIdUpdates};
+pub use identity::{IdentityChange, Ids, Sender};
 
 /// Deepest `edit` nesting parsed (an edit's message is never itself an edit on the network;
 /// the bound only keeps hostile input from recursing).
@@ -101,16 +99,6 @@ impl Notification {
             })
         })
     }
-
-    /// All `user_id_update` values across entries, with their WABA id.
-    pub fn user_id_updates(&self) -> impl Iterator<Item = (&str, &UserIdUpdates)> {
-        self.entries.iter().flat_map(|e| {
-            e.changes.iter().filter_map(move |c| match c {
-                Change::UserIdUpdate(v) => Some((e.id.as_str(), v)),
-                _ => None,
-            })
-        })
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -129,9 +117,6 @@ pub enum Change {
     TemplateStatus(TemplateStatusUpdate),
     #[serde(rename = "template_category_update")]
     TemplateCategory(TemplateCategoryUpdate),
-    /// A user's business-scoped user id changed (shape: see the module docs).
-    #[serde(rename = "user_id_update")]
-    UserIdUpdate(UserIdUpdates),
     /// Any other field (quality updates, account updates, …), kept raw.
     Other {
         name: String,
@@ -266,11 +251,16 @@ pub enum InboundContent {
     System {
         body: Option<String>,
         system_type: Option<String>,
+        /// The NEW phone (`user_changed_number`: `wa_id`, formerly `new_wa_id`).
         new_wa_id: Option<String>,
         /// The NEW business-scoped user id (`user_changed_user_id`).
         user_id: Option<String>,
         /// The new parent BSUID, where enabled.
         parent_user_id: Option<String>,
+        /// The OLD business-scoped user id (`user_changed_user_id`).
+        previous_user_id: Option<String>,
+        /// The old parent BSUID, where enabled.
+        previous_parent_user_id: Option<String>,
     },
     /// The user edited an earlier message: `edit.original_message_id` and the new message
     /// (`edit.message`), parsed like any message.
@@ -569,14 +559,11 @@ fn parse_change(c: &Value) -> Change {
         "template_category_update" if value.is_object() => {
             Change::TemplateCategory(parse_template_category_update(value))
         }
-        "user_id_update" if value.is_object() => {
-            Change::UserIdUpdate(parse_user_id_updates(&value))
-        }
         _ => Change::Other { name: field, value },
     }
 }
 
-pub(super) fn parse_metadata(v: &Value) -> Metadata {
+fn parse_metadata(v: &Value) -> Metadata {
     v.get("metadata")
         .map(|m| Metadata {
             phone_number_id: string(m, "phone_number_id"),
@@ -726,9 +713,11 @@ fn parse_content(type_name: &str, m: &Value, depth: u8) -> InboundContent {
             Some(o) => InboundContent::System {
                 body: string(o, "body"),
                 system_type: string(o, "type"),
-                new_wa_id: string(o, "new_wa_id").or_else(|| string(o, "wa_id")),
+                new_wa_id: ident(o, "new_wa_id").or_else(|| ident(o, "wa_id")),
                 user_id: ident(o, "user_id"),
                 parent_user_id: ident(o, "parent_user_id"),
+                previous_user_id: ident(o, "previous_user_id"),
+                previous_parent_user_id: ident(o, "previous_parent_user_id"),
             },
             None => unknown(),
         },

@@ -2,7 +2,7 @@
 
 use crate::{envelope, meta};
 use serde_json::json;
-use tern_cloudapi::{Change, InboundContent, Sender, parse_notification};
+use tern_cloudapi::{Change, IdentityChange, Ids, InboundContent, Sender, parse_notification};
 use tern_domain::plan::Category;
 
 fn messages_value(body: &[u8]) -> tern_cloudapi::MessagesValue {
@@ -398,55 +398,118 @@ fn template_category_update_field() {
     assert_eq!(j["field"], "template_category_update");
 }
 
+/// The network's identity-change notices (reference §11; pywa's `system.json` sample).
 #[test]
-fn user_id_update_field() {
+fn identity_change_system_messages() {
+    let v = messages_value(&envelope(json!({
+        "metadata": meta(),
+        "messages": [
+            {"id": "wamid.U", "timestamp": "1753851315", "type": "system",
+             "system": {"body": "User changed from CO.1234567890 to MX.0987654321",
+                        "user_id": "MX.0987654321", "previous_user_id": "CO.1234567890",
+                        "parent_user_id": "MX.ENT.2", "previous_parent_user_id": "CO.ENT.1",
+                        "type": "user_changed_user_id"}},
+            {"from": "972987654321", "id": "wamid.N", "timestamp": "1753851315", "type": "system",
+             "system": {"body": "User A changed from 972987654321 to 972912345678",
+                        "wa_id": "972912345678", "type": "user_changed_number"}},
+            {"from": "1", "id": "wamid.OLD", "timestamp": "1", "type": "system",
+             "system": {"body": "x", "new_wa_id": "2", "type": "customer_changed_number"}},
+            {"from_user_id": "US.A", "id": "wamid.FB", "timestamp": "1", "type": "system",
+             "system": {"body": "x", "user_id": "US.B", "type": "user_changed_user_id"}},
+            {"id": "wamid.NONEW", "timestamp": "1", "type": "system",
+             "system": {"previous_user_id": "US.A", "type": "user_changed_user_id"}},
+            {"from": "1", "id": "wamid.I", "timestamp": "1", "type": "system",
+             "system": {"body": "User identity changed", "type": "customer_identity_changed"}},
+            {"from": "1", "id": "wamid.T", "timestamp": "1", "type": "text", "text": {"body": "hi"}},
+            {"from": "15550001111", "id": "wamid.NB", "timestamp": "1", "type": "system",
+             "system": {"body": "x", "wa_id": "15550002222", "user_id": "US.NEW", "type": "user_changed_number"}}
+        ]
+    })));
+    let changes: Vec<_> = v.messages.iter().map(|m| m.identity_change()).collect();
+    let ids = |wa_id: Option<&str>, user_id: Option<&str>, parent: Option<&str>| Ids {
+        wa_id: wa_id.map(str::to_owned),
+        user_id: user_id.map(str::to_owned),
+        parent_user_id: parent.map(str::to_owned),
+    };
+    assert_eq!(
+        changes[0],
+        Some(IdentityChange {
+            previous: ids(None, Some("CO.1234567890"), Some("CO.ENT.1")),
+            current: ids(None, Some("MX.0987654321"), Some("MX.ENT.2")),
+        })
+    );
+    assert_eq!(
+        changes[1],
+        Some(IdentityChange {
+            previous: ids(Some("972987654321"), None, None),
+            current: ids(Some("972912345678"), None, None),
+        })
+    );
+    assert_eq!(
+        changes[2]
+            .as_ref()
+            .map(|c| (&c.previous.wa_id, &c.current.wa_id)),
+        Some((&Some("1".into()), &Some("2".into()))),
+        "the older spelling"
+    );
+    assert_eq!(
+        changes[3]
+            .as_ref()
+            .map(|c| (&c.previous.user_id, &c.current.user_id)),
+        Some((&Some("US.A".into()), &Some("US.B".into()))),
+        "without previous_user_id, the sender's own BSUID is the old one"
+    );
+    assert_eq!(changes[4], None, "no new identifier: nothing to change to");
+    assert_eq!(
+        changes[7],
+        Some(IdentityChange {
+            previous: ids(Some("15550001111"), None, None),
+            current: ids(Some("15550002222"), Some("US.NEW"), None),
+        }),
+        "a number change with its new BSUID"
+    );
+    assert_eq!((&changes[5], &changes[6]), (&None, &None));
+    // The sender after the change carries the new identifiers.
+    let m = &v.messages[1];
+    let after = v.sender(m).after(changes[1].as_ref().unwrap());
+    assert_eq!(
+        (after.wa_id.as_deref(), after.user_id),
+        (Some("972912345678"), None)
+    );
+}
+
+/// A system message never borrows another message's lone `contacts[]` entry.
+#[test]
+fn system_messages_do_not_borrow_a_lone_contact() {
+    let v = messages_value(&envelope(json!({
+        "metadata": meta(),
+        "contacts": [{"profile": {"name": "Other"}, "wa_id": "15550001111", "user_id": "US.OTHER"}],
+        "messages": [
+            {"id": "wamid.U", "timestamp": "1", "type": "system",
+             "system": {"user_id": "US.NEW", "previous_user_id": "US.OLD", "type": "user_changed_user_id"}},
+            {"id": "wamid.T", "timestamp": "1", "type": "text", "text": {"body": "hi"}}
+        ]
+    })));
+    assert_eq!(v.sender(&v.messages[0]), Sender::default());
+    assert_eq!(
+        v.sender(&v.messages[1]).user_id.as_deref(),
+        Some("US.OTHER")
+    );
+}
+
+/// The network has no `user_id_update` field: one is kept raw like any unknown field.
+#[test]
+fn user_id_update_is_an_unknown_field() {
     let body = serde_json::to_vec(&json!({
         "object": "whatsapp_business_account",
         "entry": [{"id": "WABA", "changes": [
             {"field": "user_id_update", "value": {
-                "messaging_product": "whatsapp", "metadata": meta(),
-                "user_id_update": [
-                    {"wa_id": "16505551234", "previous_user_id": "US.OLD", "user_id": "US.NEW",
-                     "parent_user_id": "US.ENT.NEW", "timestamp": "1750000000"},
-                    {"user_id": {"previous": "US.P", "current": "US.C"}, "timestamp": 1750000001},
-                    {"previous_user_id": "US.X"},
-                    7
-                ]}},
-            {"field": "user_id_update", "value": {
-                "metadata": meta(), "user_id_update": {"previous_user_id": "US.1", "user_id": "US.2"}}},
-            {"field": "user_id_update", "value": {
-                "metadata": meta(), "wa_id": "1", "previous_user_id": "US.3", "user_id": "US.4"}}
+                "metadata": meta(), "user_id_update": [{"previous_user_id": "US.1", "user_id": "US.2"}]}}
         ]}]
     }))
     .unwrap();
     let n = parse_notification(&body).unwrap();
-    let ups: Vec<_> = n.user_id_updates().collect();
-    assert_eq!(ups.len(), 3);
-    let (waba, u) = ups[0];
-    assert_eq!(waba, "WABA");
-    assert_eq!(u.messaging_product.as_deref(), Some("whatsapp"));
-    assert_eq!(
-        u.metadata.phone_number_id.as_deref(),
-        Some("106540352242922")
+    assert!(
+        matches!(&n.entries[0].changes[0], Change::Other { name, .. } if name == "user_id_update")
     );
-    assert_eq!(u.changes.len(), 2);
-    assert_eq!(u.malformed.len(), 2, "no new user id / not an object");
-    let c = &u.changes[0];
-    assert_eq!(c.wa_id.as_deref(), Some("16505551234"));
-    assert_eq!(c.previous_user_id.as_deref(), Some("US.OLD"));
-    assert_eq!(c.user_id, "US.NEW");
-    assert_eq!(c.parent_user_id.as_deref(), Some("US.ENT.NEW"));
-    assert_eq!(c.timestamp, Some(1_750_000_000));
-    let c = &u.changes[1];
-    assert_eq!(c.previous_user_id.as_deref(), Some("US.P"));
-    assert_eq!(c.user_id, "US.C");
-    assert_eq!(c.wa_id, None);
-    assert_eq!(ups[1].1.changes[0].user_id, "US.2");
-    assert_eq!(
-        ups[2].1.changes[0].previous_user_id.as_deref(),
-        Some("US.3")
-    );
-    assert_eq!(ups[2].1.changes[0].wa_id.as_deref(), Some("1"));
-    let j = serde_json::to_value(&n.entries[0].changes[0]).unwrap();
-    assert_eq!(j["field"], "user_id_update");
 }

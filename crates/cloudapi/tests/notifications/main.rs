@@ -282,7 +282,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
             Just("location"),
             Just("image"),
             Just("group"),
-            Just("user_id_update"),
+            Just("system"),
+            Just("user_changed_user_id"),
+            Just("user_changed_number"),
             Just("template_category_update"),
             Just("MARKETING"),
             Just("")
@@ -320,9 +322,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
                     Just("wa_id".to_owned()),
                     Just("recipient_id".to_owned()),
                     Just("recipient_user_id".to_owned()),
-                    Just("user_id_update".to_owned()),
-                    Just("previous".to_owned()),
-                    Just("current".to_owned()),
+                    Just("system".to_owned()),
+                    Just("previous_user_id".to_owned()),
+                    Just("new_wa_id".to_owned()),
                     Just("new_category".to_owned()),
                     Just("latitude".to_owned()),
                     "[a-z]{1,6}"
@@ -349,7 +351,10 @@ fn exercise(n: &tern_cloudapi::Notification) {
     let _ = serde_json::to_value(n).unwrap();
     for (_, v) in n.messages_values() {
         for m in &v.messages {
-            let _ = v.sender(m);
+            let who = v.sender(m);
+            if let Some(change) = m.identity_change() {
+                let _ = who.after(&change);
+            }
             let _ = m.reply_to_wamid();
             let obj = m.content_object();
             if matches!(m.content, InboundContent::Unknown { .. }) {
@@ -362,9 +367,6 @@ fn exercise(n: &tern_cloudapi::Notification) {
     }
     for (_, u) in n.template_category_updates() {
         let _ = u.category();
-    }
-    for (_, u) in n.user_id_updates() {
-        assert!(u.changes.iter().all(|c| !c.user_id.is_empty()));
     }
 }
 
@@ -381,7 +383,7 @@ proptest! {
             "entry": [{"id": "1", "changes": [{"field": "messages", "value": v.clone()}]}]})).unwrap();
         prop_assert!(parse_notification(&wrapped).is_ok());
         // every field kind, and every accessor over the result
-        for field in ["messages", "template_category_update", "user_id_update"] {
+        for field in ["messages", "template_category_update"] {
             let wrapped = serde_json::to_vec(&json!({"entry": [{"id": "1", "changes": [
                 {"field": field, "value": v.clone()}]}]})).unwrap();
             let n = parse_notification(&wrapped).unwrap();

@@ -1,14 +1,15 @@
 //! What customers write: each inbound message becomes a Message with its `content` (the
 //! type's object in the network's shape), `reply_to` and `referral`; an edit or a deletion
 //! changes the original message instead of adding one (and, arriving before it, creates
-//! the message under the original's wamid); a customer who changed BSUID
-//! (`user_changed_user_id`) keeps their contact.
+//! the message under the original's wamid); a customer who changed BSUID or phone (the
+//! network's notice, read by `tern_cloudapi::InboundMessage::identity_change`) keeps their
+//! contact.
 
 use serde_json::Value;
-use tern_cloudapi::{InboundContent, InboundMedia, InboundMessage, MessagesValue};
+use tern_cloudapi::{Ids, InboundContent, InboundMedia, InboundMessage, MessagesValue};
 use tern_domain::message::{Direction, Status};
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched};
+use tern_store::{Db, Identity, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched};
 use uuid::Uuid;
 
 use super::{Report, identity};
@@ -66,27 +67,14 @@ pub(super) async fn store(
     }
 
     let mut sender = value.sender(m);
-    if let InboundContent::System {
-        system_type: Some(kind),
-        user_id: Some(new_id_of_user),
-        ..
-    } = &m.content
-        && kind == "user_changed_user_id"
-    {
-        if let Some(previous) = sender.user_id.as_deref().filter(|p| p != new_id_of_user) {
-            let replaced = db
-                .replace_user_id(
-                    org_id,
-                    previous,
-                    new_id_of_user,
-                    sender.wa_id.as_deref(),
-                    None,
-                    now,
-                )
-                .await?;
-            report.contacts_updated += usize::from(replaced.is_some());
-        }
-        sender.user_id = Some(new_id_of_user.clone());
+    if let Some(change) = m.identity_change() {
+        // A new BSUID or phone: the customer's contact moves to it (merged with a contact
+        // that already holds it), and this message is theirs under the new identifiers.
+        let changed = db
+            .change_identity(org_id, &ids(&change.previous), &ids(&change.current), now)
+            .await?;
+        report.contacts_updated += usize::from(changed.is_some());
+        sender = sender.after(&change);
     }
     let who = identity(&sender);
     if !who.is_known() {
@@ -108,8 +96,14 @@ pub(super) async fn store(
     let conversation = db
         .get_or_create_conversation(org_id, contact.id, pnid, new_id(), now)
         .await?;
-    db.touch_conversation_inbound(conversation.id, sent_at, now)
-        .await?;
+    if matches!(m.content, InboundContent::System { .. }) {
+        // The network's notice (a new number, a new BSUID) is not the customer writing: it
+        // does not open the 24-hour window.
+        db.touch_conversation_message(conversation.id, now).await?;
+    } else {
+        db.touch_conversation_inbound(conversation.id, sent_at, now)
+            .await?;
+    }
 
     // An edit or deletion that reaches here names a message Tern does not hold yet.
     let (wamid, kind, text, mut content, edited_at, revoked_at) = match &m.content {
@@ -321,5 +315,15 @@ fn text_of(c: &InboundContent) -> Option<String> {
             m.caption.clone()
         }
         _ => None,
+    }
+}
+
+/// Identifiers as the store matches them.
+fn ids(i: &Ids) -> Identity<'_> {
+    Identity {
+        wa_id: i.wa_id.as_deref(),
+        user_id: i.user_id.as_deref(),
+        parent_user_id: i.parent_user_id.as_deref(),
+        username: None,
     }
 }

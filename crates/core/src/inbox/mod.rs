@@ -8,12 +8,21 @@
 //! domain's monotonic rule. Customers are matched by BSUID first, then phone
 //! (`tern_store::Identity`); what a notification reveals about them is learned, and two
 //! contacts it shows to be one customer are merged.
+//!
+//! Content from the network is kept even when the databases cannot hold a character of it:
+//! every U+0000 is replaced by U+FFFD before anything is read (PostgreSQL refuses it in
+//! text and JSON). Each item of a notification (a message, a status, a template update) is
+//! applied on its own: one the database refuses is listed in [`Report::failed`] and the
+//! others are applied; the inbox worker retries the batch and, after its retries, sets the
+//! item aside. A database that cannot be reached fails the whole batch.
 
 mod inbound;
 
 use std::collections::HashSet;
+use std::future::Future;
 
-use tern_cloudapi::{MessagesValue, Sender, StatusUpdate, UserIdUpdates};
+use serde_json::Value;
+use tern_cloudapi::{MessagesValue, Sender, StatusUpdate};
 use tern_domain::message::{Precision, Status};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Identity, StoreError};
@@ -36,6 +45,22 @@ pub struct Report {
     pub contacts_updated: usize,
     pub unknown_numbers: usize,
     pub unparseable: usize,
+    /// Items the database refused (the rest of the notification was applied).
+    pub failed: Vec<FailedItem>,
+}
+
+/// One item of a notification that could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedItem {
+    /// What it is (a fixed set, usable as a metrics label): `message`, `status`,
+    /// `identity`, `template_status`, `template_category`.
+    pub kind: &'static str,
+    /// Which one, stable across attempts of the batch: a wamid, `wamid:status`, a BSUID, a
+    /// template id.
+    pub key: String,
+    /// The item as the network sent it (JSON).
+    pub item: String,
+    pub error: String,
 }
 
 impl Report {
@@ -49,6 +74,7 @@ impl Report {
         self.contacts_updated += o.contacts_updated;
         self.unknown_numbers += o.unknown_numbers;
         self.unparseable += o.unparseable;
+        self.failed.extend(o.failed.iter().cloned());
     }
 }
 
@@ -60,10 +86,18 @@ pub async fn receive(db: &Db, body: &[u8], signature: &str) -> Result<Uuid, Stor
     Ok(id)
 }
 
-/// Applies one stored notification body.
+/// Applies one stored notification body. `Err` only when the database could not be reached
+/// (or refused something shared by the whole batch); an item it refuses is in
+/// [`Report::failed`].
 pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
     let mut report = Report::default();
-    let notification = match tern_cloudapi::parse_notification(body) {
+    let parsed = serde_json::from_slice::<Value>(body)
+        .map_err(|e| e.to_string())
+        .and_then(|mut root| {
+            replace_nul(&mut root);
+            tern_cloudapi::parse_notification_value(&root).map_err(|e| e.to_string())
+        });
+    let notification = match parsed {
         Ok(n) => n,
         Err(e) => {
             // Signed by the network but not a notification we can read: nothing to retry.
@@ -77,17 +111,92 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         apply_messages_value(db, value, &mut report).await?;
     }
     for (waba, update) in notification.template_updates() {
-        report.templates_updated +=
-            crate::templates::apply_network_update(db, waba, update).await?;
+        let key = template_key(
+            update.message_template_id.as_deref(),
+            update.name.as_deref(),
+            update.language.as_deref(),
+        );
+        let mut done = 0;
+        let outcome = async {
+            done = crate::templates::apply_network_update(db, waba, update).await?;
+            Ok::<(), StoreError>(())
+        };
+        isolated(&mut report, "template_status", key, &update.raw, outcome).await?;
+        report.templates_updated += done;
     }
     for (waba, update) in notification.template_category_updates() {
-        report.templates_updated +=
-            crate::templates::apply_category_update(db, waba, update).await?;
-    }
-    for (_waba, updates) in notification.user_id_updates() {
-        apply_user_id_updates(db, updates, &mut report).await?;
+        let key = template_key(
+            update.message_template_id.as_deref(),
+            update.name.as_deref(),
+            update.language.as_deref(),
+        );
+        let mut done = 0;
+        let outcome = async {
+            done = crate::templates::apply_category_update(db, waba, update).await?;
+            Ok::<(), StoreError>(())
+        };
+        isolated(&mut report, "template_category", key, &update.raw, outcome).await?;
+        report.templates_updated += done;
     }
     Ok(report)
+}
+
+/// Names a template update within its batch: its id, else its name and language.
+fn template_key(id: Option<&str>, name: Option<&str>, language: Option<&str>) -> String {
+    match id {
+        Some(id) => id.to_owned(),
+        None => format!(
+            "{}:{}",
+            name.unwrap_or_default(),
+            language.unwrap_or_default()
+        ),
+    }
+}
+
+/// Replaces every U+0000 in the strings (and keys) of `v` by U+FFFD: the databases cannot
+/// hold it, and the rest of the content is worth keeping.
+fn replace_nul(v: &mut Value) {
+    const NUL: char = '\u{0}';
+    match v {
+        Value::String(s) if s.contains(NUL) => *s = s.replace(NUL, "\u{fffd}"),
+        Value::Array(items) => items.iter_mut().for_each(replace_nul),
+        Value::Object(map) if map.keys().any(|k| k.contains(NUL)) => {
+            let old = std::mem::take(map);
+            for (k, mut item) in old {
+                replace_nul(&mut item);
+                map.insert(k.replace(NUL, "\u{fffd}"), item);
+            }
+        }
+        Value::Object(map) => map.values_mut().for_each(replace_nul),
+        _ => {}
+    }
+}
+
+/// Runs one item of a notification. When the database refuses it, the item is added to
+/// `report.failed` (and logged) and `Ok` lets the rest of the notification go on; a database
+/// that cannot be reached is returned, failing the whole batch.
+async fn isolated(
+    report: &mut Report,
+    kind: &'static str,
+    key: String,
+    raw: &Value,
+    item: impl Future<Output = Result<(), StoreError>>,
+) -> Result<(), StoreError> {
+    match item.await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_unavailable() => Err(e),
+        Err(e) => {
+            tracing::warn!(kind, key = %key, error = %e, "network item could not be applied");
+            report.failed.push(FailedItem {
+                kind,
+                key,
+                item: raw.to_string(),
+                // Kept in a text column: no NUL, whatever the database said.
+                error: e.to_string().replace('\u{0}', "\u{fffd}"),
+            });
+            Ok(())
+        }
+    }
 }
 
 /// The identifiers of a customer as the store matches them.
@@ -118,45 +227,6 @@ async fn number_org(
     Ok(number.map(|n| n.org_id))
 }
 
-/// The network issued customers new BSUIDs (`user_id_update`).
-async fn apply_user_id_updates(
-    db: &Db,
-    v: &UserIdUpdates,
-    report: &mut Report,
-) -> Result<(), StoreError> {
-    let Some(org_id) = number_org(db, v.metadata.phone_number_id.as_deref(), report).await? else {
-        return Ok(());
-    };
-    let now = now_ms();
-    for c in &v.changes {
-        let changed = match c.previous_user_id.as_deref() {
-            Some(previous) => db
-                .replace_user_id(
-                    org_id,
-                    previous,
-                    &c.user_id,
-                    c.wa_id.as_deref(),
-                    c.parent_user_id.as_deref(),
-                    now,
-                )
-                .await?
-                .is_some(),
-            // Without the old id, the phone names the customer.
-            None => {
-                let who = Identity {
-                    wa_id: c.wa_id.as_deref(),
-                    user_id: Some(&c.user_id),
-                    parent_user_id: c.parent_user_id.as_deref(),
-                    username: None,
-                };
-                c.wa_id.is_some() && db.observe_identity(org_id, &who, now).await?.is_some()
-            }
-        };
-        report.contacts_updated += usize::from(changed);
-    }
-    Ok(())
-}
-
 async fn apply_messages_value(
     db: &Db,
     value: &MessagesValue,
@@ -175,9 +245,26 @@ async fn apply_messages_value(
         .as_deref()
         .unwrap_or_default();
     for m in &value.messages {
-        inbound::store(db, org_id, pnid, value, m, report).await?;
+        let mut part = Report::default();
+        let outcome = inbound::store(db, org_id, pnid, value, m, &mut part);
+        isolated(report, "message", m.id.clone(), &m.raw, outcome).await?;
+        report.add(&part);
     }
-    apply_statuses(db, org_id, &value.statuses, report).await?;
+    let mut part = Report::default();
+    match apply_statuses(db, org_id, &value.statuses, &mut part).await {
+        Ok(()) => report.add(&part),
+        Err(e) if e.is_unavailable() => return Err(e),
+        // One of them was refused: each on its own, so the others are applied.
+        Err(_) => {
+            for s in &value.statuses {
+                let mut part = Report::default();
+                let key = format!("{}:{}", s.id, s.status.as_str());
+                let outcome = apply_statuses(db, org_id, std::slice::from_ref(s), &mut part);
+                isolated(report, "status", key, &s.raw, outcome).await?;
+                report.add(&part);
+            }
+        }
+    }
     // Since 2026 statuses name the customer too (BSUID; username on delivered/read): each
     // customer once per notification.
     let mut seen = HashSet::new();
@@ -191,10 +278,21 @@ async fn apply_messages_value(
                 who.username.clone(),
             ))
         {
-            let observed = db
-                .observe_identity(org_id, &identity(&who), now_ms())
-                .await?;
-            report.contacts_updated += usize::from(observed.is_some());
+            let mut observed = false;
+            let outcome = async {
+                observed = db
+                    .observe_identity(org_id, &identity(&who), now_ms())
+                    .await?
+                    .is_some();
+                Ok::<(), StoreError>(())
+            };
+            let key = who
+                .user_id
+                .clone()
+                .or_else(|| who.username.clone())
+                .unwrap_or_default();
+            isolated(report, "identity", key, &s.raw, outcome).await?;
+            report.contacts_updated += usize::from(observed);
         }
     }
     Ok(())

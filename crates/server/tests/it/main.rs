@@ -14,6 +14,7 @@ mod crash_safety;
 mod customers;
 mod http;
 mod input;
+mod inbox_hardening;
 mod limits;
 mod media;
 mod messages;

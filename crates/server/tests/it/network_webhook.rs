@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 use tern_domain::message::{Direction, Status};
 use tern_store::Message;
 
-const PNID: &str = "900100";
+pub(crate) const PNID: &str = "900100";
 const WABA: &str = "waba1";
 
-fn envelope(changes: Vec<Value>) -> Value {
+pub(crate) fn envelope(changes: Vec<Value>) -> Value {
     json!({"object": "whatsapp_business_account", "entry": [{"id": WABA, "changes": changes}]})
 }
 
-fn messages_change(
+pub(crate) fn messages_change(
     pnid: &str,
     contacts: Vec<Value>,
     messages: Vec<Value>,
@@ -28,7 +28,7 @@ fn messages_change(
         "contacts": contacts, "messages": messages, "statuses": statuses}})
 }
 
-fn text_message(wamid: &str, from: &str, ts: i64, body: &str) -> Value {
+pub(crate) fn text_message(wamid: &str, from: &str, ts: i64, body: &str) -> Value {
     json!({"from": from, "id": wamid, "timestamp": ts.to_string(), "type": "text", "text": {"body": body}})
 }
 
@@ -45,7 +45,7 @@ fn status(wamid: &str, status: &str, ts: i64, callback: Option<&str>) -> Value {
     s
 }
 
-async fn setup(app: &TestApp) {
+pub(crate) async fn setup(app: &TestApp) {
     app.add_number(&app.org_id, PNID, "+14155550100").await;
 }
 

@@ -1,9 +1,10 @@
 //! 2026 identities: BSUIDs, parent BSUIDs, usernames and customers whose phone the network
-//! withholds — in inbound webhooks, status webhooks, send answers and `user_id_update`.
+//! withholds — in inbound webhooks, status webhooks, send answers and the `system` messages
+//! that announce a new BSUID or phone.
 //! Assertions are on the raw webhook bodies (the network's field names).
 
 use crate::common::*;
-use tern_simulator::{CustomerSpec, UserIdUpdateRequest, derive_bsuid};
+use tern_simulator::{CustomerSpec, IdentityChangeRequest, derive_bsuid};
 
 /// Every `value` of a change with `field`, in arrival order, with its entry.
 pub fn values(rx: &Receiver, field: &str) -> Vec<(Value, Value)> {
@@ -381,30 +382,68 @@ async fn edit_and_revoke_are_injected_in_the_network_shape() {
     e.sim.shutdown().await;
 }
 
+/// The `messages[]` item with this wamid and its value's `contacts` (if any).
+async fn system_message(rx: &Receiver, wamid: &str) -> (Value, Option<Value>) {
+    wait_for(rx, "messages", |_, v| {
+        let m = v["messages"]
+            .as_array()?
+            .iter()
+            .find(|m| m["id"] == wamid)?;
+        Some((m.clone(), v.get("contacts").cloned()))
+    })
+    .await
+}
+
+/// The message with this wamid as Tern's parser reads it.
+async fn parsed_message(rx: &Receiver, wamid: &str) -> tern_cloudapi::InboundMessage {
+    let find = |bodies: &[Notification]| {
+        bodies
+            .iter()
+            .flat_map(|n| n.messages_values().flat_map(|(_, v)| v.messages.clone()))
+            .find(|m| m.id == wamid)
+    };
+    rx.wait_until(wamid, |b| find(b).is_some()).await;
+    find(&rx.bodies.lock().unwrap()).unwrap()
+}
+
 #[tokio::test]
-async fn user_id_update_changes_the_bsuid_and_notifies() {
+async fn a_new_bsuid_is_announced_by_a_system_message() {
     let e = env().await;
     let old = derive_bsuid(Some(7), "US", CUSTOMER);
     open_window(&e);
-    let item = e
+    let change = e
         .sim
-        .update_user_id(UserIdUpdateRequest {
+        .change_identity(IdentityChangeRequest {
             wa_id: Some(CUSTOMER.into()),
             new_user_id: Some("US.777".into()),
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(item["previous_user_id"], old.as_str());
-    let (entry, v) = wait_for(&e.rx, "user_id_update", |e, v| Some((e.clone(), v.clone()))).await;
-    assert_eq!(entry["id"], WABA);
-    assert!(entry["time"].is_i64());
-    assert_eq!(v["messaging_product"], "whatsapp");
-    assert_eq!(v["metadata"]["phone_number_id"], PNID);
-    let up = &v["user_id_update"][0];
-    assert_eq!(up["wa_id"], CUSTOMER);
-    assert_eq!(up["previous_user_id"], old.as_str());
-    assert_eq!(up["user_id"], "US.777");
-    assert!(up["timestamp"].as_str().unwrap().parse::<i64>().is_ok());
+    assert_eq!(change["previous_user_id"], old.as_str());
+    assert_eq!(change["user_id"], "US.777");
+    assert_eq!(change["wamids"].as_array().unwrap().len(), 1);
+    // The network's shape (reference §11): a `system` message, no `from`, no `contacts`.
+    let (m, contacts) = system_message(&e.rx, change["wamids"][0].as_str().unwrap()).await;
+    assert_eq!(contacts, None);
+    assert_eq!(m["type"], "system");
+    assert!(
+        m.get("from").is_none() && m.get("from_user_id").is_none(),
+        "{m}"
+    );
+    assert!(m["timestamp"].as_str().unwrap().parse::<i64>().is_ok());
+    assert_eq!(m["system"]["type"], "user_changed_user_id");
+    assert_eq!(m["system"]["user_id"], "US.777");
+    assert_eq!(m["system"]["previous_user_id"], old.as_str());
+    // Tern's parser reads it as a change of BSUID.
+    let parsed = parsed_message(&e.rx, change["wamids"][0].as_str().unwrap()).await;
+    let ch = parsed.identity_change().unwrap();
+    assert_eq!(
+        (
+            ch.previous.user_id.as_deref(),
+            ch.current.user_id.as_deref()
+        ),
+        (Some(old.as_str()), Some("US.777"))
+    );
 
     // the new BSUID reaches the customer (its window is open); the old one no longer does
     let (_, v) = raw_send(&e, text_to("recipient", "US.777", "x")).await;
@@ -430,31 +469,92 @@ async fn user_id_update_changes_the_bsuid_and_notifies() {
     let c = ann(&e);
     let http = reqwest::Client::new();
     let r = http
-        .post(format!("{}/_sim/user_id_update", e.sim.base_url()))
+        .post(format!("{}/_sim/identity_change", e.sim.base_url()))
         .json(&json!({"username": "ann.lee"}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let item: Value = r.json().await.unwrap();
-    assert_eq!(item["previous_user_id"], c.user_id.as_str());
-    assert!(item.get("wa_id").is_none());
-    assert_eq!(item["parent_user_id"], "US.ENT.11815799212886844830");
-    assert_ne!(item["user_id"], item["previous_user_id"]);
+    let change: Value = r.json().await.unwrap();
+    assert_eq!(change["previous_user_id"], c.user_id.as_str());
+    assert_eq!(change["wa_id"], Value::Null);
+    assert_ne!(change["user_id"], change["previous_user_id"]);
     for (body, status) in [
         (json!({"username": "nobody"}), 404),
         (json!({}), 400),
         (json!({"wa_id": CUSTOMER, "new_user_id": "bad"}), 400),
         (json!({"wa_id": CUSTOMER, "new_user_id": "US.777"}), 400),
+        (
+            json!({"username": "ann.lee", "new_wa_id": "16505550000"}),
+            400,
+        ),
+        (
+            json!({"wa_id": CUSTOMER, "new_wa_id": "+1 650 555 1234"}),
+            400,
+        ),
+        (json!({"wa_id": CUSTOMER, "new_wa_id": "x"}), 400),
     ] {
         let r = http
-            .post(format!("{}/_sim/user_id_update", e.sim.base_url()))
+            .post(format!("{}/_sim/identity_change", e.sim.base_url()))
             .json(&body)
             .send()
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), status, "{body}");
     }
+    e.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_new_phone_is_announced_and_brings_a_new_bsuid() {
+    let e = env().await;
+    let old = derive_bsuid(Some(7), "US", CUSTOMER);
+    open_window(&e);
+    let change = e
+        .sim
+        .change_identity(IdentityChangeRequest {
+            wa_id: Some(CUSTOMER.into()),
+            new_wa_id: Some("+1 650 555 9999".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        (change["previous_wa_id"].as_str(), change["wa_id"].as_str()),
+        (Some(CUSTOMER), Some("16505559999"))
+    );
+    let wamids = change["wamids"].as_array().unwrap();
+    assert_eq!(wamids.len(), 1, "{change}");
+    // The old phone in `from`, the new one in `system.wa_id`, the new BSUID with it.
+    let (m, contacts) = system_message(&e.rx, wamids[0].as_str().unwrap()).await;
+    assert_eq!(contacts, None);
+    assert_eq!(m["from"], CUSTOMER);
+    assert_eq!(m["system"]["type"], "user_changed_number");
+    assert_eq!(m["system"]["wa_id"], "16505559999");
+    assert_eq!(m["system"]["user_id"], change["user_id"]);
+    assert_ne!(change["user_id"], old.as_str());
+    let parsed = parsed_message(&e.rx, wamids[0].as_str().unwrap()).await;
+    let ch = parsed.identity_change().unwrap();
+    assert_eq!(
+        (ch.previous.wa_id.as_deref(), ch.current.wa_id.as_deref()),
+        (Some(CUSTOMER), Some("16505559999"))
+    );
+    assert_eq!(
+        ch.current.user_id.as_ref(),
+        change["user_id"].as_str().map(str::to_owned).as_ref()
+    );
+    // The customer is reached at the new phone, within the window opened before.
+    let (_, v) = raw_send(&e, text_to("to", "16505559999", "x")).await;
+    let st = statuses(&e.rx, v["messages"][0]["id"].as_str().unwrap(), 1).await;
+    assert_eq!(st[0].0["status"], "sent", "{:?}", st[0]);
+    assert_eq!(st[0].1.as_ref().unwrap()[0]["user_id"], change["user_id"]);
+    let wamid = inject(
+        &e,
+        json!({"from": "16505559999", "type": "text", "text": {"body": "hi"}}),
+    );
+    assert_eq!(
+        inbound(&e.rx, &wamid).await.0["from_user_id"],
+        change["user_id"]
+    );
     e.sim.shutdown().await;
 }
 

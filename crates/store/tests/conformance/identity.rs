@@ -1,5 +1,5 @@
 //! Customers known by phone, by business-scoped user id (BSUID), or both: matching,
-//! learning, merging, BSUID replacement, upserts and searches by user id, sends to a BSUID,
+//! learning, merging, changes of BSUID or phone, upserts and searches by user id, sends to a BSUID,
 //! and the content of messages (edits, deletions, replies).
 
 use crate::fixtures::{self, T0, obj};
@@ -162,21 +162,32 @@ store_tests! {
         assert_eq!((m.contact_id, m.conversation_id), (older.id, old_conv.id));
     },
 
-    the_network_replaces_a_bsuid => |db| async move {
+    a_customer_changes_bsuid_or_phone => |db| async move {
         let org = fixtures::insert_org(&db).await;
         let c = db.record_inbound(org.id, &bsuid(BSUID), None, T0, Uuid::now_v7(), T0).await.unwrap().contact;
-        let o = db.replace_user_id(org.id, BSUID, BSUID2, None, None, T0 + 1).await.unwrap().unwrap();
-        assert_eq!((o.contact.id, o.contact.user_id.as_deref()), (c.id, Some(BSUID2)));
+        let o = db.change_identity(org.id, &bsuid(BSUID), &bsuid(BSUID2), T0 + 1).await.unwrap().unwrap();
+        assert_eq!((o.contact.id, o.contact.user_id.as_deref(), o.merged), (c.id, Some(BSUID2), None));
         assert_eq!(db.get_contact_by_key(org.id, ContactKey::UserId(BSUID)).await.unwrap(), None);
-        // Unknown previous id: nothing to do.
-        assert_eq!(db.replace_user_id(org.id, "US.404", "US.405", None, None, T0).await.unwrap(), None);
+        // Unknown previous identifiers: nothing to do.
+        assert_eq!(db.change_identity(org.id, &bsuid("US.404"), &bsuid("US.405"), T0).await.unwrap(), None);
         // Found by phone when the previous id is unknown; a contact already holding the new
-        // id is merged.
+        // id is merged (the older one survives).
         let p = fixtures::insert_contact(&db, org.id, "15550100003", T0 + 2).await;
-        let o = db.replace_user_id(org.id, "US.OLD", BSUID2, Some("15550100003"), Some("US.ENT.2"), T0 + 3).await.unwrap().unwrap();
+        let previous = Identity { user_id: Some("US.OLD"), wa_id: Some("15550100003"), ..Identity::default() };
+        let current = Identity { user_id: Some(BSUID2), parent_user_id: Some("US.ENT.2"), ..Identity::default() };
+        let o = db.change_identity(org.id, &previous, &current, T0 + 3).await.unwrap().unwrap();
         assert_eq!((o.contact.id, o.merged), (c.id, Some(p.id)));
         assert_eq!((o.contact.wa_id.as_deref(), o.contact.user_id.as_deref(), o.contact.parent_user_id.as_deref()),
             (Some("15550100003"), Some(BSUID2), Some("US.ENT.2")));
+        assert_eq!(db.count_contacts(org.id).await.unwrap(), 1);
+        // A new phone replaces the old one; the BSUID stays.
+        let o = db.change_identity(org.id, &Identity::phone("15550100003"), &Identity::phone("15550100004"), T0 + 4).await.unwrap().unwrap();
+        assert_eq!((o.contact.id, o.contact.wa_id.as_deref(), o.contact.user_id.as_deref()), (c.id, Some("15550100004"), Some(BSUID2)));
+        assert_eq!(db.get_contact_by_key(org.id, ContactKey::WaId("15550100003")).await.unwrap(), None);
+        // A new phone that another contact holds: the two are one customer.
+        let q = fixtures::insert_contact(&db, org.id, "15550100005", T0 + 5).await;
+        let o = db.change_identity(org.id, &Identity::phone("15550100004"), &Identity::phone("15550100005"), T0 + 6).await.unwrap().unwrap();
+        assert_eq!((o.contact.id, o.merged, o.contact.wa_id.as_deref()), (c.id, Some(q.id), Some("15550100005")));
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 1);
     },
 

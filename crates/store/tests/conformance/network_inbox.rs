@@ -2,12 +2,39 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::fixtures::T0;
-use tern_store::{InboxItem, StoreError};
+use tern_store::{InboxItem, SetAside, StoreError};
 use uuid::Uuid;
 
 const LEASE: i64 = 30_000;
 
 store_tests! {
+    items_set_aside_are_kept_and_their_batch_is_done => |db| async move {
+        let a = Uuid::now_v7();
+        db.insert_inbox(a, b"{}", "s", T0).await.unwrap();
+        assert_eq!(db.claim_inbox(10, LEASE, T0 + 1).await.unwrap().len(), 1);
+        let item = |key: &str| SetAside {
+            inbox_id: a,
+            kind: "message".into(),
+            item_key: key.into(),
+            // Whatever the database refused is kept as bytes.
+            item: b"{\"text\":\"\\u0000\"}\x00".to_vec(),
+            error: "refused".into(),
+            attempts: 8,
+            created_at: T0 + 5,
+        };
+        db.set_aside_inbox(a, &[item("wamid.1"), item("wamid.2")], T0 + 5).await.unwrap();
+        assert_eq!(db.count_unprocessed_inbox().await.unwrap(), 0);
+        assert!(db.claim_inbox(10, LEASE, T0 + 10 * LEASE).await.unwrap().is_empty());
+        // Again (a worker whose lease ran out): nothing changes.
+        db.set_aside_inbox(a, &[item("wamid.1")], T0 + 9).await.unwrap();
+        assert_eq!(db.list_set_aside_inbox(10).await.unwrap(), vec![item("wamid.1"), item("wamid.2")]);
+        assert_eq!(db.list_set_aside_inbox(1).await.unwrap().len(), 1);
+        // They outlive their batch's pruning.
+        assert_eq!(db.prune_processed_inbox(T0 + 100).await.unwrap(), 1);
+        assert_eq!(db.list_set_aside_inbox(10).await.unwrap().len(), 2);
+        assert!(matches!(db.set_aside_inbox(Uuid::now_v7(), &[], T0).await.unwrap_err(), StoreError::NotFound));
+    },
+
     inbox_claim_lease_and_completion => |db| async move {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();

@@ -6,7 +6,7 @@
 use crate::common::{APP_SECRET, Backend, TestApp, send};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tern_simulator::{CustomerSpec, NumberSpec, TemplateSeed, UserIdUpdateRequest};
+use tern_simulator::{CustomerSpec, IdentityChangeRequest, NumberSpec, TemplateSeed};
 
 const PN: &str = "555000222";
 const API: &str = "/api/public/v1";
@@ -128,10 +128,10 @@ async fn username_customer_end_to_end(backend: Backend) {
 
     // The network gives her a new BSUID: the same contact holds it.
     let update = sim
-        .update_user_id(UserIdUpdateRequest {
+        .change_identity(IdentityChangeRequest {
             username: Some("zoe.tern".into()),
             phone_number_id: Some(PN.into()),
-            ..UserIdUpdateRequest::default()
+            ..IdentityChangeRequest::default()
         })
         .unwrap();
     let new_id = update["user_id"].as_str().unwrap().to_string();
@@ -142,6 +142,9 @@ async fn username_customer_end_to_end(backend: Backend) {
         (c["user_id"] == new_id.as_str()).then_some(())
     })
     .await;
+    // …and no second contact was made for her under the new one.
+    let all = get(&app, &key, "/contacts").await;
+    assert_eq!(all["data"].as_array().map(Vec::len), Some(1), "{all}");
 
     // A template synced from the network changes category there, then in Tern.
     let tpl = sim.seed_template(TemplateSeed {

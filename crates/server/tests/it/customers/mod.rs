@@ -1,10 +1,11 @@
 //! Customers as the network sends them (2026): known by phone, by business-scoped user id
-//! (BSUID) and username, or both — contacts, merges, BSUID replacement, sends to a BSUID,
+//! (BSUID) and username, or both — contacts, merges, sends to a BSUID,
 //! and (in `content`) what every inbound message carries — over HTTP on SQLite and
 //! PostgreSQL.
 
 mod content;
 mod e2e;
+mod identity_changes;
 
 use crate::common::{TestApp, assert_error, send};
 use crate::messages::insert_template;
@@ -37,7 +38,7 @@ pub(super) fn wamid() -> String {
 }
 
 /// A text from a customer named by whichever identifiers are given.
-fn text_from(
+pub(super) fn text_from(
     wa_id: Option<&str>,
     user_id: Option<&str>,
     username: Option<&str>,
@@ -93,7 +94,7 @@ async fn post(
     send(req).await
 }
 
-async fn get(app: &TestApp, key: &str, path: &str) -> Value {
+pub(super) async fn get(app: &TestApp, key: &str, path: &str) -> Value {
     let (s, _, b) = app.get(&format!("{API}{path}"), Some(key)).await;
     assert_eq!(s, 200, "{path}: {b}");
     b
@@ -351,55 +352,6 @@ async fn two_contacts_of_one_customer_merge(app: &TestApp) {
     }
 }
 
-async fn the_network_replaces_bsuids(app: &TestApp) {
-    let key = setup(app).await;
-    deliver(
-        app,
-        &text_from(Some("14155550177"), Some(BSUID), None, "hello"),
-    )
-    .await;
-    let before = get(app, &key, "/contacts?q=14155550177").await["data"][0].clone();
-    let update = json!({"object": "whatsapp_business_account", "entry": [{"id": "waba1", "changes": [{
-        "field": "user_id_update", "value": {"messaging_product": "whatsapp",
-            "metadata": {"display_phone_number": "14155550100", "phone_number_id": PNID},
-            "user_id_update": [{"wa_id": "14155550177", "previous_user_id": BSUID, "user_id": BSUID2, "timestamp": "1700000300"}]}}]}]});
-    let report = deliver(app, &update).await;
-    assert_eq!(report.contacts_updated, 1);
-    let after = get(
-        app,
-        &key,
-        &format!("/contacts/{}", before["id"].as_str().unwrap()),
-    )
-    .await;
-    assert_eq!(after["user_id"], BSUID2);
-    // The customer writes with the new BSUID only: the same contact.
-    deliver(app, &text_from(None, Some(BSUID2), None, "still me")).await;
-    let all = get(app, &key, "/contacts").await;
-    assert_eq!(all["data"].as_array().unwrap().len(), 1, "{all}");
-    // The system message form (`user_changed_user_id`) does the same.
-    let system = notification(
-        json!([{"user_id": BSUID2, "wa_id": "14155550177", "profile": {"name": "Kim"}}]),
-        json!([{"from": "14155550177", "from_user_id": BSUID2, "id": wamid(), "timestamp": "1700000400", "type": "system",
-            "system": {"body": "User changed", "type": "user_changed_user_id", "user_id": "US.30000000000000000003"}}]),
-        json!([]),
-    );
-    deliver(app, &system).await;
-    let after = get(
-        app,
-        &key,
-        &format!("/contacts/{}", before["id"].as_str().unwrap()),
-    )
-    .await;
-    assert_eq!(after["user_id"], "US.30000000000000000003", "{after}");
-    assert_eq!(
-        get(app, &key, "/contacts").await["data"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
-}
-
 async fn template_categories_follow_the_network(app: &TestApp) {
     let key = setup(app).await;
     insert_template(
@@ -444,6 +396,5 @@ both_backends! {
     username_only_customers_are_contacts_that_can_be_answered_http => async |app: &TestApp| username_only_customers_are_contacts_that_can_be_answered(app).await;
     otp_templates_need_a_phone_number_http => async |app: &TestApp| otp_templates_need_a_phone_number(app).await;
     two_contacts_of_one_customer_merge_http => async |app: &TestApp| two_contacts_of_one_customer_merge(app).await;
-    the_network_replaces_bsuids_http => async |app: &TestApp| the_network_replaces_bsuids(app).await;
     template_categories_follow_the_network_http => async |app: &TestApp| template_categories_follow_the_network(app).await;
 }

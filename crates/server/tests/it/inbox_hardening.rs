@@ -1,0 +1,192 @@
+//! What the databases cannot hold never costs the rest of a webhook: a U+0000 from the
+//! network becomes U+FFFD and the message is kept; an item the database refuses is retried
+//! with its batch, then set aside, while the rest of the batch is applied — on SQLite and
+//! PostgreSQL.
+
+use crate::common::{Backend, TestApp, eventually_within};
+use crate::network_webhook::{PNID, envelope, messages_change, setup, text_message};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tern_domain::message::Direction;
+use tern_engine::inbox::{Retry, drain_with_retry};
+use tern_store::Message;
+
+const CUSTOMER: &str = "447700900031";
+
+async fn post(app: &TestApp, body: &Value) {
+    let (s, b) = app.post_network(&serde_json::to_vec(body).unwrap()).await;
+    assert_eq!(s, 200, "{b}");
+}
+
+async fn inbound_messages(app: &TestApp) -> Vec<Message> {
+    let contact = app
+        .db
+        .get_contact_by_wa_id(app.org_uuid(), CUSTOMER)
+        .await
+        .unwrap()
+        .unwrap();
+    let conv = app
+        .db
+        .get_or_create_conversation(app.org_uuid(), contact.id, PNID, uuid::Uuid::now_v7(), 0)
+        .await
+        .unwrap();
+    app.db
+        .list_conversation_messages(app.org_uuid(), conv.id, Some(Direction::Inbound), None, 50)
+        .await
+        .unwrap()
+}
+
+fn by_wamid<'a>(msgs: &'a [Message], wamid: &str) -> Option<&'a Message> {
+    msgs.iter().find(|m| m.wamid.as_deref() == Some(wamid))
+}
+
+async fn nul_from_the_network_is_replaced_and_the_message_kept(app: &TestApp) {
+    setup(app).await;
+    post(
+        app,
+        &envelope(vec![messages_change(
+            PNID,
+            vec![json!({"wa_id": CUSTOMER, "profile": {"name": "Ad\u{0}a"}})],
+            vec![
+                text_message("wamid.NUL1", CUSTOMER, 1_700_000_100, "hel\u{0}lo"),
+                json!({"from": CUSTOMER, "id": "wamid.NUL2", "timestamp": "1700000101", "type": "image",
+                       "image": {"id": "m1", "mime_type": "image/jpeg", "sha256": "x", "caption": "a \u{0} cat"},
+                       "referral": {"headline": "\u{0}"}}),
+                text_message("wamid.NUL3", CUSTOMER, 1_700_000_102, "fine"),
+            ],
+            vec![],
+        )]),
+    )
+    .await;
+    let report = tern_engine::inbox::drain(&app.db).await.unwrap();
+    assert_eq!(
+        (report.inbound_stored, report.failed.len()),
+        (3, 0),
+        "{report:?}"
+    );
+    assert_eq!(app.db.count_unprocessed_inbox().await.unwrap(), 0);
+    let msgs = inbound_messages(app).await;
+    let nul1 = by_wamid(&msgs, "wamid.NUL1").unwrap();
+    assert_eq!(nul1.text.as_deref(), Some("hel\u{fffd}lo"));
+    assert_eq!(nul1.content.as_ref().unwrap()["body"], "hel\u{fffd}lo");
+    assert_eq!(nul1.request["text"]["body"], "hel\u{fffd}lo");
+    let nul2 = by_wamid(&msgs, "wamid.NUL2").unwrap();
+    assert_eq!(nul2.text.as_deref(), Some("a \u{fffd} cat"));
+    assert_eq!(nul2.referral.as_ref().unwrap()["headline"], "\u{fffd}");
+    assert_eq!(
+        by_wamid(&msgs, "wamid.NUL3").unwrap().text.as_deref(),
+        Some("fine")
+    );
+    let contact = app
+        .db
+        .get_contact_by_wa_id(app.org_uuid(), CUSTOMER)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(contact.name.as_deref(), Some("Ad\u{fffd}a"));
+}
+
+/// Makes the database refuse the inbound message `wamid.REFUSED`, as it would a value it
+/// cannot hold.
+fn refusing_trigger(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "CREATE TRIGGER refuse_wamid BEFORE INSERT ON messages \
+             WHEN NEW.wamid = 'wamid.REFUSED' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+        }
+        Backend::Postgres => {
+            "CREATE FUNCTION refuse_wamid() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.wamid = 'wamid.REFUSED' THEN RAISE EXCEPTION 'refused by the test'; \
+             END IF; RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_wamid BEFORE INSERT ON messages \
+             FOR EACH ROW EXECUTE FUNCTION refuse_wamid();"
+        }
+    }
+}
+
+async fn an_item_that_cannot_be_applied_is_set_aside(app: &TestApp) {
+    setup(app).await;
+    app.db
+        .execute_test_sql(refusing_trigger(&app.backend))
+        .await
+        .unwrap();
+    post(
+        app,
+        &envelope(vec![messages_change(
+            PNID,
+            vec![json!({"wa_id": CUSTOMER, "profile": {"name": "Ada"}})],
+            vec![
+                text_message("wamid.REFUSED", CUSTOMER, 1_700_000_100, "refused"),
+                text_message("wamid.KEPT", CUSTOMER, 1_700_000_101, "kept"),
+            ],
+            vec![],
+        )]),
+    )
+    .await;
+    let retry = Retry {
+        first_delay_ms: 0,
+        max_delay_ms: 0,
+        item_attempts: 3,
+    };
+    // The first attempt applies the rest of the batch at once, and keeps the batch to retry.
+    let first = drain_with_retry(&app.db, &app.db, retry).await.unwrap();
+    assert_eq!(first.inbound_stored, 1, "{first:?}");
+    assert_eq!(first.failed[0].key, "wamid.REFUSED", "{first:?}");
+    let msgs = inbound_messages(app).await;
+    assert_eq!(
+        by_wamid(&msgs, "wamid.KEPT").unwrap().text.as_deref(),
+        Some("kept")
+    );
+    assert!(by_wamid(&msgs, "wamid.REFUSED").is_none());
+    // After its retries the refused item is set aside and the batch is done.
+    eventually_within(Duration::from_secs(10), "the batch to be done", || async {
+        drain_with_retry(&app.db, &app.db, retry).await.unwrap();
+        (app.db.count_unprocessed_inbox().await.unwrap() == 0).then_some(())
+    })
+    .await;
+    let aside = app.db.list_set_aside_inbox(10).await.unwrap();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let a = &aside[0];
+    assert_eq!(
+        (a.kind.as_str(), a.item_key.as_str(), a.attempts),
+        ("message", "wamid.REFUSED", 3)
+    );
+    assert!(a.error.contains("refused by the test"), "{}", a.error);
+    let item: Value = serde_json::from_slice(&a.item).unwrap();
+    assert_eq!(item["text"]["body"], "refused");
+    // The kept message was stored once, and later batches go through.
+    let msgs = inbound_messages(app).await;
+    assert_eq!(
+        msgs.iter()
+            .filter(|m| m.wamid.as_deref() == Some("wamid.KEPT"))
+            .count(),
+        1
+    );
+    post(
+        app,
+        &envelope(vec![messages_change(
+            PNID,
+            vec![],
+            vec![text_message(
+                "wamid.LATER",
+                CUSTOMER,
+                1_700_000_102,
+                "later",
+            )],
+            vec![],
+        )]),
+    )
+    .await;
+    let later = drain_with_retry(&app.db, &app.db, retry).await.unwrap();
+    assert_eq!(
+        (later.inbound_stored, later.failed.len()),
+        (1, 0),
+        "{later:?}"
+    );
+}
+
+both_backends! {
+    nul_from_the_network_is_replaced_and_the_message_kept_http => async |app: &TestApp| nul_from_the_network_is_replaced_and_the_message_kept(app).await;
+    an_item_that_cannot_be_applied_is_set_aside_http => async |app: &TestApp| an_item_that_cannot_be_applied_is_set_aside(app).await;
+}
