@@ -632,3 +632,11 @@ fn every_limit_in_the_document_is_the_domain_constant() {
         "{key}"
     );
 }
+
+/// The whole document as reviewed: any change to it (a field, a limit, a description) shows
+/// in the diff of `src/openapi/snapshots/`. Update with `INSTA_UPDATE=always cargo test -p
+/// tern-api openapi_document` and review the diff.
+#[test]
+fn openapi_document() {
+    insta::assert_json_snapshot!("openapi", doc());
+}
