@@ -161,33 +161,11 @@ macro_rules! recipient_bucket {
 }
 
 impl Db {
+    /// [`Tx::insert_campaign`] in a transaction of its own.
     pub async fn insert_campaign(&self, c: &Campaign) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(concat!(
-                "INSERT INTO campaigns (", campaign_columns!(), ") VALUES \
-                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"))
-            .bind(c.id)
-            .bind(c.org_id)
-            .bind(&c.name)
-            .bind(c.status.as_str())
-            .bind(&c.template_name)
-            .bind(&c.template_language)
-            .bind(&c.phone_number_id)
-            .bind(&c.audience)
-            .bind(&c.params)
-            .bind(c.scheduled_at)
-            .bind(c.expires_at)
-            .bind(c.recipient_count)
-            .bind(&c.pause_reason)
-            .bind(c.resolved_at)
-            .bind(c.launched_at)
-            .bind(c.paused_at)
-            .bind(c.completed_at)
-            .bind(c.created_at)
-            .bind(c.updated_at)
-            .execute(pool)
-            .await
-            .map(drop))?;
-        Ok(())
+        let mut tx = self.begin().await?;
+        tx.insert_campaign(c).await?;
+        tx.commit().await
     }
 
     pub async fn get_campaign(&self, org_id: Uuid, id: Uuid) -> Result<Option<Campaign>> {
@@ -425,6 +403,36 @@ fn chunk_count(spec: &AudienceSpec) -> usize {
 }
 
 impl Tx {
+    /// Stores a new campaign (in the transaction that checked the plan's campaign limit).
+    pub async fn insert_campaign(&mut self, c: &Campaign) -> Result<()> {
+        with_tx!(self, conn => sqlx::query(concat!(
+                "INSERT INTO campaigns (", campaign_columns!(), ") VALUES \
+                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"))
+            .bind(c.id)
+            .bind(c.org_id)
+            .bind(&c.name)
+            .bind(c.status.as_str())
+            .bind(&c.template_name)
+            .bind(&c.template_language)
+            .bind(&c.phone_number_id)
+            .bind(&c.audience)
+            .bind(&c.params)
+            .bind(c.scheduled_at)
+            .bind(c.expires_at)
+            .bind(c.recipient_count)
+            .bind(&c.pause_reason)
+            .bind(c.resolved_at)
+            .bind(c.launched_at)
+            .bind(c.paused_at)
+            .bind(c.completed_at)
+            .bind(c.created_at)
+            .bind(c.updated_at)
+            .execute(&mut **conn)
+            .await
+            .map(drop))?;
+        Ok(())
+    }
+
     /// The campaign, locked until the transaction ends (its status has one writer at a time).
     pub async fn lock_campaign(&mut self, org_id: Uuid, id: Uuid) -> Result<Option<Campaign>> {
         let sql = lock_for_write!(

@@ -30,11 +30,6 @@ pub async fn create(
     let numbers = core.db.list_phone_numbers(p.org_id, None, 100).await?;
     let refs: Vec<&PhoneNumber> = numbers.iter().collect();
     let number = &numbers[choose_number(&refs, new.sender.as_ref())?];
-    let effective = p.effective();
-    if effective.limit(Entitlement::Campaigns).is_some() {
-        let used = core.db.count_campaigns(p.org_id).await?;
-        effective.check_count(Entitlement::Campaigns, used)?;
-    }
     let c = Campaign {
         id: new_id(),
         org_id: p.org_id,
@@ -56,7 +51,11 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    core.db.insert_campaign(&c).await?;
+    let mut tx = core.db.begin().await?;
+    crate::limits::check_one_more(&mut tx, p.org_id, &p.effective(), Entitlement::Campaigns)
+        .await?;
+    tx.insert_campaign(&c).await?;
+    tx.commit().await?;
     Ok(c)
 }
 
