@@ -97,6 +97,17 @@ impl Status {
     }
 }
 
+impl PauseReason {
+    /// Whether the reason is only that more messages cannot be paid for (wallet, allowance):
+    /// messages already accepted were paid at acceptance, so it does not stop them.
+    pub fn only_stops_new_messages(self) -> bool {
+        matches!(
+            self,
+            PauseReason::WalletBalanceLow | PauseReason::UsageLimitReached
+        )
+    }
+}
+
 /// The refusal of an action in a status that does not allow it.
 pub fn invalid_state(status: Status, action: Action) -> Problem {
     Problem::conflict("invalid_campaign_state")

@@ -154,7 +154,7 @@ pub struct RecipientRow {
 /// The bucket of a recipient row joined to its message (`r`, `m`).
 macro_rules! recipient_bucket {
     () => {
-        "CASE WHEN r.message_id IS NULL THEN r.status \
+        "CASE WHEN r.message_id IS NULL OR r.status = 'expired' THEN r.status \
               WHEN m.status IN ('accepted', 'sending') THEN 'queued' \
               WHEN m.status IS NULL THEN 'queued' ELSE m.status END"
     };
@@ -211,11 +211,13 @@ impl Db {
         Ok(n)
     }
 
-    /// Scheduled campaigns due at `now` and running ones: the campaign worker's list.
+    /// Scheduled campaigns due at `now`, running ones and paused ones past their expiry (their
+    /// queued messages end): the campaign worker's list.
     pub async fn active_campaigns(&self, now: i64, limit: i64) -> Result<Vec<(Uuid, Uuid)>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, (Uuid, Uuid)>(
                 "SELECT org_id, id FROM campaigns \
                  WHERE status = 'running' OR (status = 'scheduled' AND scheduled_at <= $1) \
+                    OR (status = 'paused' AND expires_at <= $1) \
                  ORDER BY id LIMIT $2")
             .bind(now)
             .bind(limit)
@@ -378,7 +380,8 @@ impl Db {
     ) -> Result<Vec<RecipientRow>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, RecipientRow>(concat!(
                 "SELECT r.contact_id, ", recipient_bucket!(), " AS status, r.message_id, \
-                 CASE WHEN r.message_id IS NULL THEN r.reason ELSE m.failure_code END AS reason, \
+                 CASE WHEN r.message_id IS NULL OR r.status = 'expired' THEN r.reason \
+                      ELSE m.failure_code END AS reason, \
                  CASE WHEN m.updated_at IS NOT NULL AND m.updated_at > r.updated_at \
                       THEN m.updated_at ELSE r.updated_at END AS updated_at \
                  FROM campaign_recipients r LEFT JOIN messages m ON m.id = r.message_id \
@@ -715,6 +718,33 @@ impl Tx {
         if n > 0 {
             self.add_campaign_reason(campaign_id, "skipped", reason, n)
                 .await?;
+        }
+        Ok(n)
+    }
+
+    /// Messaged recipients (`contacts`) whose message left the queue unsent at the
+    /// campaign's expiry end `expired` (keeping their message). Returns how many.
+    pub async fn expire_messaged_recipients(
+        &mut self,
+        campaign_id: Uuid,
+        contacts: &[Uuid],
+        now: i64,
+    ) -> Result<i64> {
+        let mut n = 0;
+        for chunk in contacts.chunks(ROWS_PER_STATEMENT) {
+            n += with_tx!(self, conn => {
+                let mut q = sqlx::QueryBuilder::new("UPDATE campaign_recipients SET status = ");
+                q.push_bind(RECIPIENT_EXPIRED);
+                q.push(", updated_at = ");
+                q.push_bind(now);
+                q.push(" WHERE status = ");
+                q.push_bind(RECIPIENT_MESSAGED);
+                q.push(" AND campaign_id = ");
+                q.push_bind(campaign_id);
+                q.push(" AND contact_id IN ");
+                push_id_list(&mut q, chunk.iter().copied());
+                q.build().persistent(false).execute(&mut **conn).await.map(|r| r.rows_affected() as i64)
+            })?;
         }
         Ok(n)
     }

@@ -212,4 +212,55 @@ store_tests! {
         assert_eq!(db.campaign_counts(c.id).await.unwrap(), CampaignCounts { pending: 2, ..Default::default() });
         assert!(db.campaign_reasons(c.id).await.unwrap().is_empty());
     },
+
+    // At a campaign's expiry its messages still waiting in the queue fail and leave it
+    // (a claimed one is left to its claim, another campaign's untouched); their recipients
+    // end expired, keeping the message. Paused campaigns past expiry are the worker's too.
+    campaign_queue_expiry => |db| async move {
+        let w = world(&db).await;
+        let c = campaign(w.org_id, Status::Running);
+        db.insert_campaign(&c).await.unwrap();
+        let other = campaign(w.org_id, Status::Running);
+        db.insert_campaign(&other).await.unwrap();
+        let mut held = campaign(w.org_id, Status::Paused);
+        held.expires_at = Some(T0 + 50);
+        db.insert_campaign(&held).await.unwrap();
+        let mut active = db.active_campaigns(T0 + 49, 10).await.unwrap();
+        active.sort();
+        let mut want = vec![(w.org_id, c.id), (w.org_id, other.id)];
+        want.sort();
+        assert_eq!(active, want);
+        assert_eq!(db.active_campaigns(T0 + 50, 10).await.unwrap().len(), 3);
+
+        let claimed = queued_message(&db, &w, "100", T0, None, Some(c.id)).await;
+        let waiting = queued_message(&db, &w, "100", T0 + 1, None, Some(c.id)).await;
+        let theirs = queued_message(&db, &w, "100", T0 + 2, None, Some(other.id)).await;
+        let got = db.claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
+        assert_eq!(ids(&got), vec![claimed]);
+        let mut tx = db.begin().await.unwrap();
+        tx.replace_recipients(c.id, &[NewRecipient { contact_id: w.contact_id, skipped: None, variables: None }], T0)
+            .await
+            .unwrap();
+        tx.mark_recipients_messaged(c.id, &[(w.contact_id, waiting)], T0).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let failure = tern_domain::failure::Failure::tern("campaign_expired", "expired");
+        let mut tx = db.begin().await.unwrap();
+        let before = tx.fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap();
+        assert_eq!(before.iter().map(|m| (m.id, m.status)).collect::<Vec<_>>(),
+                   vec![(waiting, tern_domain::message::Status::Accepted)]);
+        assert_eq!(tx.expire_messaged_recipients(c.id, &[w.contact_id], T0 + 20).await.unwrap(), 1);
+        assert!(tx.fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap().is_empty());
+        tx.commit().await.unwrap();
+        let m = db.get_message(w.org_id, waiting).await.unwrap().unwrap();
+        assert_eq!((m.status, m.failed_at, m.failure_code.as_deref()),
+                   (tern_domain::message::Status::Failed, Some(T0 + 20), Some("campaign_expired")));
+        assert_eq!(m.failure, Some(failure));
+        assert_eq!(db.dispatch_info(waiting).await.unwrap().dispatch_state, None);
+        assert_eq!(db.dispatch_info(claimed).await.unwrap().dispatch_state.as_deref(), Some("in_flight"));
+        assert_eq!(db.dispatch_info(theirs).await.unwrap().dispatch_state.as_deref(), Some("queued"));
+        let expired = db.list_campaign_recipients(c.id, Some(Bucket::Expired), None, 10).await.unwrap();
+        assert_eq!(expired.len(), 1);
+        assert_eq!((expired[0].message_id, expired[0].reason.as_deref()), (Some(waiting), None));
+    },
 }
