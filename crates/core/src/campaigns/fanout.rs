@@ -123,7 +123,7 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     let mut skips: Vec<(Uuid, SkipReason)> = Vec::new();
     let mut items: Vec<Accept> = Vec::with_capacity(rows.len());
     for r in rows {
-        if Consent::parse(&r.consent_status) == Some(Consent::OptedOut) {
+        if r.consent_status == Consent::OptedOut {
             skips.push((r.contact_id, SkipReason::OptedOut));
             continue;
         }
@@ -228,8 +228,7 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     skips.sort_by_key(|s| s.1);
     for group in skips.chunk_by(|a, b| a.1 == b.1) {
         let ids: Vec<Uuid> = group.iter().map(|s| s.0).collect();
-        tx.skip_recipients(id, &ids, group[0].1.as_str(), now)
-            .await?;
+        tx.skip_recipients(id, &ids, group[0].1, now).await?;
     }
     tx.commit().await?;
     if accepted > 0 {
@@ -338,7 +337,7 @@ async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result
         return change(core, org_id, id, None, now, |c| {
             if c.status == Status::Scheduled {
                 c.status = Status::Paused;
-                c.pause_reason = Some(reason.as_str().to_string());
+                c.pause_reason = Some(reason);
                 c.paused_at = Some(now);
                 c.launched_at = Some(now);
             }

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tern_domain::campaign::Bucket;
+use tern_domain::campaign::{Bucket, ReasonKind};
 use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
 use tern_store::{
@@ -411,7 +411,7 @@ impl Counts {
                 .await?;
         }
         for ((campaign_id, code), n) in self.failures {
-            tx.add_campaign_reason(campaign_id, "failed", &code, n)
+            tx.add_campaign_reason(campaign_id, ReasonKind::Failed, &code, n)
                 .await?;
         }
         Ok(())

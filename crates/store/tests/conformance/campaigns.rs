@@ -1,7 +1,9 @@
 use crate::dispatch::{claim, ids, queued, queued_message, world};
 use crate::fixtures::{T0, insert_contact};
 use serde_json::json;
-use tern_domain::campaign::{Audience, AudienceSpec, Bucket, Status};
+use tern_domain::campaign::{
+    Audience, AudienceSpec, Bucket, PauseReason, ReasonKind, SkipReason, Status,
+};
 use tern_store::{Campaign, CampaignCounts, Db, Json, NewRecipient, counter_shard};
 use uuid::Uuid;
 
@@ -86,7 +88,8 @@ store_tests! {
 
     campaigns_list_get_and_lease => |db| async move {
         let w = world(&db).await;
-        let a = campaign(w.org_id, Status::Draft);
+        let mut a = campaign(w.org_id, Status::Draft);
+        a.pause_reason = Some(PauseReason::ErrorThreshold);
         let mut b = campaign(w.org_id, Status::Scheduled);
         b.created_at = T0 + 1;
         b.scheduled_at = Some(T0 + 100);
@@ -158,7 +161,7 @@ store_tests! {
             .enumerate()
             .map(|(i, id)| NewRecipient {
                 contact_id: *id,
-                skipped: (i == 5).then_some("opted_out"),
+                skipped: (i == 5).then_some(SkipReason::OptedOut),
                 variables: Some(vec![format!("v{i}")]),
             })
             .collect();
@@ -167,7 +170,7 @@ store_tests! {
         tx.commit().await.unwrap();
         let counts = db.campaign_counts(c.id).await.unwrap();
         assert_eq!(counts, CampaignCounts { pending: 5, skipped: 1, ..Default::default() });
-        assert_eq!(db.campaign_reasons(c.id).await.unwrap(), vec![("skipped".into(), "opted_out".into(), 1)]);
+        assert_eq!(db.campaign_reasons(c.id).await.unwrap(), vec![(ReasonKind::Skipped, "opted_out".into(), 1)]);
         // Pending recipients in contact order, with their stored values.
         let pending = db.pending_recipients(c.id, "100", 3).await.unwrap();
         assert_eq!(pending.iter().map(|p| p.contact_id).collect::<Vec<_>>(), people[..3].to_vec());
@@ -177,12 +180,12 @@ store_tests! {
         let mut tx = db.begin().await.unwrap();
         assert_eq!(tx.mark_recipients_messaged(c.id, &[(people[0], m0), (people[1], Uuid::now_v7())], T0).await.unwrap(), 2);
         assert_eq!(tx.mark_recipients_messaged(c.id, &[(people[0], Uuid::now_v7())], T0).await.unwrap(), 0);
-        assert_eq!(tx.skip_recipients(c.id, &[people[2], people[5]], "variable_invalid", T0).await.unwrap(), 1);
+        assert_eq!(tx.skip_recipients(c.id, &[people[2], people[5]], SkipReason::VariableInvalid, T0).await.unwrap(), 1);
         tx.commit().await.unwrap();
         // A status change moves its recipient between buckets in its message's shard.
         let mut tx = db.begin().await.unwrap();
         tx.move_campaign_count(c.id, counter_shard(m0), Bucket::Queued, Bucket::Failed, 1).await.unwrap();
-        tx.add_campaign_reason(c.id, "failed", "recipient_not_on_whatsapp", 1).await.unwrap();
+        tx.add_campaign_reason(c.id, ReasonKind::Failed, "recipient_not_on_whatsapp", 1).await.unwrap();
         assert_eq!(tx.expire_recipients(c.id, T0).await.unwrap(), 2);
         tx.commit().await.unwrap();
         let counts = db.campaign_counts(c.id).await.unwrap();
@@ -193,12 +196,12 @@ store_tests! {
         assert_eq!(counts.total(), 6);
         assert_eq!(counts.open(), 1);
         let reasons = db.campaign_reasons(c.id).await.unwrap();
-        assert!(reasons.contains(&("skipped".into(), "variable_invalid".into(), 1)), "{reasons:?}");
-        assert!(reasons.contains(&("failed".into(), "recipient_not_on_whatsapp".into(), 1)), "{reasons:?}");
+        assert!(reasons.contains(&(ReasonKind::Skipped, "variable_invalid".into(), 1)), "{reasons:?}");
+        assert!(reasons.contains(&(ReasonKind::Failed, "recipient_not_on_whatsapp".into(), 1)), "{reasons:?}");
         // Recipients as the API lists them: a messaged one at its message's status.
         let all = db.list_campaign_recipients(c.id, None, None, 10).await.unwrap();
         assert_eq!(all.len(), 6);
-        assert_eq!((all[0].status.as_str(), all[0].message_id), ("queued", Some(m0)));
+        assert_eq!((all[0].status, all[0].message_id), (Bucket::Queued, Some(m0)));
         let expired = db.list_campaign_recipients(c.id, Some(Bucket::Expired), None, 10).await.unwrap();
         assert_eq!(expired.iter().map(|r| r.contact_id).collect::<Vec<_>>(), people[3..5].to_vec());
         let page = db.list_campaign_recipients(c.id, None, Some(people[3]), 10).await.unwrap();
