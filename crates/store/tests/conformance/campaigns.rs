@@ -82,6 +82,11 @@ store_tests! {
         assert!(db.claim_dispatch(&claim("w", None, 5, T0 + 10)).await.unwrap().is_empty());
         set_status(&db, &mut c, Status::Running).await;
         assert_eq!(db.due_dispatch_numbers(T0 + 10, None, 10).await.unwrap(), vec!["100".to_string()]);
+        // API sends only (an unusable number's claim): the campaign's message stays queued.
+        let api_only = tern_store::DispatchClaim { api_only: true, ..claim("w", Some("100"), 5, T0 + 10) };
+        assert!(db.claim_dispatch(&api_only).await.unwrap().is_empty());
+        let api_only = tern_store::DispatchClaim { api_only: true, ..claim("w", None, 5, T0 + 10) };
+        assert!(db.claim_dispatch(&api_only).await.unwrap().is_empty());
         let got = db.claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap();
         assert_eq!(ids(&got), vec![early]);
     },

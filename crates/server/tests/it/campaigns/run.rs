@@ -432,8 +432,9 @@ async fn expiry_ends_queued_messages(backend: Backend) {
 }
 
 /// Every recipient is queued at once (50 ahead), then a check fails mid-run (the template
-/// paused, then the subscription restricted): the campaign pauses with that reason, its
-/// queued messages stay in the queue, and they go after resume, each exactly once.
+/// paused, the subscription restricted, the number disconnected): the campaign pauses with
+/// that reason, its queued messages stay in the queue (none fails), and they go after
+/// resume, each exactly once.
 async fn a_failed_check_pauses_the_queued_messages(backend: Backend) {
     const N: usize = 20;
     let r = start(backend, 2).await;
@@ -470,7 +471,26 @@ async fn a_failed_check_pauses_the_queued_messages(backend: Backend) {
             .unwrap();
         }
     };
-    for (at, reason) in [(2, "template_not_approved"), (6, "subscription_restricted")] {
+    let number = |status: &'static str| {
+        let app = &r.app;
+        async move {
+            app.admin(&[
+                "number",
+                "update",
+                "--phone-number-id",
+                PNID,
+                "--status",
+                status,
+            ])
+            .await
+            .unwrap();
+        }
+    };
+    for (at, reason) in [
+        (2, "template_not_approved"),
+        (6, "subscription_restricted"),
+        (10, "phone_number_not_connected"),
+    ] {
         eventually_within(
             Duration::from_secs(30),
             "sends before the check fails",
@@ -479,7 +499,8 @@ async fn a_failed_check_pauses_the_queued_messages(backend: Backend) {
         .await;
         match reason {
             "template_not_approved" => template("paused").await,
-            _ => subscription("restricted").await,
+            "subscription_restricted" => subscription("restricted").await,
+            _ => number("disconnected").await,
         }
         let c = wait_status(&r, &id, "paused", Duration::from_secs(30)).await;
         assert_eq!(c["pause_reason"], reason);
@@ -497,14 +518,19 @@ async fn a_failed_check_pauses_the_queued_messages(backend: Backend) {
         assert!(s == 402 || s == 409, "{s} {e}");
         match reason {
             "template_not_approved" => template("approved").await,
-            _ => subscription("active").await,
+            "subscription_restricted" => subscription("active").await,
+            _ => number("connected").await,
         }
         let (s, c) = act(&r.app, &r.key, &id, "resume", None).await;
         assert_eq!(s, 200, "{c}");
     }
     wait_status(&r, &id, "completed", Duration::from_secs(60)).await;
     let p = settled(&r, &id, &phones).await;
-    assert_eq!(sent_of(&p), N as i64, "{p}");
+    assert_eq!(
+        (sent_of(&p), p["failed"].as_i64()),
+        (N as i64, Some(0)),
+        "{p}"
+    );
     each_at_most_once(&r.sim, &phones, N);
     r.sim.shutdown().await;
     r.app.stop().await;
