@@ -1,20 +1,19 @@
 //! Plan count limits, checked atomically with the create they guard: the count is taken in
 //! the create's transaction under the organisation's row lock (`Tx::count_locked`), so two
-//! concurrent creates at `limit - 1` cannot both pass. Campaigns will use the same check.
+//! concurrent creates at `limit - 1` cannot both pass.
 
 use tern_domain::Problem;
 use tern_domain::plan::{Effective, Entitlement};
 use tern_store::{Counted, Tx};
 
-fn counted(e: Entitlement) -> Option<Counted> {
+fn counted(e: Entitlement) -> Counted {
     match e {
-        Entitlement::Contacts => Some(Counted::Contacts),
-        Entitlement::Templates => Some(Counted::Templates),
-        Entitlement::PhoneNumbers => Some(Counted::PhoneNumbers),
-        Entitlement::ApiKeys => Some(Counted::ActiveApiKeys),
-        Entitlement::WebhookSubscriptions => Some(Counted::WebhookSubscriptions),
-        // Not stored yet: nothing to count.
-        Entitlement::Campaigns => None,
+        Entitlement::Contacts => Counted::Contacts,
+        Entitlement::Templates => Counted::Templates,
+        Entitlement::PhoneNumbers => Counted::PhoneNumbers,
+        Entitlement::ApiKeys => Counted::ActiveApiKeys,
+        Entitlement::WebhookSubscriptions => Counted::WebhookSubscriptions,
+        Entitlement::Campaigns => Counted::Campaigns,
     }
 }
 
@@ -29,9 +28,6 @@ pub async fn check_one_more(
     if effective.limit(e).is_none() {
         return Ok(());
     }
-    let Some(what) = counted(e) else {
-        return Ok(());
-    };
-    let used = tx.count_locked(org_id, what).await?;
+    let used = tx.count_locked(org_id, counted(e)).await?;
     effective.check_count(e, used)
 }

@@ -73,11 +73,24 @@ name_enum!(
     }
 );
 
-/// The stored state of a recipient row (`campaign_recipients.status`).
-pub const RECIPIENT_PENDING: &str = "pending";
-pub const RECIPIENT_MESSAGED: &str = "messaged";
-pub const RECIPIENT_SKIPPED: &str = "skipped";
-pub const RECIPIENT_EXPIRED: &str = "expired";
+name_enum!(
+    /// The stored state of a recipient row (`campaign_recipients.status`): no message yet
+    /// (`pending`), its one message exists (`messaged`), or none will be sent (`skipped`
+    /// with a reason, `expired`; an expired recipient may keep a message that never left).
+    RecipientState {
+        Pending = "pending",
+        Messaged = "messaged",
+        Skipped = "skipped",
+        Expired = "expired",
+    }
+);
+name_enum!(
+    /// What a campaign's reason counter counts: skip reasons or failure codes.
+    ReasonKind {
+        Skipped = "skipped",
+        Failed = "failed",
+    }
+);
 
 /// At most this many ids in `audience.contact_ids`.
 pub const MAX_CONTACT_IDS: usize = 10_000;
@@ -96,6 +109,17 @@ impl Status {
             Action::Pause => self == Running,
             Action::Resume => self == Paused,
         }
+    }
+}
+
+impl PauseReason {
+    /// Whether the reason is only that more messages cannot be paid for (wallet, allowance):
+    /// messages already accepted were paid at acceptance, so it does not stop them.
+    pub fn only_stops_new_messages(self) -> bool {
+        matches!(
+            self,
+            PauseReason::WalletBalanceLow | PauseReason::UsageLimitReached
+        )
     }
 }
 

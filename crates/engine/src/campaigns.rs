@@ -1,7 +1,7 @@
 //! The campaign worker: launches scheduled campaigns when due (also after a restart: the
-//! schedule is in the database) and works running ones: expiry, the error threshold,
-//! completion and fan-out ([`tern_core::campaigns::fanout::step`]). Each campaign is worked
-//! by one process at a time (a lease on its row); a second process skips it until the lease
+//! schedule is in the database), works running ones (expiry, the error threshold, the send
+//! checks, completion and fan-out) and ends paused ones past their expiry
+//! ([`tern_core::campaigns::fanout::step`]). Each campaign is worked by one process at a time (a lease on its row); a second process skips it until the lease
 //! lapses, and even two working one campaign cannot message a recipient twice (the
 //! recipient's idempotency key).
 

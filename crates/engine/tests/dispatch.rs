@@ -625,7 +625,7 @@ dispatch_tests! {
             ids.push(env.accept_text(&format!("1650555{i:04}"), "batch").await);
         }
         let claimed = env.db.claim_dispatch(&DispatchClaim {
-            phone_number_id: None, limit: 10, owner: "batch-worker", now: now_ms(),
+            phone_number_id: None, api_only: false, limit: 10, owner: "batch-worker", now: now_ms(),
             lease_ms: 30_000, grace_ms: 30_000,
         }).await.unwrap();
         assert_eq!(claimed.len(), 4);
@@ -671,7 +671,7 @@ dispatch_tests! {
         let id = env.accept_text("16505551234", "orphan").await;
         // A worker claims it and dies (kill -9) before recording anything.
         let claimed = env.db.claim_dispatch(&DispatchClaim {
-            phone_number_id: None, limit: 10, owner: "crashed-worker", now: now_ms(),
+            phone_number_id: None, api_only: false, limit: 10, owner: "crashed-worker", now: now_ms(),
             lease_ms: 200, grace_ms: 400,
         }).await.unwrap();
         assert_eq!(claimed.len(), 1);

@@ -9,9 +9,9 @@
 use serde_json::Value;
 use sqlx::types::Json;
 use tern_domain::campaign::{
-    Audience, AudienceSpec, Bucket, RECIPIENT_EXPIRED, RECIPIENT_MESSAGED, RECIPIENT_PENDING,
-    Status,
+    Audience, AudienceSpec, Bucket, PauseReason, ReasonKind, RecipientState, SkipReason, Status,
 };
+use tern_domain::contact::Consent;
 use uuid::Uuid;
 
 use crate::db::{Db, Tx, with_pool, with_tx};
@@ -30,12 +30,11 @@ pub fn counter_shard(message_id: Uuid) -> i64 {
 }
 
 /// A stored campaign.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Campaign {
     pub id: Uuid,
     pub org_id: Uuid,
     pub name: String,
-    #[sqlx(try_from = "String")]
     pub status: Status,
     pub template_name: String,
     pub template_language: String,
@@ -43,18 +42,68 @@ pub struct Campaign {
     /// `AudienceSpec::to_json`.
     pub audience: Json<Value>,
     /// The template's parameters (`Params::to_json`).
-    #[sqlx(rename = "variables")]
     pub params: Json<Value>,
     pub scheduled_at: Option<i64>,
     pub expires_at: Option<i64>,
     pub recipient_count: Option<i64>,
-    pub pause_reason: Option<String>,
+    pub pause_reason: Option<PauseReason>,
     pub resolved_at: Option<i64>,
     pub launched_at: Option<i64>,
     pub paused_at: Option<i64>,
     pub completed_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// A campaign as stored (names as text), read back into a [`Campaign`].
+#[derive(sqlx::FromRow)]
+struct CampaignRow {
+    id: Uuid,
+    org_id: Uuid,
+    name: String,
+    #[sqlx(try_from = "String")]
+    status: Status,
+    template_name: String,
+    template_language: String,
+    phone_number_id: String,
+    audience: Json<Value>,
+    variables: Json<Value>,
+    scheduled_at: Option<i64>,
+    expires_at: Option<i64>,
+    recipient_count: Option<i64>,
+    pause_reason: Option<String>,
+    resolved_at: Option<i64>,
+    launched_at: Option<i64>,
+    paused_at: Option<i64>,
+    completed_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl CampaignRow {
+    fn into_campaign(self) -> Result<Campaign> {
+        Ok(Campaign {
+            id: self.id,
+            org_id: self.org_id,
+            name: self.name,
+            status: self.status,
+            template_name: self.template_name,
+            template_language: self.template_language,
+            phone_number_id: self.phone_number_id,
+            audience: self.audience,
+            params: self.variables,
+            scheduled_at: self.scheduled_at,
+            expires_at: self.expires_at,
+            recipient_count: self.recipient_count,
+            pause_reason: self.pause_reason.map(decode).transpose()?,
+            resolved_at: self.resolved_at,
+            launched_at: self.launched_at,
+            paused_at: self.paused_at,
+            completed_at: self.completed_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
 }
 
 macro_rules! campaign_columns {
@@ -114,7 +163,8 @@ pub struct AudienceContact {
     pub wa_id: Option<String>,
     pub user_id: Option<String>,
     pub custom_fields: Json<Value>,
-    pub consent_status: String,
+    #[sqlx(try_from = "String")]
+    pub consent_status: Consent,
 }
 
 /// A recipient to write at resolve.
@@ -122,9 +172,25 @@ pub struct AudienceContact {
 pub struct NewRecipient {
     pub contact_id: Uuid,
     /// `None`: pending; `Some(reason)`: skipped.
-    pub skipped: Option<&'static str>,
+    pub skipped: Option<SkipReason>,
     /// The filled-in template variables.
     pub variables: Option<Vec<String>>,
+}
+
+impl NewRecipient {
+    /// The row's stored state.
+    fn state(&self) -> RecipientState {
+        match self.skipped {
+            Some(_) => RecipientState::Skipped,
+            None => RecipientState::Pending,
+        }
+    }
+}
+
+/// A stored name read back as its enum (a name no enum holds is a decoding error, as with
+/// `try_from = "String"` in a row).
+fn decode<T: TryFrom<String, Error = tern_domain::UnknownName>>(s: String) -> Result<T> {
+    T::try_from(s).map_err(|e| crate::error::StoreError::Backend(sqlx::Error::Decode(Box::new(e))))
 }
 
 /// A pending recipient with what its send needs.
@@ -134,7 +200,8 @@ pub struct PendingRecipient {
     pub variables: Option<Json<Vec<String>>>,
     pub wa_id: Option<String>,
     pub user_id: Option<String>,
-    pub consent_status: String,
+    #[sqlx(try_from = "String")]
+    pub consent_status: Consent,
     /// The contact's conversation on the campaign's number, if any.
     pub conversation_id: Option<Uuid>,
 }
@@ -143,8 +210,8 @@ pub struct PendingRecipient {
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct RecipientRow {
     pub contact_id: Uuid,
-    /// A [`Bucket`] name.
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: Bucket,
     pub message_id: Option<Uuid>,
     /// The skip reason, or the message's failure code.
     pub reason: Option<String>,
@@ -154,50 +221,28 @@ pub struct RecipientRow {
 /// The bucket of a recipient row joined to its message (`r`, `m`).
 macro_rules! recipient_bucket {
     () => {
-        "CASE WHEN r.message_id IS NULL THEN r.status \
+        "CASE WHEN r.message_id IS NULL OR r.status = 'expired' THEN r.status \
               WHEN m.status IN ('accepted', 'sending') THEN 'queued' \
               WHEN m.status IS NULL THEN 'queued' ELSE m.status END"
     };
 }
 
 impl Db {
+    /// [`Tx::insert_campaign`] in a transaction of its own.
     pub async fn insert_campaign(&self, c: &Campaign) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(concat!(
-                "INSERT INTO campaigns (", campaign_columns!(), ") VALUES \
-                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"))
-            .bind(c.id)
-            .bind(c.org_id)
-            .bind(&c.name)
-            .bind(c.status.as_str())
-            .bind(&c.template_name)
-            .bind(&c.template_language)
-            .bind(&c.phone_number_id)
-            .bind(&c.audience)
-            .bind(&c.params)
-            .bind(c.scheduled_at)
-            .bind(c.expires_at)
-            .bind(c.recipient_count)
-            .bind(&c.pause_reason)
-            .bind(c.resolved_at)
-            .bind(c.launched_at)
-            .bind(c.paused_at)
-            .bind(c.completed_at)
-            .bind(c.created_at)
-            .bind(c.updated_at)
-            .execute(pool)
-            .await
-            .map(drop))?;
-        Ok(())
+        let mut tx = self.begin().await?;
+        tx.insert_campaign(c).await?;
+        tx.commit().await
     }
 
     pub async fn get_campaign(&self, org_id: Uuid, id: Uuid) -> Result<Option<Campaign>> {
-        let c = with_pool!(self, pool => sqlx::query_as::<_, Campaign>(concat!(
+        let c = with_pool!(self, pool => sqlx::query_as::<_, CampaignRow>(concat!(
                 "SELECT ", campaign_columns!(), " FROM campaigns WHERE org_id = $1 AND id = $2"))
             .bind(org_id)
             .bind(id)
             .fetch_optional(pool)
             .await)?;
-        Ok(c)
+        c.map(CampaignRow::into_campaign).transpose()
     }
 
     /// The organisation's campaigns, newest first, after `after` (created_at, id).
@@ -209,7 +254,7 @@ impl Db {
         limit: i64,
     ) -> Result<Vec<Campaign>> {
         let (after_ts, after_id) = split_after(after);
-        let rows = with_pool!(self, pool => sqlx::query_as::<_, Campaign>(concat!(
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, CampaignRow>(concat!(
                 "SELECT ", campaign_columns!(), " FROM campaigns \
                  WHERE org_id = $1 AND ($2 IS NULL OR status = $2) \
                    AND ($3 IS NULL OR (created_at, id) < ($3, $4)) \
@@ -221,7 +266,7 @@ impl Db {
             .bind(limit)
             .fetch_all(pool)
             .await)?;
-        Ok(rows)
+        rows.into_iter().map(CampaignRow::into_campaign).collect()
     }
 
     pub async fn count_campaigns(&self, org_id: Uuid) -> Result<i64> {
@@ -233,11 +278,13 @@ impl Db {
         Ok(n)
     }
 
-    /// Scheduled campaigns due at `now` and running ones: the campaign worker's list.
+    /// Scheduled campaigns due at `now`, running ones and paused ones past their expiry (their
+    /// queued messages end): the campaign worker's list.
     pub async fn active_campaigns(&self, now: i64, limit: i64) -> Result<Vec<(Uuid, Uuid)>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, (Uuid, Uuid)>(
                 "SELECT org_id, id FROM campaigns \
                  WHERE status = 'running' OR (status = 'scheduled' AND scheduled_at <= $1) \
+                    OR (status = 'paused' AND expires_at <= $1) \
                  ORDER BY id LIMIT $2")
             .bind(now)
             .bind(limit)
@@ -365,15 +412,20 @@ impl Db {
         Ok(c)
     }
 
-    /// Counts of skip reasons (`kind` "skipped") and failure codes ("failed").
-    pub async fn campaign_reasons(&self, campaign_id: Uuid) -> Result<Vec<(String, String, i64)>> {
+    /// Counts of skip reasons and failure codes.
+    pub async fn campaign_reasons(
+        &self,
+        campaign_id: Uuid,
+    ) -> Result<Vec<(ReasonKind, String, i64)>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, (String, String, i64)>(
                 "SELECT kind, reason, n FROM campaign_reasons WHERE campaign_id = $1 AND n > 0 \
                  ORDER BY kind, reason")
             .bind(campaign_id)
             .fetch_all(pool)
             .await)?;
-        Ok(rows)
+        rows.into_iter()
+            .map(|(kind, reason, n)| Ok((decode(kind)?, reason, n)))
+            .collect()
     }
 
     /// Whether each of the campaign's newest outcomes (sent or later, or failed) failed,
@@ -400,7 +452,8 @@ impl Db {
     ) -> Result<Vec<RecipientRow>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, RecipientRow>(concat!(
                 "SELECT r.contact_id, ", recipient_bucket!(), " AS status, r.message_id, \
-                 CASE WHEN r.message_id IS NULL THEN r.reason ELSE m.failure_code END AS reason, \
+                 CASE WHEN r.message_id IS NULL OR r.status = 'expired' THEN r.reason \
+                      ELSE m.failure_code END AS reason, \
                  CASE WHEN m.updated_at IS NOT NULL AND m.updated_at > r.updated_at \
                       THEN m.updated_at ELSE r.updated_at END AS updated_at \
                  FROM campaign_recipients r LEFT JOIN messages m ON m.id = r.message_id \
@@ -425,6 +478,36 @@ fn chunk_count(spec: &AudienceSpec) -> usize {
 }
 
 impl Tx {
+    /// Stores a new campaign (in the transaction that checked the plan's campaign limit).
+    pub async fn insert_campaign(&mut self, c: &Campaign) -> Result<()> {
+        with_tx!(self, conn => sqlx::query(concat!(
+                "INSERT INTO campaigns (", campaign_columns!(), ") VALUES \
+                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"))
+            .bind(c.id)
+            .bind(c.org_id)
+            .bind(&c.name)
+            .bind(c.status.as_str())
+            .bind(&c.template_name)
+            .bind(&c.template_language)
+            .bind(&c.phone_number_id)
+            .bind(&c.audience)
+            .bind(&c.params)
+            .bind(c.scheduled_at)
+            .bind(c.expires_at)
+            .bind(c.recipient_count)
+            .bind(c.pause_reason.map(PauseReason::as_str))
+            .bind(c.resolved_at)
+            .bind(c.launched_at)
+            .bind(c.paused_at)
+            .bind(c.completed_at)
+            .bind(c.created_at)
+            .bind(c.updated_at)
+            .execute(&mut **conn)
+            .await
+            .map(drop))?;
+        Ok(())
+    }
+
     /// The campaign, locked until the transaction ends (its status has one writer at a time).
     pub async fn lock_campaign(&mut self, org_id: Uuid, id: Uuid) -> Result<Option<Campaign>> {
         let sql = lock_for_write!(
@@ -433,12 +516,12 @@ impl Tx {
             campaign_columns!(),
             " FROM campaigns WHERE org_id = $1 AND id = $2"
         );
-        let c = with_tx!(self, conn => sqlx::query_as::<_, Campaign>(sql)
+        let c = with_tx!(self, conn => sqlx::query_as::<_, CampaignRow>(sql)
             .bind(org_id)
             .bind(id)
             .fetch_optional(&mut **conn)
             .await)?;
-        Ok(c)
+        c.map(CampaignRow::into_campaign).transpose()
     }
 
     /// [`Db::campaign_counts`] inside this transaction (no second connection while it is
@@ -463,7 +546,7 @@ impl Tx {
             .bind(c.scheduled_at)
             .bind(c.expires_at)
             .bind(c.recipient_count)
-            .bind(&c.pause_reason)
+            .bind(c.pause_reason.map(PauseReason::as_str))
             .bind(c.resolved_at)
             .bind(c.launched_at)
             .bind(c.paused_at)
@@ -499,17 +582,11 @@ impl Tx {
                 // Arrays and UNNEST: one statement per 10,000 rows instead of a bind per value.
                 for chunk in recipients.chunks(10 * ROWS_PER_STATEMENT) {
                     let ids: Vec<Uuid> = chunk.iter().map(|r| r.contact_id).collect();
-                    let status: Vec<&str> = chunk
+                    let status: Vec<&str> = chunk.iter().map(|r| r.state().as_str()).collect();
+                    let reason: Vec<Option<&str>> = chunk
                         .iter()
-                        .map(|r| {
-                            if r.skipped.is_some() {
-                                "skipped"
-                            } else {
-                                RECIPIENT_PENDING
-                            }
-                        })
+                        .map(|r| r.skipped.map(SkipReason::as_str))
                         .collect();
-                    let reason: Vec<Option<&str>> = chunk.iter().map(|r| r.skipped).collect();
                     let vars: Vec<Option<String>> = chunk
                         .iter()
                         .map(|r| {
@@ -543,12 +620,8 @@ impl Tx {
                     q.push_values(chunk, |mut b, r| {
                         b.push_bind(campaign_id)
                             .push_bind(r.contact_id)
-                            .push_bind(if r.skipped.is_some() {
-                                "skipped"
-                            } else {
-                                RECIPIENT_PENDING
-                            })
-                            .push_bind(r.skipped)
+                            .push_bind(r.state().as_str())
+                            .push_bind(r.skipped.map(SkipReason::as_str))
                             .push_bind(r.variables.as_ref().map(|v| Json(v.clone())))
                             .push_bind(now)
                             .push_bind(now);
@@ -569,20 +642,21 @@ impl Tx {
             });
             q.build().persistent(false).execute(&mut **conn).await.map(drop)
         })?;
-        let mut reasons: Vec<&str> = recipients.iter().filter_map(|r| r.skipped).collect();
+        let mut reasons: Vec<SkipReason> = recipients.iter().filter_map(|r| r.skipped).collect();
         reasons.sort_unstable();
         for group in reasons.chunk_by(|a, b| a == b) {
-            self.add_campaign_reason(campaign_id, "skipped", group[0], group.len() as i64)
+            let n = group.len() as i64;
+            self.add_campaign_reason(campaign_id, ReasonKind::Skipped, group[0].as_str(), n)
                 .await?;
         }
         Ok(())
     }
 
-    /// Adds `n` to a reason's count (`kind` "skipped" or "failed").
+    /// Adds `n` to a reason's count.
     pub async fn add_campaign_reason(
         &mut self,
         campaign_id: Uuid,
-        kind: &str,
+        kind: ReasonKind,
         reason: &str,
         n: i64,
     ) -> Result<()> {
@@ -590,7 +664,7 @@ impl Tx {
                 "INSERT INTO campaign_reasons (campaign_id, kind, reason, n) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (campaign_id, kind, reason) DO UPDATE SET n = campaign_reasons.n + excluded.n")
             .bind(campaign_id)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(reason)
             .bind(n)
             .execute(&mut **conn)
@@ -625,105 +699,5 @@ impl Tx {
             .await
             .map(drop))?;
         Ok(())
-    }
-
-    /// Records the messages of pending recipients (`(contact_id, message_id)`): they leave
-    /// `pending` for `queued`. Returns how many were still pending.
-    pub async fn mark_recipients_messaged(
-        &mut self,
-        campaign_id: Uuid,
-        sent: &[(Uuid, Uuid)],
-        now: i64,
-    ) -> Result<i64> {
-        let n = match &mut self.inner {
-            // One statement for the whole batch.
-            crate::db::TxInner::Postgres(conn) => {
-                let contacts: Vec<Uuid> = sent.iter().map(|s| s.0).collect();
-                let messages: Vec<Uuid> = sent.iter().map(|s| s.1).collect();
-                sqlx::query(
-                    "UPDATE campaign_recipients r SET status = $3, message_id = u.m, updated_at = $5 \
-                     FROM UNNEST($2::uuid[], $4::uuid[]) AS u(c, m) \
-                     WHERE r.campaign_id = $1 AND r.contact_id = u.c AND r.status = 'pending'",
-                )
-                .bind(campaign_id)
-                .bind(&contacts)
-                .bind(RECIPIENT_MESSAGED)
-                .bind(&messages)
-                .bind(now)
-                .execute(&mut **conn)
-                .await?
-                .rows_affected() as i64
-            }
-            // Statements are calls into the library here: one per recipient costs little.
-            crate::db::TxInner::Sqlite(conn) => {
-                let mut n = 0;
-                for (contact_id, message_id) in sent {
-                    n += sqlx::query(
-                        "UPDATE campaign_recipients SET status = $3, message_id = $4, updated_at = $5 \
-                         WHERE campaign_id = $1 AND contact_id = $2 AND status = 'pending'",
-                    )
-                    .bind(campaign_id)
-                    .bind(contact_id)
-                    .bind(RECIPIENT_MESSAGED)
-                    .bind(message_id)
-                    .bind(now)
-                    .execute(&mut **conn)
-                    .await?
-                    .rows_affected() as i64;
-                }
-                n
-            }
-        };
-        self.move_campaign_count(campaign_id, 0, Bucket::Pending, Bucket::Queued, n)
-            .await?;
-        Ok(n)
-    }
-
-    /// Skips pending recipients with `reason`. Returns how many were still pending.
-    pub async fn skip_recipients(
-        &mut self,
-        campaign_id: Uuid,
-        contacts: &[Uuid],
-        reason: &'static str,
-        now: i64,
-    ) -> Result<i64> {
-        let mut n = 0;
-        for chunk in contacts.chunks(ROWS_PER_STATEMENT) {
-            n += with_tx!(self, conn => {
-                let mut q = sqlx::QueryBuilder::new(
-                    "UPDATE campaign_recipients SET status = 'skipped', reason = ");
-                q.push_bind(reason);
-                q.push(", updated_at = ");
-                q.push_bind(now);
-                q.push(" WHERE status = 'pending' AND campaign_id = ");
-                q.push_bind(campaign_id);
-                q.push(" AND contact_id IN ");
-                push_id_list(&mut q, chunk.iter().copied());
-                q.build().persistent(false).execute(&mut **conn).await.map(|r| r.rows_affected() as i64)
-            })?;
-        }
-        self.move_campaign_count(campaign_id, 0, Bucket::Pending, Bucket::Skipped, n)
-            .await?;
-        if n > 0 {
-            self.add_campaign_reason(campaign_id, "skipped", reason, n)
-                .await?;
-        }
-        Ok(n)
-    }
-
-    /// Every still-pending recipient ends `expired`. Returns how many.
-    pub async fn expire_recipients(&mut self, campaign_id: Uuid, now: i64) -> Result<i64> {
-        let n = with_tx!(self, conn => sqlx::query(
-                "UPDATE campaign_recipients SET status = $2, updated_at = $3 \
-                 WHERE campaign_id = $1 AND status = 'pending'")
-            .bind(campaign_id)
-            .bind(RECIPIENT_EXPIRED)
-            .bind(now)
-            .execute(&mut **conn)
-            .await
-            .map(|r| r.rows_affected() as i64))?;
-        self.move_campaign_count(campaign_id, 0, Bucket::Pending, Bucket::Expired, n)
-            .await?;
-        Ok(n)
     }
 }

@@ -52,6 +52,10 @@ pub const DISPATCH_UNKNOWN: &str = "unknown";
 pub struct DispatchClaim<'a> {
     /// Only this number's messages (`None`: any number).
     pub phone_number_id: Option<&'a str>,
+    /// API sends only, no campaign message: the dispatcher failing an unusable number's
+    /// messages leaves a campaign's in the queue, since the campaign pauses on that number
+    /// and sends them after resume.
+    pub api_only: bool,
     /// At most this many messages.
     pub limit: i64,
     /// The claiming worker (unique per worker instance).
@@ -295,13 +299,25 @@ impl Db {
         if claim.limit <= 0 {
             return Ok(Vec::new());
         }
-        let sql = match (self.backend(), claim.phone_number_id.is_some()) {
-            (Backend::Sqlite, false) => claim_sql!(""),
-            (Backend::Sqlite, true) => claim_sql!("AND phone_number_id = $6"),
-            (Backend::Postgres, false) => claim_sql!("", "FOR NO KEY UPDATE SKIP LOCKED"),
-            (Backend::Postgres, true) => {
+        let number = claim.phone_number_id.is_some();
+        let sql = match (self.backend(), number, claim.api_only) {
+            (Backend::Sqlite, false, false) => claim_sql!(""),
+            (Backend::Sqlite, false, true) => claim_sql!("AND campaign_id IS NULL"),
+            (Backend::Sqlite, true, false) => claim_sql!("AND phone_number_id = $6"),
+            (Backend::Sqlite, true, true) => {
+                claim_sql!("AND phone_number_id = $6 AND campaign_id IS NULL")
+            }
+            (Backend::Postgres, false, false) => claim_sql!("", "FOR NO KEY UPDATE SKIP LOCKED"),
+            (Backend::Postgres, false, true) => {
+                claim_sql!("AND campaign_id IS NULL", "FOR NO KEY UPDATE SKIP LOCKED")
+            }
+            (Backend::Postgres, true, false) => {
                 claim_sql!("AND phone_number_id = $6", "FOR NO KEY UPDATE SKIP LOCKED")
             }
+            (Backend::Postgres, true, true) => claim_sql!(
+                "AND phone_number_id = $6 AND campaign_id IS NULL",
+                "FOR NO KEY UPDATE SKIP LOCKED"
+            ),
         };
         let lease_end = claim.now.saturating_add(claim.lease_ms.max(0));
         let deadline = lease_end.saturating_add(claim.grace_ms.max(0));

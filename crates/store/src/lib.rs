@@ -9,6 +9,7 @@
 
 mod accept_queue;
 mod api_keys;
+mod campaign_recipients;
 mod campaigns;
 mod contact_fields;
 mod contacts;

@@ -16,6 +16,7 @@ pub enum Counted {
     /// Keys that are not revoked.
     ActiveApiKeys,
     WebhookSubscriptions,
+    Campaigns,
 }
 
 impl Counted {
@@ -27,6 +28,7 @@ impl Counted {
             Counted::WebhookSubscriptions => {
                 "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1"
             }
+            Counted::Campaigns => "SELECT COUNT(*) FROM campaigns WHERE org_id = $1",
             Counted::ActiveApiKeys => {
                 "SELECT COUNT(*) FROM api_keys WHERE org_id = $1 AND revoked_at IS NULL"
             }

@@ -6,8 +6,9 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Db, Tx, with_pool, with_tx};
+use crate::db::{Db, Tx, TxInner, with_pool, with_tx};
 use crate::error::Result;
+use crate::sql::{ROWS_PER_STATEMENT, push_id_list};
 use tern_domain::failure::Failure;
 use tern_domain::message::{Direction, Status};
 
@@ -383,6 +384,77 @@ impl Db {
             .fetch_all(pool)
             .await)?;
         Ok(rows.into_iter().map(Message::from).collect())
+    }
+}
+
+/// A campaign's messages waiting in the dispatch queue (`$1` campaign, `$2` its number,
+/// `$3` limit), in id order: the per-number queue index finds them.
+macro_rules! campaign_queue {
+    () => {
+        concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE phone_number_id = $2 AND dispatch_state = 'queued' \
+             AND campaign_id IS NOT NULL AND campaign_id = $1 AND status IN ('accepted', 'sending') \
+             ORDER BY id LIMIT $3"
+        )
+    };
+}
+
+impl Tx {
+    /// Takes up to `limit` of a campaign's messages still waiting in the dispatch queue
+    /// (not claimed: they never reached the network) out of it as `failed` with `failure`
+    /// at `now`, in id order (the status writers' lock order). A message a claim holds at
+    /// that moment is left to the claim (PostgreSQL `SKIP LOCKED`; SQLite's writer holds the
+    /// lock). Returns the messages as they were before. For the status writer only (the
+    /// move `accepted`/`sending` → `failed` is one the rule always allows).
+    pub async fn fail_queued_campaign_messages(
+        &mut self,
+        campaign_id: Uuid,
+        phone_number_id: &str,
+        failure: &Failure,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<Message>> {
+        let rows: Vec<Row> = match &mut self.inner {
+            TxInner::Sqlite(conn) => {
+                sqlx::query_as(campaign_queue!())
+                    .bind(campaign_id)
+                    .bind(phone_number_id)
+                    .bind(limit)
+                    .fetch_all(&mut **conn)
+                    .await?
+            }
+            TxInner::Postgres(conn) => {
+                sqlx::query_as(concat!(campaign_queue!(), " FOR NO KEY UPDATE SKIP LOCKED"))
+                    .bind(campaign_id)
+                    .bind(phone_number_id)
+                    .bind(limit)
+                    .fetch_all(&mut **conn)
+                    .await?
+            }
+        };
+        let before: Vec<Message> = rows.into_iter().map(Message::from).collect();
+        for chunk in before.chunks(ROWS_PER_STATEMENT) {
+            with_tx!(self, conn => {
+                let mut q = sqlx::QueryBuilder::new(
+                    "UPDATE messages SET status = 'failed', dispatch_state = NULL, \
+                     next_attempt_at = NULL, locked_until = NULL, failed_at = ");
+                q.push_bind(now);
+                q.push(", failure_code = ");
+                q.push_bind(failure.code.as_str());
+                q.push(", failure = ");
+                q.push_bind(Json(failure));
+                q.push(", updated_at = CASE WHEN ");
+                q.push_bind(now);
+                q.push(" > updated_at THEN ");
+                q.push_bind(now);
+                q.push(" ELSE updated_at + 1 END WHERE dispatch_state = 'queued' AND id IN ");
+                push_id_list(&mut q, chunk.iter().map(|m| m.id));
+                q.build().persistent(false).execute(&mut **conn).await.map(drop)
+            })?;
+        }
+        Ok(before)
     }
 }
 

@@ -13,6 +13,12 @@
 //! number's throughput, so the dispatcher always has the next ones; the dispatcher paces
 //! them, claims API sends first (the priority lane) and leaves a paused campaign's queued
 //! messages where they are.
+//!
+//! Queued is not sent: the send checks run while any message is queued, so a template
+//! paused, a number disconnected, a subscription restricted or the feature switched off
+//! pauses the campaign (and so holds its queue) even when every recipient was messaged; at
+//! `expires_at` the messages still in the queue end (`campaign_expired`, recipient
+//! `expired`) through the status writer.
 
 use serde_json::Value;
 use tern_cloudapi::send as network;
@@ -26,6 +32,7 @@ use tern_store::{Accept, Acceptance, Campaign, Message, Org};
 use uuid::Uuid;
 
 use super::{change, pause, pause_reason_for, resolve, sendable};
+use crate::messages::status;
 use crate::{Core, Principal, Result};
 
 /// How long a recipient's idempotency key is kept: longer than any campaign runs.
@@ -65,34 +72,20 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     if c.status == Status::Scheduled && c.scheduled_at.is_some_and(|t| t <= now) {
         c = launch_due(core, &p, c, now).await?;
     }
+    if c.expires_at.is_some_and(|t| t <= now)
+        && matches!(c.status, Status::Running | Status::Paused)
+    {
+        return expire(core, &c, now).await;
+    }
     if c.status != Status::Running {
         return Ok(Step {
             status: Some(c.status),
             ..Default::default()
         });
     }
-    if c.expires_at.is_some_and(|t| t <= now) {
-        let mut tx = core.db.begin().await?;
-        let n = tx.expire_recipients(id, now).await?;
-        tx.commit().await?;
-        if n > 0 {
-            tracing::info!(campaign = %id, expired = n, "campaign expired");
-        }
-    }
     let counts = core.db.campaign_counts(id).await?;
     if counts.open() <= 0 {
-        let c = change(core, org_id, id, None, now, |c| {
-            if c.status == Status::Running {
-                c.status = Status::Completed;
-                c.completed_at = Some(now);
-            }
-            Ok(())
-        })
-        .await?;
-        return Ok(Step {
-            status: Some(c.status),
-            ..Default::default()
-        });
+        return complete(core, org_id, id, now).await;
     }
     if counts.failed >= 20 {
         let last = core.db.campaign_last_outcomes(id, THRESHOLD_WINDOW).await?;
@@ -100,18 +93,24 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
             return paused(core, org_id, id, PauseReason::ErrorThreshold, now).await;
         }
     }
-    if counts.pending <= 0 {
-        return Ok(running());
-    }
+    // Checked while anything is still queued too, not only while recipients wait: a pause
+    // holds the queued messages in the dispatch queue (the claim takes a campaign's messages
+    // only while it runs).
     let (number, tpl, charges) = match sendable(core, &p, &c, now).await {
         Ok(s) => s,
         Err(problem) => {
             return match pause_reason_for(&problem) {
+                // The queued messages were paid for at acceptance: with nobody left to
+                // message, a wallet or allowance that cannot pay for more stops nothing.
+                Some(r) if counts.pending <= 0 && r.only_stops_new_messages() => Ok(running()),
                 Some(r) => paused(core, org_id, id, r, now).await,
                 None => Err(problem),
             };
         }
     };
+    if counts.pending <= 0 {
+        return Ok(running());
+    }
     // A couple of seconds of the number's pace queued ahead of the dispatcher.
     let target = (number.throughput_mps * LOOKAHEAD_SECS).max(50);
     let room = (target - counts.queued).min(MAX_BATCH);
@@ -124,7 +123,7 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     let mut skips: Vec<(Uuid, SkipReason)> = Vec::new();
     let mut items: Vec<Accept> = Vec::with_capacity(rows.len());
     for r in rows {
-        if Consent::parse(&r.consent_status) == Some(Consent::OptedOut) {
+        if r.consent_status == Consent::OptedOut {
             skips.push((r.contact_id, SkipReason::OptedOut));
             continue;
         }
@@ -229,8 +228,7 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     skips.sort_by_key(|s| s.1);
     for group in skips.chunk_by(|a, b| a.1 == b.1) {
         let ids: Vec<Uuid> = group.iter().map(|s| s.0).collect();
-        tx.skip_recipients(id, &ids, group[0].1.as_str(), now)
-            .await?;
+        tx.skip_recipients(id, &ids, group[0].1, now).await?;
     }
     tx.commit().await?;
     if accepted > 0 {
@@ -246,6 +244,66 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
         step.status = paused(core, org_id, id, r, now).await?.status;
     }
     Ok(step)
+}
+
+/// A running or paused campaign past its `expires_at`: recipients not yet messaged end
+/// `expired`, and so do those whose message still waits in the dispatch queue (the status
+/// writer fails it as `campaign_expired`); the campaign completes once the sends already
+/// claimed have their outcome.
+async fn expire(core: &Core, c: &Campaign, now: i64) -> Result<Step> {
+    let counts = core.db.campaign_counts(c.id).await?;
+    let mut ended = 0;
+    if counts.pending > 0 {
+        let mut tx = core.db.begin().await?;
+        ended += tx.expire_recipients(c.id, now).await?;
+        tx.commit().await?;
+    }
+    if counts.queued > 0 {
+        let failure = crate::messages::failure::campaign_expired();
+        loop {
+            let n = status::expire_campaign_queue(
+                &core.db,
+                c.org_id,
+                c.id,
+                &c.phone_number_id,
+                &failure,
+                now,
+                MAX_BATCH,
+            )
+            .await?;
+            ended += n as i64;
+            if (n as i64) < MAX_BATCH {
+                break;
+            }
+        }
+    }
+    if ended > 0 {
+        tracing::info!(campaign = %c.id, expired = ended, "campaign expired");
+    }
+    if core.db.campaign_counts(c.id).await?.open() > 0 {
+        return Ok(Step {
+            status: Some(c.status),
+            ..Default::default()
+        });
+    }
+    complete(core, c.org_id, c.id, now).await
+}
+
+/// Every recipient has an outcome: the running (or expired paused) campaign completes.
+async fn complete(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step> {
+    let c = change(core, org_id, id, None, now, |c| {
+        if matches!(c.status, Status::Running | Status::Paused) {
+            c.status = Status::Completed;
+            c.pause_reason = None;
+            c.completed_at = Some(now);
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Step {
+        status: Some(c.status),
+        ..Default::default()
+    })
 }
 
 /// The idempotency key of a recipient's message.
@@ -279,7 +337,7 @@ async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result
         return change(core, org_id, id, None, now, |c| {
             if c.status == Status::Scheduled {
                 c.status = Status::Paused;
-                c.pause_reason = Some(reason.as_str().to_string());
+                c.pause_reason = Some(reason);
                 c.paused_at = Some(now);
                 c.launched_at = Some(now);
             }

@@ -6,7 +6,9 @@
 pub mod fanout;
 pub mod view;
 
-use tern_domain::campaign::{self, Action, NewCampaign, Params, PauseReason, SkipReason, Status};
+use tern_domain::campaign::{
+    self, Action, NewCampaign, Params, PauseReason, ReasonKind, SkipReason, Status,
+};
 use tern_domain::contact::Consent;
 use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
@@ -31,11 +33,6 @@ pub async fn create(
     let numbers = core.db.list_phone_numbers(p.org_id, None, 100).await?;
     let refs: Vec<&PhoneNumber> = numbers.iter().collect();
     let number = &numbers[choose_number(&refs, new.sender.as_ref())?];
-    let effective = p.effective();
-    if effective.limit(Entitlement::Campaigns).is_some() {
-        let used = core.db.count_campaigns(p.org_id).await?;
-        effective.check_count(Entitlement::Campaigns, used)?;
-    }
     let c = Campaign {
         id: new_id(),
         org_id: p.org_id,
@@ -57,7 +54,11 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    core.db.insert_campaign(&c).await?;
+    let mut tx = core.db.begin().await?;
+    crate::limits::check_one_more(&mut tx, p.org_id, &p.effective(), Entitlement::Campaigns)
+        .await?;
+    tx.insert_campaign(&c).await?;
+    tx.commit().await?;
     Ok(c)
 }
 
@@ -85,9 +86,9 @@ pub async fn progress(core: &Core, org_id: Uuid, id: Uuid) -> Result<view::Progr
     let mut skipped_reasons = std::collections::BTreeMap::new();
     let mut failure_codes = std::collections::BTreeMap::new();
     for (kind, reason, n) in core.db.campaign_reasons(id).await? {
-        match kind.as_str() {
-            "skipped" => skipped_reasons.insert(reason, n),
-            _ => failure_codes.insert(reason, n),
+        match kind {
+            ReasonKind::Skipped => skipped_reasons.insert(reason, n),
+            ReasonKind::Failed => failure_codes.insert(reason, n),
         };
     }
     Ok(view::Progress {
@@ -209,7 +210,7 @@ pub async fn pause(
 ) -> Result<Campaign> {
     change(core, org_id, id, Some(Action::Pause), now, |c| {
         c.status = Status::Paused;
-        c.pause_reason = Some(reason.as_str().to_string());
+        c.pause_reason = Some(reason);
         c.paused_at = Some(now);
         Ok(())
     })
@@ -325,7 +326,7 @@ pub async fn resolve(
                 skipped: None,
                 variables: None,
             };
-            let skip = if Consent::parse(&ct.consent_status) == Some(Consent::OptedOut) {
+            let skip = if ct.consent_status == Consent::OptedOut {
                 Some(SkipReason::OptedOut)
             } else if ct.wa_id.is_none() && ct.user_id.is_none() {
                 Some(SkipReason::NoAddress)
@@ -342,14 +343,12 @@ pub async fn resolve(
                 };
                 match campaign::fill(vars, values) {
                     Some(v) => r.variables = Some(v),
-                    None if skip.is_none() => {
-                        r.skipped = Some(SkipReason::VariableInvalid.as_str())
-                    }
+                    None if skip.is_none() => r.skipped = Some(SkipReason::VariableInvalid),
                     None => {}
                 }
             }
             if let Some(s) = skip {
-                r.skipped = Some(s.as_str());
+                r.skipped = Some(s);
             }
             r
         })

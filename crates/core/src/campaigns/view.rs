@@ -133,7 +133,7 @@ impl Campaign {
             scheduled_at: c.scheduled_at.map(format_ms),
             expires_at: c.expires_at.map(format_ms),
             recipient_count: c.recipient_count,
-            pause_reason: c.pause_reason.clone(),
+            pause_reason: c.pause_reason.map(|r| r.as_str().to_string()),
             resolved_at: c.resolved_at.map(format_ms),
             launched_at: c.launched_at.map(format_ms),
             paused_at: c.paused_at.map(format_ms),
@@ -183,7 +183,7 @@ impl From<RecipientRow> for Recipient {
     fn from(r: RecipientRow) -> Self {
         Recipient {
             contact_id: r.contact_id.to_string(),
-            status: r.status,
+            status: r.status.as_str().to_string(),
             message_id: r.message_id.map(|m| m.to_string()),
             reason: r.reason,
             updated_at: format_ms(r.updated_at),

@@ -18,6 +18,18 @@ pub const FAILURE_PAYLOAD_INVALID: &str = "message_payload_invalid";
 /// Tern failure code: the message's media expired or were deleted before it was sent.
 pub const FAILURE_MEDIA_UNAVAILABLE: &str = "media_unavailable";
 
+/// Tern failure code: the message's campaign expired before the message left the queue.
+pub const FAILURE_CAMPAIGN_EXPIRED: &str = "campaign_expired";
+
+/// The failure of a campaign message still queued when its campaign's `expires_at` passed.
+pub fn campaign_expired() -> Failure {
+    Failure::tern(
+        FAILURE_CAMPAIGN_EXPIRED,
+        "The campaign's expiry time passed before this message was handed to the network, so \
+         it was not sent (its recipient counts as expired).",
+    )
+}
+
 /// The failure a network `failed` status reports (its first error, if any).
 pub fn from_webhook(err: Option<&WebhookError>) -> Failure {
     let default = WebhookError::default();

@@ -6,6 +6,7 @@
 //! | dispatcher | the send's outcome: `sent` (wamid) or `failed` (+ wallet refund) | [`record_send`] |
 //! | network inbox | a status webhook: `sent` / `delivered` / `read` / `failed` | [`apply_report`] |
 //! | dispatch sweep | unknown outcome past its deadline: `failed` | [`expire_unknown`] |
+//! | campaign worker | a queued campaign message at the campaign's expiry: `failed` (+ refund) | [`expire_campaign_queue`] |
 //!
 //! A report is a decision over the current row, never a blind write: the domain's monotonic
 //! rule ([`message::apply`]) decides, and the write is a compare-and-set on the status and
@@ -21,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tern_domain::campaign::Bucket;
+use tern_domain::campaign::{Bucket, ReasonKind};
 use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
 use tern_store::{
@@ -410,7 +411,7 @@ impl Counts {
                 .await?;
         }
         for ((campaign_id, code), n) in self.failures {
-            tx.add_campaign_reason(campaign_id, "failed", &code, n)
+            tx.add_campaign_reason(campaign_id, ReasonKind::Failed, &code, n)
                 .await?;
         }
         Ok(())
@@ -495,6 +496,59 @@ pub async fn expire_unknown(
         released,
         expired,
     })
+}
+
+/// A campaign's messages still waiting in the dispatch queue when its `expires_at` passed
+/// (up to `limit`, one transaction): each fails with `failure` (`campaign_expired`) and
+/// leaves the queue, its wallet debit is refunded (it never reached the network), its
+/// recipient ends `expired` rather than `failed` (the campaign's time ran out; the message
+/// did not fail at the network) and a `message.status` event reports it. Messages a claim
+/// holds at that moment go on to the network. Returns how many ended.
+pub async fn expire_campaign_queue(
+    db: &Db,
+    org_id: Uuid,
+    campaign_id: Uuid,
+    phone_number_id: &str,
+    failure: &Failure,
+    now: i64,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    let mut tx = db.begin().await?;
+    let before = tx
+        .fail_queued_campaign_messages(campaign_id, phone_number_id, failure, now, limit)
+        .await?;
+    if before.is_empty() {
+        return Ok(0);
+    }
+    let report = Report {
+        status: Status::Failed,
+        at: now,
+        precision: Precision::Millis,
+        wamid: None,
+        failure: Some(failure),
+    };
+    let mut shards: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut events = events::StatusEvents::new(org_id);
+    for m in &before {
+        // The rule's decision for the row the store wrote (`accepted`/`sending` → `failed`).
+        let Some((change, _)) = decide(m, &report) else {
+            continue;
+        };
+        tx.refund_message_debit(m.id, now).await?;
+        *shards.entry(counter_shard(m.id)).or_default() += 1;
+        events
+            .emit(&mut tx, m.status, change.status, || written(m, &change))
+            .await?;
+    }
+    let contacts: Vec<Uuid> = before.iter().map(|m| m.contact_id).collect();
+    tx.expire_messaged_recipients(campaign_id, &contacts, now)
+        .await?;
+    for (shard, n) in shards {
+        tx.move_campaign_count(campaign_id, shard, Bucket::Queued, Bucket::Expired, n)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(before.len())
 }
 
 fn contention() -> StoreError {

@@ -4,7 +4,7 @@ use futures::future::join_all;
 use serde_json::json;
 use tern_core::admin::{self, NewNumber};
 use tern_core::messages::send::{self, Send, Sent};
-use tern_core::{contacts, templates};
+use tern_core::{campaigns, contacts, templates};
 use tern_domain::{ErrorCode, Problem};
 use tern_store::{ContactRef, Db, Template};
 
@@ -210,6 +210,33 @@ async fn sends_to_new_recipients_at_the_limit_admit_one() {
         .await;
         exactly_one(results);
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn campaigns_at_the_limit_admit_one_creator() {
+    on_both(|db: Db| async move {
+        let org = fixtures::org(&db, limit("campaigns", 2)).await;
+        fixtures::number(&db, &org, PNID).await;
+        let core = fixtures::core(&db);
+        let p = fixtures::principal(&org);
+        let body = |name: String| {
+            json!({"name": name, "template": {"name": "promo", "language": "en_US"},
+                   "audience": {"all_contacts": true}})
+        };
+        let now = tern_domain::time::now_ms();
+        campaigns::create(&core, &p, &body("first".into()), now)
+            .await
+            .unwrap();
+        let results = join_all((0..RACERS).map(|i| {
+            let (core, p) = (core.clone(), p.clone());
+            let b = body(format!("racer {i}"));
+            async move { campaigns::create(&core, &p, &b, now).await }
+        }))
+        .await;
+        exactly_one(results);
+        assert_eq!(db.count_campaigns(org.id).await.unwrap(), 2);
     })
     .await;
 }

@@ -400,8 +400,9 @@ async fn a_batch_ends_where_the_reports_one_by_one_end() {
 /// calls a store method that changes a message's status.
 #[test]
 fn only_the_status_writer_changes_a_status() {
-    const WRITES: [&str; 5] = [
+    const WRITES: [&str; 6] = [
         ".update_message_status(",
+        ".fail_queued_campaign_messages(",
         ".complete_dispatch(",
         ".claim_dispatch(",
         ".sweep_dispatch(",

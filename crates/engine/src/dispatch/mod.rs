@@ -11,7 +11,7 @@
 //! | the request never left (connection refused, DNS or TLS failure) | the same as above (`NotSent` is safe to repeat) |
 //! | the request left and no answer came (timeout, connection dropped) | outcome **unknown**: never resent; the network's status webhook, matched by `biz_opaque_callback_data` = the Tern message id, settles it; if none arrives within `unknown_grace`, `failed` with `network_outcome_unknown` |
 //! | a permanent error (`RetryClass::Never`, e.g. 131026, 131047, 132001) | `failed` at once, with the network's code, wording and link in `failure` |
-//! | nothing: the number is missing or disconnected, its token unreadable, or the stored request unusable | `failed` at once with `phone_number_not_connected`, `phone_number_token_unreadable` or `message_payload_invalid` |
+//! | nothing: the number is missing or disconnected, its token unreadable, or the stored request unusable | `failed` at once with `phone_number_not_connected`, `phone_number_token_unreadable` or `message_payload_invalid` (a campaign's messages of an unusable number stay queued: the campaign pauses) |
 //!
 //! # Crash safety
 //! A claim is written before the request leaves, and a claim is never handed out again:
@@ -505,7 +505,9 @@ impl Dispatcher {
             match &mut slot.state {
                 NumberState::Unusable { code, explanation } => {
                     let (code, explanation) = (*code, explanation.clone());
-                    let items = self.claim(&pnid, batch).await?;
+                    // A campaign's messages wait: the campaign pauses on the number and
+                    // sends them after resume.
+                    let items = self.claim(&pnid, batch, true).await?;
                     round.claimed += items.len();
                     round.more_due |= items.len() == batch;
                     for item in items {
@@ -523,7 +525,7 @@ impl Dispatcher {
                     }
                     let (token, org) = (token.clone(), slot.org_id);
                     let ask = available.min(batch).min(free);
-                    let items = self.claim(&pnid, ask).await?;
+                    let items = self.claim(&pnid, ask, false).await?;
                     if let Some(NumberState::Ready { bucket, .. }) =
                         self.numbers.get_mut(&pnid).map(|s| &mut s.state)
                     {
@@ -568,7 +570,13 @@ impl Dispatcher {
         Ok(round)
     }
 
-    async fn claim(&self, pnid: &str, limit: usize) -> Result<Vec<DispatchItem>, StoreError> {
+    /// `api_only`: leave campaign messages queued (see [`DispatchClaim::api_only`]).
+    async fn claim(
+        &self,
+        pnid: &str,
+        limit: usize,
+        api_only: bool,
+    ) -> Result<Vec<DispatchItem>, StoreError> {
         let c = &self.shared.config;
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let started = Instant::now();
@@ -576,6 +584,7 @@ impl Dispatcher {
             &self.shared.db,
             &DispatchClaim {
                 phone_number_id: Some(pnid),
+                api_only,
                 limit: i64::try_from(limit).unwrap_or(i64::MAX),
                 owner: &self.owner,
                 now: now_ms(),

@@ -1,7 +1,9 @@
 use crate::dispatch::{claim, ids, queued, queued_message, world};
 use crate::fixtures::{T0, insert_contact};
 use serde_json::json;
-use tern_domain::campaign::{Audience, AudienceSpec, Bucket, Status};
+use tern_domain::campaign::{
+    Audience, AudienceSpec, Bucket, PauseReason, ReasonKind, SkipReason, Status,
+};
 use tern_store::{Campaign, CampaignCounts, Db, Json, NewRecipient, counter_shard};
 use uuid::Uuid;
 
@@ -80,13 +82,19 @@ store_tests! {
         assert!(db.claim_dispatch(&claim("w", None, 5, T0 + 10)).await.unwrap().is_empty());
         set_status(&db, &mut c, Status::Running).await;
         assert_eq!(db.due_dispatch_numbers(T0 + 10, None, 10).await.unwrap(), vec!["100".to_string()]);
+        // API sends only (an unusable number's claim): the campaign's message stays queued.
+        let api_only = tern_store::DispatchClaim { api_only: true, ..claim("w", Some("100"), 5, T0 + 10) };
+        assert!(db.claim_dispatch(&api_only).await.unwrap().is_empty());
+        let api_only = tern_store::DispatchClaim { api_only: true, ..claim("w", None, 5, T0 + 10) };
+        assert!(db.claim_dispatch(&api_only).await.unwrap().is_empty());
         let got = db.claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap();
         assert_eq!(ids(&got), vec![early]);
     },
 
     campaigns_list_get_and_lease => |db| async move {
         let w = world(&db).await;
-        let a = campaign(w.org_id, Status::Draft);
+        let mut a = campaign(w.org_id, Status::Draft);
+        a.pause_reason = Some(PauseReason::ErrorThreshold);
         let mut b = campaign(w.org_id, Status::Scheduled);
         b.created_at = T0 + 1;
         b.scheduled_at = Some(T0 + 100);
@@ -158,7 +166,7 @@ store_tests! {
             .enumerate()
             .map(|(i, id)| NewRecipient {
                 contact_id: *id,
-                skipped: (i == 5).then_some("opted_out"),
+                skipped: (i == 5).then_some(SkipReason::OptedOut),
                 variables: Some(vec![format!("v{i}")]),
             })
             .collect();
@@ -167,7 +175,7 @@ store_tests! {
         tx.commit().await.unwrap();
         let counts = db.campaign_counts(c.id).await.unwrap();
         assert_eq!(counts, CampaignCounts { pending: 5, skipped: 1, ..Default::default() });
-        assert_eq!(db.campaign_reasons(c.id).await.unwrap(), vec![("skipped".into(), "opted_out".into(), 1)]);
+        assert_eq!(db.campaign_reasons(c.id).await.unwrap(), vec![(ReasonKind::Skipped, "opted_out".into(), 1)]);
         // Pending recipients in contact order, with their stored values.
         let pending = db.pending_recipients(c.id, "100", 3).await.unwrap();
         assert_eq!(pending.iter().map(|p| p.contact_id).collect::<Vec<_>>(), people[..3].to_vec());
@@ -177,12 +185,12 @@ store_tests! {
         let mut tx = db.begin().await.unwrap();
         assert_eq!(tx.mark_recipients_messaged(c.id, &[(people[0], m0), (people[1], Uuid::now_v7())], T0).await.unwrap(), 2);
         assert_eq!(tx.mark_recipients_messaged(c.id, &[(people[0], Uuid::now_v7())], T0).await.unwrap(), 0);
-        assert_eq!(tx.skip_recipients(c.id, &[people[2], people[5]], "variable_invalid", T0).await.unwrap(), 1);
+        assert_eq!(tx.skip_recipients(c.id, &[people[2], people[5]], SkipReason::VariableInvalid, T0).await.unwrap(), 1);
         tx.commit().await.unwrap();
         // A status change moves its recipient between buckets in its message's shard.
         let mut tx = db.begin().await.unwrap();
         tx.move_campaign_count(c.id, counter_shard(m0), Bucket::Queued, Bucket::Failed, 1).await.unwrap();
-        tx.add_campaign_reason(c.id, "failed", "recipient_not_on_whatsapp", 1).await.unwrap();
+        tx.add_campaign_reason(c.id, ReasonKind::Failed, "recipient_not_on_whatsapp", 1).await.unwrap();
         assert_eq!(tx.expire_recipients(c.id, T0).await.unwrap(), 2);
         tx.commit().await.unwrap();
         let counts = db.campaign_counts(c.id).await.unwrap();
@@ -193,12 +201,12 @@ store_tests! {
         assert_eq!(counts.total(), 6);
         assert_eq!(counts.open(), 1);
         let reasons = db.campaign_reasons(c.id).await.unwrap();
-        assert!(reasons.contains(&("skipped".into(), "variable_invalid".into(), 1)), "{reasons:?}");
-        assert!(reasons.contains(&("failed".into(), "recipient_not_on_whatsapp".into(), 1)), "{reasons:?}");
+        assert!(reasons.contains(&(ReasonKind::Skipped, "variable_invalid".into(), 1)), "{reasons:?}");
+        assert!(reasons.contains(&(ReasonKind::Failed, "recipient_not_on_whatsapp".into(), 1)), "{reasons:?}");
         // Recipients as the API lists them: a messaged one at its message's status.
         let all = db.list_campaign_recipients(c.id, None, None, 10).await.unwrap();
         assert_eq!(all.len(), 6);
-        assert_eq!((all[0].status.as_str(), all[0].message_id), ("queued", Some(m0)));
+        assert_eq!((all[0].status, all[0].message_id), (Bucket::Queued, Some(m0)));
         let expired = db.list_campaign_recipients(c.id, Some(Bucket::Expired), None, 10).await.unwrap();
         assert_eq!(expired.iter().map(|r| r.contact_id).collect::<Vec<_>>(), people[3..5].to_vec());
         let page = db.list_campaign_recipients(c.id, None, Some(people[3]), 10).await.unwrap();
@@ -211,5 +219,56 @@ store_tests! {
         tx.commit().await.unwrap();
         assert_eq!(db.campaign_counts(c.id).await.unwrap(), CampaignCounts { pending: 2, ..Default::default() });
         assert!(db.campaign_reasons(c.id).await.unwrap().is_empty());
+    },
+
+    // At a campaign's expiry its messages still waiting in the queue fail and leave it
+    // (a claimed one is left to its claim, another campaign's untouched); their recipients
+    // end expired, keeping the message. Paused campaigns past expiry are the worker's too.
+    campaign_queue_expiry => |db| async move {
+        let w = world(&db).await;
+        let c = campaign(w.org_id, Status::Running);
+        db.insert_campaign(&c).await.unwrap();
+        let other = campaign(w.org_id, Status::Running);
+        db.insert_campaign(&other).await.unwrap();
+        let mut held = campaign(w.org_id, Status::Paused);
+        held.expires_at = Some(T0 + 50);
+        db.insert_campaign(&held).await.unwrap();
+        let mut active = db.active_campaigns(T0 + 49, 10).await.unwrap();
+        active.sort();
+        let mut want = vec![(w.org_id, c.id), (w.org_id, other.id)];
+        want.sort();
+        assert_eq!(active, want);
+        assert_eq!(db.active_campaigns(T0 + 50, 10).await.unwrap().len(), 3);
+
+        let claimed = queued_message(&db, &w, "100", T0, None, Some(c.id)).await;
+        let waiting = queued_message(&db, &w, "100", T0 + 1, None, Some(c.id)).await;
+        let theirs = queued_message(&db, &w, "100", T0 + 2, None, Some(other.id)).await;
+        let got = db.claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
+        assert_eq!(ids(&got), vec![claimed]);
+        let mut tx = db.begin().await.unwrap();
+        tx.replace_recipients(c.id, &[NewRecipient { contact_id: w.contact_id, skipped: None, variables: None }], T0)
+            .await
+            .unwrap();
+        tx.mark_recipients_messaged(c.id, &[(w.contact_id, waiting)], T0).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let failure = tern_domain::failure::Failure::tern("campaign_expired", "expired");
+        let mut tx = db.begin().await.unwrap();
+        let before = tx.fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap();
+        assert_eq!(before.iter().map(|m| (m.id, m.status)).collect::<Vec<_>>(),
+                   vec![(waiting, tern_domain::message::Status::Accepted)]);
+        assert_eq!(tx.expire_messaged_recipients(c.id, &[w.contact_id], T0 + 20).await.unwrap(), 1);
+        assert!(tx.fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap().is_empty());
+        tx.commit().await.unwrap();
+        let m = db.get_message(w.org_id, waiting).await.unwrap().unwrap();
+        assert_eq!((m.status, m.failed_at, m.failure_code.as_deref()),
+                   (tern_domain::message::Status::Failed, Some(T0 + 20), Some("campaign_expired")));
+        assert_eq!(m.failure, Some(failure));
+        assert_eq!(db.dispatch_info(waiting).await.unwrap().dispatch_state, None);
+        assert_eq!(db.dispatch_info(claimed).await.unwrap().dispatch_state.as_deref(), Some("in_flight"));
+        assert_eq!(db.dispatch_info(theirs).await.unwrap().dispatch_state.as_deref(), Some("queued"));
+        let expired = db.list_campaign_recipients(c.id, Some(Bucket::Expired), None, 10).await.unwrap();
+        assert_eq!(expired.len(), 1);
+        assert_eq!((expired[0].message_id, expired[0].reason.as_deref()), (Some(waiting), None));
     },
 }

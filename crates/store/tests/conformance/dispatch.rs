@@ -117,6 +117,7 @@ pub(crate) fn claim<'a>(
 ) -> DispatchClaim<'a> {
     DispatchClaim {
         phone_number_id: pnid,
+        api_only: false,
         limit,
         owner,
         now,

@@ -334,6 +334,228 @@ async fn schedules_expiry_and_auto_pauses(backend: Backend) {
     r.app.stop().await;
 }
 
+/// Sent (or further) per the progress.
+fn sent_of(p: &Value) -> i64 {
+    ["sent", "delivered", "read"]
+        .iter()
+        .map(|k| p[k].as_i64().unwrap())
+        .sum()
+}
+
+/// Waits until nothing is queued and every send the simulator took for `phones` is counted.
+async fn settled(r: &Run, id: &str, phones: &[String]) -> Value {
+    eventually_within(Duration::from_secs(30), "progress settled", || async {
+        let p = progress(&r.app, &r.key, id).await;
+        let per = sends_per_recipient(&r.sim);
+        let took: usize = phones
+            .iter()
+            .filter_map(|wa| per.get(wa))
+            .map(Vec::len)
+            .sum();
+        (p["queued"] == 0 && sent_of(&p) == took as i64).then_some(p)
+    })
+    .await
+}
+
+/// Every recipient reached got one message, and `n` of the `phones` were reached.
+fn each_at_most_once(sim: &SimHandle, phones: &[String], n: usize) {
+    let per = sends_per_recipient(sim);
+    for wa in phones {
+        let sends = per.get(wa).map(Vec::len).unwrap_or_default();
+        assert!(sends <= 1, "recipient {wa} got {sends} messages");
+    }
+    assert_eq!(phones.iter().filter(|wa| per.contains_key(*wa)).count(), n);
+}
+
+/// A small campaign is queued whole at once (the fan-out keeps 50 messages ahead), so at
+/// 1 msg/s most of it still waits in the queue when it expires: those end `expired`
+/// (their messages failed as `campaign_expired`, never sent) instead of going out.
+async fn expiry_ends_queued_messages(backend: Backend) {
+    const N: i64 = 20;
+    let r = start(backend, 1).await;
+    let phones = contacts(&r.app, N as usize, 447_700_600_000, "slow").await;
+    let expires = tern_domain::time::format_ms(now_ms() + 5_000);
+    let id = launch(&r, "slow", json!({"expires_at": expires})).await;
+    wait_status(&r, &id, "completed", Duration::from_secs(60)).await;
+    let p = settled(&r, &id, &phones).await;
+    let (sent, expired, failed) = (
+        sent_of(&p),
+        p["expired"].as_i64().unwrap(),
+        p["failed"].as_i64().unwrap(),
+    );
+    assert!(expired > 0 && sent < N, "{p}");
+    assert_eq!(
+        (sent + expired + failed, p["total"].as_i64()),
+        (N, Some(N)),
+        "{p}"
+    );
+    assert_eq!(p["pending"], 0, "{p}");
+    each_at_most_once(&r.sim, &phones, sent as usize);
+    // The expired recipients keep their message, which failed before the network saw it.
+    let (s, _, page) = call(
+        &r.app,
+        &r.key,
+        "GET",
+        &format!("/campaigns/{id}/recipients?status=expired&limit=100"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{page}");
+    let rows = page["data"].as_array().unwrap();
+    assert_eq!(rows.len() as i64, expired, "{page}");
+    let m = rows[0]["message_id"].as_str().expect("queued at expiry");
+    let (s, _, msg) = call(&r.app, &r.key, "GET", &format!("/messages/{m}"), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(msg["status"], "failed", "{msg}");
+    assert_eq!(msg["failure_code"], "campaign_expired", "{msg}");
+    assert!(msg["wamid"].is_null(), "{msg}");
+
+    // Paused past its expiry, a campaign ends by itself: its held messages do not wait for
+    // a resume.
+    let late = contacts(&r.app, 5, 447_700_650_000, "late").await;
+    let expires = tern_domain::time::format_ms(now_ms() + 2_000);
+    let id = launch(&r, "late", json!({"expires_at": expires})).await;
+    let (s, c) = act(&r.app, &r.key, &id, "pause", None).await;
+    assert_eq!(s, 200, "{c}");
+    let done = wait_status(&r, &id, "completed", Duration::from_secs(30)).await;
+    assert!(done["pause_reason"].is_null(), "{done}");
+    let p = settled(&r, &id, &late).await;
+    let per = sends_per_recipient(&r.sim);
+    let reached = late.iter().filter(|wa| per.contains_key(*wa)).count() as i64;
+    assert_eq!(
+        (sent_of(&p), p["expired"].as_i64()),
+        (reached, Some(5 - reached)),
+        "{p}"
+    );
+    r.sim.shutdown().await;
+    r.app.stop().await;
+}
+
+/// Every recipient is queued at once (50 ahead), then a check fails mid-run (the template
+/// paused, the subscription restricted, the number disconnected): the campaign pauses with
+/// that reason, its queued messages stay in the queue (none fails), and they go after
+/// resume, each exactly once.
+async fn a_failed_check_pauses_the_queued_messages(backend: Backend) {
+    const N: usize = 20;
+    let r = start(backend, 2).await;
+    let phones = contacts(&r.app, N, 447_700_700_000, "held").await;
+    let id = launch(&r, "held", json!({})).await;
+    let template = |status: &'static str| {
+        let db = r.app.db.clone();
+        async move {
+            db.apply_template_status(
+                WABA,
+                None,
+                "promo",
+                Some("en_US"),
+                status.parse().unwrap(),
+                None,
+                now_ms(),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let subscription = |status: &'static str| {
+        let (app, org) = (&r.app, r.app.org_id.clone());
+        async move {
+            app.admin(&[
+                "org",
+                "update",
+                "--org",
+                &org,
+                "--subscription-status",
+                status,
+            ])
+            .await
+            .unwrap();
+        }
+    };
+    let number = |status: &'static str| {
+        let app = &r.app;
+        async move {
+            app.admin(&[
+                "number",
+                "update",
+                "--phone-number-id",
+                PNID,
+                "--status",
+                status,
+            ])
+            .await
+            .unwrap();
+        }
+    };
+    for (at, reason) in [
+        (2, "template_not_approved"),
+        (6, "subscription_restricted"),
+        (10, "phone_number_not_connected"),
+    ] {
+        eventually_within(
+            Duration::from_secs(30),
+            "sends before the check fails",
+            || async { (sent_count(&r.sim) >= at).then_some(()) },
+        )
+        .await;
+        match reason {
+            "template_not_approved" => template("paused").await,
+            "subscription_restricted" => subscription("restricted").await,
+            _ => number("disconnected").await,
+        }
+        let c = wait_status(&r, &id, "paused", Duration::from_secs(30)).await;
+        assert_eq!(c["pause_reason"], reason);
+        // Sends already claimed when the pause landed finish; then nothing goes.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let held = sent_count(&r.sim);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(sent_count(&r.sim), held, "nothing is sent while paused");
+        assert!(held < N, "paused before the end ({held})");
+        let p = progress(&r.app, &r.key, &id).await;
+        assert_eq!(p["pending"], 0, "every recipient was queued: {p}");
+        assert!(p["queued"].as_i64().unwrap() > 0, "{p}");
+        // Resume checks again: refused while the check still fails.
+        let (s, e) = act(&r.app, &r.key, &id, "resume", None).await;
+        assert!(s == 402 || s == 409, "{s} {e}");
+        match reason {
+            "template_not_approved" => template("approved").await,
+            "subscription_restricted" => subscription("active").await,
+            _ => number("connected").await,
+        }
+        let (s, c) = act(&r.app, &r.key, &id, "resume", None).await;
+        assert_eq!(s, 200, "{c}");
+    }
+    wait_status(&r, &id, "completed", Duration::from_secs(60)).await;
+    let p = settled(&r, &id, &phones).await;
+    assert_eq!(
+        (sent_of(&p), p["failed"].as_i64()),
+        (N as i64, Some(0)),
+        "{p}"
+    );
+    each_at_most_once(&r.sim, &phones, N);
+    r.sim.shutdown().await;
+    r.app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_expiry_ends_queued_messages() {
+    expiry_ends_queued_messages(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_expiry_ends_queued_messages() {
+    expiry_ends_queued_messages(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_failed_check_pauses_the_queued_messages() {
+    a_failed_check_pauses_the_queued_messages(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_failed_check_pauses_the_queued_messages() {
+    a_failed_check_pauses_the_queued_messages(Backend::Postgres).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_paused_and_resumed_sends_each_recipient_once() {
     paused_and_resumed_sends_each_recipient_once(Backend::Sqlite).await;
