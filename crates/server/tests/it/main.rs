@@ -12,6 +12,7 @@ mod cli;
 mod contacts;
 mod crash_safety;
 mod customers;
+mod error_bodies;
 mod http;
 mod input;
 mod inbox_hardening;

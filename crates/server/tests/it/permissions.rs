@@ -97,7 +97,7 @@ const TABLE: &[(&str, &str, &str)] = &[
         "/webhook-subscriptions/{webhook_id}/replay",
         "developer.webhooks.manage",
     ),
-    // Not in the contract's table (decisions.md §Keys): reading the numbers.
+    // Not in the contract's table (docs/decisions/keys.md): reading the numbers.
     ("GET", "/phone-numbers", "numbers.read"),
 ];
 
