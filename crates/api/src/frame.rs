@@ -164,15 +164,9 @@ pub fn unknown_endpoint() -> Problem {
 fn framework_problem(res: &Response) -> Problem {
     match res.status().as_u16() {
         404 => unknown_endpoint(),
-        405 => {
-            let allow = res
-                .headers()
-                .get(header::ALLOW)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            Problem::new(ErrorCode::MethodNotAllowed).with_detail("allow", allow)
-        }
+        // The router adds the `Allow` header after this layer has run (it wraps each route),
+        // so the methods are named there only, not in `details`.
+        405 => Problem::new(ErrorCode::MethodNotAllowed),
         413 => Problem::new(ErrorCode::RequestTooLarge)
             .with_detail("limit_bytes", crate::JSON_BODY_LIMIT as u64),
         401 => Problem::unauthenticated(),

@@ -484,10 +484,6 @@ fn error_details() -> Value {
         ("idempotency_key", "The `Idempotency-Key` concerned."),
         ("first_used_at", "When that key was first used (RFC 3339)."),
         ("constraint", "The uniqueness rule a conflict broke."),
-        (
-            "allow",
-            "`method_not_allowed`: the methods the path accepts.",
-        ),
     ] {
         props.insert(k.into(), text(d));
     }

@@ -260,7 +260,7 @@ pub static CATALOG: [CatalogEntry; 23] = [
         "This path does not support the HTTP method used.",
         "Use one of the methods listed in the Allow response header.",
         "The path exists but not with this method. The Allow header lists the methods it supports.",
-        ["allow"]
+        []
     ),
     entry!(
         WindowExpired,

@@ -34,39 +34,64 @@ async fn answers(app: &TestApp) -> Vec<(&'static str, Value)> {
     };
     let (s, h, b) = send(app.http.get(app.url(&format!("{API}/contacts")))).await;
     out.push(("unauthenticated_no_key", shown(app, s, &h, b)));
-    let (s, h, b) = send(
-        post(&reader, "/messages", json!({})).header("Idempotency-Key", "k-1"),
-    )
-    .await;
+    let (s, h, b) =
+        send(post(&reader, "/messages", json!({})).header("Idempotency-Key", "order-0001-a")).await;
     out.push(("permission_denied", shown(app, s, &h, b)));
-    let (s, h, b) = send(post(&full, "/contacts", json!({"phone": "0123", "colour": 1}))).await;
+    let (s, h, b) = send(post(
+        &full,
+        "/contacts",
+        json!({"phone": "0123", "colour": 1}),
+    ))
+    .await;
     out.push(("validation_failed_contact", shown(app, s, &h, b)));
     let (s, h, b) = send(
-        post(&full, "/messages", json!({"to": "+14155550100", "type": "fax"}))
-            .header("Idempotency-Key", "k-2"),
+        post(
+            &full,
+            "/messages",
+            json!({"to": "+14155550100", "type": "fax"}),
+        )
+        .header("Idempotency-Key", "order-0002-a"),
     )
     .await;
     out.push(("unsupported_message_type", shown(app, s, &h, b)));
     let (s, h, b) = send(
-        post(&full, "/messages", json!({"to": "+14155550100", "type": "text", "text": {"body": "hi"}}))
-            .header("Idempotency-Key", "k-3"),
+        post(
+            &full,
+            "/messages",
+            json!({"to": "+14155550100", "type": "text", "text": {"body": "hi"}}),
+        )
+        .header("Idempotency-Key", "order-0003-a"),
     )
     .await;
     out.push(("conflict_no_number", shown(app, s, &h, b)));
     let (s, h, b) = send(
         app.http
-            .get(app.url(&format!("{API}/contacts/0190f0f0-0000-7000-8000-000000000000")))
+            .get(app.url(&format!(
+                "{API}/contacts/0190f0f0-0000-7000-8000-000000000000"
+            )))
             .bearer_auth(&full),
     )
     .await;
     out.push(("not_found_contact", shown(app, s, &h, b)));
-    let (s, h, b) = send(app.http.put(app.url(&format!("{API}/contacts"))).bearer_auth(&full)).await;
+    let (s, h, b) = send(
+        app.http
+            .put(app.url(&format!("{API}/contacts")))
+            .bearer_auth(&full),
+    )
+    .await;
     out.push(("method_not_allowed", shown(app, s, &h, b)));
     let (s, h, b) = send_oversized(app, "POST", &format!("{API}/contacts"), &full, 2 << 20).await;
     out.push(("request_too_large", shown(app, s, &h, b)));
-    app.admin(&["org", "update", "--org", &app.org_id, "--feature", "public_api=off"])
-        .await
-        .unwrap();
+    app.admin(&[
+        "org",
+        "update",
+        "--org",
+        &app.org_id,
+        "--feature",
+        "public_api=off",
+    ])
+    .await
+    .unwrap();
     let (s, h, b) = app.get(&format!("{API}/contacts"), Some(&full)).await;
     out.push(("plan_feature_unavailable", shown(app, s, &h, b)));
     out
@@ -74,8 +99,13 @@ async fn answers(app: &TestApp) -> Vec<(&'static str, Value)> {
 
 both_backends! {
     error_answers_are_as_reviewed => async |app: &TestApp| {
+        // One snapshot per answer for both backends (not per test module).
+        let mut settings = insta::Settings::clone_current();
+        settings.set_prepend_module_to_snapshot(false);
+        settings.set_snapshot_suffix("");
+        let _guard = settings.bind_to_scope();
         for (name, answer) in answers(app).await {
-            insta::assert_json_snapshot!(name, answer);
+            insta::assert_json_snapshot!(format!("error_{name}"), answer);
         }
     };
 }
