@@ -24,6 +24,7 @@ use serde_json::Value;
 use tern_cloudapi::send as network;
 use tern_domain::campaign::{self, Params, PauseReason, SkipReason, Status};
 use tern_domain::contact::Consent;
+use tern_domain::error::ConflictReason;
 use tern_domain::message::{Direction, Status as MessageStatus};
 use tern_domain::plan::Overrides;
 use tern_domain::send::Kind;
@@ -31,7 +32,7 @@ use tern_domain::{new_id, template};
 use tern_store::{Accept, Acceptance, Campaign, Message, Org};
 use uuid::Uuid;
 
-use super::{change, pause, pause_reason_for, resolve, sendable};
+use super::{change, pause, resolve, sendable};
 use crate::messages::status;
 use crate::{Core, Principal, Result};
 
@@ -98,13 +99,13 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     // only while it runs).
     let (number, tpl, charges) = match sendable(core, &p, &c, now).await {
         Ok(s) => s,
-        Err(problem) => {
-            return match pause_reason_for(&problem) {
+        Err(refusal) => {
+            return match refusal.pause {
                 // The queued messages were paid for at acceptance: with nobody left to
                 // message, a wallet or allowance that cannot pay for more stops nothing.
                 Some(r) if counts.pending <= 0 && r.only_stops_new_messages() => Ok(running()),
                 Some(r) => paused(core, org_id, id, r, now).await,
-                None => Err(problem),
+                None => Err(refusal.problem),
             };
         }
     };
@@ -331,8 +332,8 @@ async fn paused(core: &Core, org_id: Uuid, id: Uuid, r: PauseReason, now: i64) -
 /// if it was not); when a check refuses, paused with the matching reason.
 async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result<Campaign> {
     let (org_id, id) = (c.org_id, c.id);
-    if let Err(problem) = sendable(core, p, &c, now).await {
-        let reason = pause_reason_for(&problem).unwrap_or(PauseReason::TemplateNotApproved);
+    if let Err(refusal) = sendable(core, p, &c, now).await {
+        let reason = refusal.pause.unwrap_or(PauseReason::TemplateNotApproved);
         tracing::warn!(campaign = %id, reason = reason.as_str(), "scheduled campaign could not launch");
         return change(core, org_id, id, None, now, |c| {
             if c.status == Status::Scheduled {
@@ -348,7 +349,7 @@ async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result
     if c.resolved_at.is_none() {
         match resolve(core, org_id, id, true, now).await {
             Ok(_) => {}
-            Err(p) if p.details.get("reason").and_then(Value::as_str) == Some("audience_empty") => {
+            Err(p) if p.is_conflict(ConflictReason::AudienceEmpty) => {
                 // Nothing to send: the campaign is done.
                 return change(core, org_id, id, None, now, |c| {
                     c.status = Status::Completed;

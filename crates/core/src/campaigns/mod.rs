@@ -14,7 +14,7 @@ use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
 use tern_domain::plan::{Entitlement, Feature};
 use tern_domain::send::Kind;
-use tern_domain::{Problem, new_id, template};
+use tern_domain::{ErrorCode, Problem, new_id, template};
 use tern_store::{Campaign, NewRecipient, PhoneNumber, Template};
 use uuid::Uuid;
 
@@ -217,19 +217,46 @@ pub async fn pause(
     .await
 }
 
-/// The pause reason for a refusal of the checks of a send, if one fits.
-pub fn pause_reason_for(p: &Problem) -> Option<PauseReason> {
-    let code = p.code.as_str();
-    let reason = p.details.get("reason").and_then(|r| r.as_str());
-    Some(match (code, reason) {
-        ("wallet_balance_low", _) => PauseReason::WalletBalanceLow,
-        ("usage_limit_reached", _) => PauseReason::UsageLimitReached,
-        ("subscription_restricted", _) => PauseReason::SubscriptionRestricted,
-        ("template_not_approved", _) | ("validation_failed", _) => PauseReason::TemplateNotApproved,
-        ("plan_feature_unavailable", _) => PauseReason::PlanFeatureUnavailable,
-        ("conflict", Some("phone_number_not_connected" | "no_connected_phone_number")) => {
-            PauseReason::PhoneNumberNotConnected
+/// Why a campaign cannot send now: the answer for a person (launch, resume) and, for the
+/// worker, the pause it calls for. Each check names its pause where it refuses, so nothing
+/// reads a reason back out of the answer.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub problem: Problem,
+    /// `None`: not a state a pause waits out (the database failed).
+    pub pause: Option<PauseReason>,
+}
+
+impl Refusal {
+    fn new(pause: PauseReason) -> impl FnOnce(Problem) -> Refusal {
+        move |problem| Refusal {
+            problem,
+            pause: Some(pause),
         }
+    }
+}
+
+impl From<Problem> for Refusal {
+    fn from(problem: Problem) -> Self {
+        Refusal {
+            problem,
+            pause: None,
+        }
+    }
+}
+
+impl From<Refusal> for Problem {
+    fn from(r: Refusal) -> Self {
+        r.problem
+    }
+}
+
+/// The pause for a refusal of the billing checks (the send path's own rule answers them).
+fn billing_pause(p: &Problem) -> Option<PauseReason> {
+    Some(match p.code {
+        ErrorCode::WalletBalanceLow => PauseReason::WalletBalanceLow,
+        ErrorCode::UsageLimitReached => PauseReason::UsageLimitReached,
+        ErrorCode::SubscriptionRestricted => PauseReason::SubscriptionRestricted,
         _ => return None,
     })
 }
@@ -243,16 +270,20 @@ pub(crate) async fn sendable(
     p: &Principal,
     c: &Campaign,
     now: i64,
-) -> Result<(PhoneNumber, Template, tern_store::Charges)> {
-    p.require_feature(Feature::Campaigns)?;
+) -> std::result::Result<(PhoneNumber, Template, tern_store::Charges), Refusal> {
+    p.require_feature(Feature::Campaigns)
+        .map_err(Refusal::new(PauseReason::PlanFeatureUnavailable))?;
+    let refuse_number =
+        |id: &str| Refusal::new(PauseReason::PhoneNumberNotConnected)(not_connected(id));
     let number = core
         .db
         .get_phone_number(&c.phone_number_id)
-        .await?
+        .await
+        .map_err(Problem::from)?
         .filter(|n| n.org_id == c.org_id)
-        .ok_or_else(|| not_connected(&c.phone_number_id))?;
+        .ok_or_else(|| refuse_number(&c.phone_number_id))?;
     if !numbers::can_send(&number) {
-        return Err(not_connected(&number.id));
+        return Err(refuse_number(&number.id));
     }
     let tpl = core
         .db
@@ -262,8 +293,14 @@ pub(crate) async fn sendable(
             &c.template_name,
             &c.template_language,
         )
-        .await?
-        .ok_or_else(|| template_not_approved(&c.template_name, &c.template_language))?;
+        .await
+        .map_err(Problem::from)?
+        .ok_or_else(|| {
+            Refusal::new(PauseReason::TemplateNotApproved)(template_not_approved(
+                &c.template_name,
+                &c.template_language,
+            ))
+        })?;
     let (vars, components) = match Params::from_json(&c.params.0) {
         Params::None => (None, None),
         // A contact's value stands in as a placeholder: the shape is what is checked here.
@@ -281,8 +318,11 @@ pub(crate) async fn sendable(
         Params::Components(c) => (None, Some(c)),
     };
     template::check_send(&tpl.components, vars.as_deref(), components.as_ref(), None)
-        .map_err(|r| r.into_problem())?;
-    let charges = billing(p, Kind::Template, Some(tpl.category), now)?;
+        .map_err(|r| Refusal::new(PauseReason::TemplateNotApproved)(r.into_problem()))?;
+    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(|problem| {
+        let pause = billing_pause(&problem);
+        Refusal { problem, pause }
+    })?;
     Ok((number, tpl, charges))
 }
 

@@ -461,6 +461,12 @@ impl Problem {
         Self::new(ErrorCode::Conflict).with_detail("reason", reason.as_str())
     }
 
+    /// Whether this is a `409 conflict` for `reason`.
+    pub fn is_conflict(&self, reason: ConflictReason) -> bool {
+        self.code == ErrorCode::Conflict
+            && self.details.get("reason").and_then(Value::as_str) == Some(reason.as_str())
+    }
+
     pub fn unavailable() -> Self {
         Self::new(ErrorCode::Unavailable).with_retry_after(1)
     }
