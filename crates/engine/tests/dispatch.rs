@@ -624,7 +624,7 @@ dispatch_tests! {
         for i in 0..4 {
             ids.push(env.accept_text(&format!("1650555{i:04}"), "batch").await);
         }
-        let claimed = env.db.claim_dispatch(&DispatchClaim {
+        let claimed = env.db.status_writes().claim_dispatch(&DispatchClaim {
             phone_number_id: None, api_only: false, limit: 10, owner: "batch-worker", now: now_ms(),
             lease_ms: 30_000, grace_ms: 30_000,
         }).await.unwrap();
@@ -670,7 +670,7 @@ dispatch_tests! {
     an_abandoned_claim_is_never_resent_and_fails_at_its_deadline => |env| async move {
         let id = env.accept_text("16505551234", "orphan").await;
         // A worker claims it and dies (kill -9) before recording anything.
-        let claimed = env.db.claim_dispatch(&DispatchClaim {
+        let claimed = env.db.status_writes().claim_dispatch(&DispatchClaim {
             phone_number_id: None, api_only: false, limit: 10, owner: "crashed-worker", now: now_ms(),
             lease_ms: 200, grace_ms: 400,
         }).await.unwrap();

@@ -295,7 +295,10 @@ impl Db {
     /// now + lease + grace`, the deadline after which an abandoned claim fails (see the
     /// module docs: an in-flight claim is never claimed again). Safe with any number of
     /// workers and processes: a message is never claimed by two at once.
-    pub async fn claim_dispatch(&self, claim: &DispatchClaim<'_>) -> Result<Vec<DispatchItem>> {
+    pub(crate) async fn claim_dispatch(
+        &self,
+        claim: &DispatchClaim<'_>,
+    ) -> Result<Vec<DispatchItem>> {
         if claim.limit <= 0 {
             return Ok(Vec::new());
         }
@@ -342,7 +345,7 @@ impl Db {
     }
 
     /// [`Tx::complete_dispatch`] in a transaction of its own.
-    pub async fn complete_dispatch(
+    pub(crate) async fn complete_dispatch(
         &self,
         id: Uuid,
         lease: &DispatchLease,
@@ -422,7 +425,7 @@ impl Db {
     /// 3. up to `limit` messages `in_flight` / `unknown` past their deadline and still
     ///    `sending` fail with `failure_code` / `failure` (`failed_at = now`) and leave the
     ///    queue; they are returned.
-    pub async fn sweep_dispatch(
+    pub(crate) async fn sweep_dispatch(
         &self,
         now: i64,
         failure_code: &str,
@@ -465,7 +468,7 @@ impl Db {
     }
 
     /// [`Tx::refund_message_debit`] in a transaction of its own.
-    pub async fn refund_message_debit(&self, id: Uuid, at: i64) -> Result<i64> {
+    pub(crate) async fn refund_message_debit(&self, id: Uuid, at: i64) -> Result<i64> {
         let mut tx = self.begin().await?;
         let r = tx.refund_message_debit(id, at).await?;
         tx.commit().await?;
@@ -520,7 +523,7 @@ impl Tx {
     /// locks in) and written by one more: round trips, not rows, were the cost, since 64
     /// sequential updates held a batch's transaction for about a second while an API burst
     /// kept the machine busy. SQLite, in process, runs the single statement per claim.
-    pub async fn complete_dispatches(
+    pub(crate) async fn complete_dispatches(
         &mut self,
         items: &[DispatchCompletion<'_>],
         at: i64,
@@ -647,7 +650,7 @@ impl Tx {
     /// queue. The caller decides `change` with the domain's status rules, since a webhook may
     /// have moved the message first ([`DispatchWrite::Moved`]: re-read and decide again).
     /// Refused ([`DispatchWrite::LeaseLost`]) when `lease` is no longer the message's claim.
-    pub async fn complete_dispatch(
+    pub(crate) async fn complete_dispatch(
         &mut self,
         id: Uuid,
         lease: &DispatchLease,
@@ -697,7 +700,7 @@ impl Tx {
     /// reaching the network): a `message_refund` ledger entry of the debited amount and the
     /// balance moved back, in the caller's transaction, at most once per message. Returns the amount
     /// refunded (0 when the message was never debited or was refunded already).
-    pub async fn refund_message_debit(&mut self, id: Uuid, at: i64) -> Result<i64> {
+    pub(crate) async fn refund_message_debit(&mut self, id: Uuid, at: i64) -> Result<i64> {
         with_tx!(self, tx => {
             let debit = sqlx::query_as::<_, (Uuid, i64)>(
                     "SELECT org_id, amount_minor FROM wallet_ledger \
@@ -740,7 +743,7 @@ impl Tx {
     /// The last step of [`Db::sweep_dispatch`], in this transaction (the events reporting
     /// the failures join it): messages still `sending` whose outcome stayed unknown past
     /// their deadline fail with `failure`, at most `limit`. Returns them, by id.
-    pub async fn expire_dispatch(
+    pub(crate) async fn expire_dispatch(
         &mut self,
         now: i64,
         failure_code: &str,

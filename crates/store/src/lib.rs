@@ -30,6 +30,7 @@ mod phone_numbers;
 mod send_options;
 mod settings;
 mod sql;
+mod status_writes;
 mod tags;
 mod templates;
 pub mod testkit;
@@ -67,5 +68,6 @@ pub use phone_numbers::PhoneNumber;
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 /// JSON columns' wrapper (campaigns' audience and parameters).
 pub use sqlx::types::Json;
+pub use status_writes::{StatusWrites, TxStatusWrites};
 pub use templates::Template;
 pub use usage::{UsageAdd, UsageGrant, UsageTake};

@@ -342,7 +342,7 @@ impl Db {
     }
 
     /// [`Tx::update_message_status`] in a transaction of its own.
-    pub async fn update_message_status(
+    pub(crate) async fn update_message_status(
         &self,
         id: Uuid,
         expected_status: Status,
@@ -408,7 +408,7 @@ impl Tx {
     /// that moment is left to the claim (PostgreSQL `SKIP LOCKED`; SQLite's writer holds the
     /// lock). Returns the messages as they were before. For the status writer only (the
     /// move `accepted`/`sending` → `failed` is one the rule always allows).
-    pub async fn fail_queued_campaign_messages(
+    pub(crate) async fn fail_queued_campaign_messages(
         &mut self,
         campaign_id: Uuid,
         phone_number_id: &str,
@@ -632,7 +632,7 @@ impl Tx {
     /// the `expected_updated_at` it was read with). Returns `false` when someone else moved
     /// it first; the caller re-reads and decides again. A wamid is set only if none is
     /// stored yet.
-    pub async fn update_message_status(
+    pub(crate) async fn update_message_status(
         &mut self,
         id: Uuid,
         expected_status: Status,

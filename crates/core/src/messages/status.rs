@@ -120,6 +120,7 @@ pub async fn apply_report(
         };
         let mut tx = db.begin().await?;
         if tx
+            .status_writes()
             .update_message_status(msg.id, msg.status, msg.updated_at, &change, now_ms())
             .await?
         {
@@ -204,6 +205,7 @@ pub async fn apply_reports(
         };
         let o = plan.original;
         if !tx
+            .status_writes()
             .update_message_status(o.id, o.status, o.updated_at, last, at)
             .await?
         {
@@ -271,12 +273,13 @@ pub async fn record_send(
         });
         let mut tx = db.begin().await?;
         match tx
+            .status_writes()
             .complete_dispatch(item.id, &lease, msg.status, msg.updated_at, &change, at)
             .await?
         {
             DispatchWrite::Applied => {
                 let refunded_minor = if became_failed {
-                    tx.refund_message_debit(item.id, at).await?
+                    tx.status_writes().refund_message_debit(item.id, at).await?
                 } else {
                     0
                 };
@@ -342,7 +345,10 @@ pub async fn record_sends(
         })
         .collect();
     let mut tx = db.begin().await?;
-    let writes = tx.complete_dispatches(&completions, at).await?;
+    let writes = tx
+        .status_writes()
+        .complete_dispatches(&completions, at)
+        .await?;
     for ((i, msg, change, became_failed), write) in decided.iter().zip(writes) {
         match write {
             DispatchWrite::Applied => {}
@@ -353,7 +359,7 @@ pub async fn record_sends(
             }
         }
         let refunded_minor = if *became_failed {
-            tx.refund_message_debit(msg.id, at).await?
+            tx.status_writes().refund_message_debit(msg.id, at).await?
         } else {
             0
         };
@@ -461,7 +467,7 @@ fn unchanged(msg: &Message) -> StatusChange {
 
 /// Claims due messages for sending: `accepted` → `sending` (see [`Db::claim_dispatch`]).
 pub async fn claim(db: &Db, claim: &DispatchClaim<'_>) -> Result<Vec<DispatchItem>, StoreError> {
-    db.claim_dispatch(claim).await
+    db.status_writes().claim_dispatch(claim).await
 }
 
 /// The queue's housekeeping (see [`Db::sweep_dispatch`]): messages whose send outcome
@@ -477,6 +483,7 @@ pub async fn expire_unknown(
     let (abandoned, released) = db.release_dispatch(now).await?;
     let mut tx = db.begin().await?;
     let expired = tx
+        .status_writes()
         .expire_dispatch(now, &failure.code, failure, limit)
         .await?;
     for e in &expired {
@@ -515,6 +522,7 @@ pub async fn expire_campaign_queue(
 ) -> Result<usize, StoreError> {
     let mut tx = db.begin().await?;
     let before = tx
+        .status_writes()
         .fail_queued_campaign_messages(campaign_id, phone_number_id, failure, now, limit)
         .await?;
     if before.is_empty() {
@@ -534,7 +542,7 @@ pub async fn expire_campaign_queue(
         let Some((change, _)) = decide(m, &report) else {
             continue;
         };
-        tx.refund_message_debit(m.id, now).await?;
+        tx.status_writes().refund_message_debit(m.id, now).await?;
         *shards.entry(counter_shard(m.id)).or_default() += 1;
         events
             .emit(&mut tx, m.status, change.status, || written(m, &change))

@@ -74,20 +74,20 @@ store_tests! {
         db.insert_campaign(&c).await.unwrap();
         let early = queued_message(&db, &w, "100", T0, None, Some(c.id)).await;
         let api = queued(&db, &w, "100", T0 + 5).await;
-        let got = db.claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
+        let got = db.status_writes().claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
         assert_eq!(ids(&got), vec![api], "the API send first");
         set_status(&db, &mut c, Status::Paused).await;
         assert!(db.due_dispatch_numbers(T0 + 10, None, 10).await.unwrap().is_empty());
-        assert!(db.claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap().is_empty());
-        assert!(db.claim_dispatch(&claim("w", None, 5, T0 + 10)).await.unwrap().is_empty());
+        assert!(db.status_writes().claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap().is_empty());
+        assert!(db.status_writes().claim_dispatch(&claim("w", None, 5, T0 + 10)).await.unwrap().is_empty());
         set_status(&db, &mut c, Status::Running).await;
         assert_eq!(db.due_dispatch_numbers(T0 + 10, None, 10).await.unwrap(), vec!["100".to_string()]);
         // API sends only (an unusable number's claim): the campaign's message stays queued.
         let api_only = tern_store::DispatchClaim { api_only: true, ..claim("w", Some("100"), 5, T0 + 10) };
-        assert!(db.claim_dispatch(&api_only).await.unwrap().is_empty());
+        assert!(db.status_writes().claim_dispatch(&api_only).await.unwrap().is_empty());
         let api_only = tern_store::DispatchClaim { api_only: true, ..claim("w", None, 5, T0 + 10) };
-        assert!(db.claim_dispatch(&api_only).await.unwrap().is_empty());
-        let got = db.claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap();
+        assert!(db.status_writes().claim_dispatch(&api_only).await.unwrap().is_empty());
+        let got = db.status_writes().claim_dispatch(&claim("w", Some("100"), 5, T0 + 10)).await.unwrap();
         assert_eq!(ids(&got), vec![early]);
     },
 
@@ -243,7 +243,7 @@ store_tests! {
         let claimed = queued_message(&db, &w, "100", T0, None, Some(c.id)).await;
         let waiting = queued_message(&db, &w, "100", T0 + 1, None, Some(c.id)).await;
         let theirs = queued_message(&db, &w, "100", T0 + 2, None, Some(other.id)).await;
-        let got = db.claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
+        let got = db.status_writes().claim_dispatch(&claim("w", Some("100"), 1, T0 + 10)).await.unwrap();
         assert_eq!(ids(&got), vec![claimed]);
         let mut tx = db.begin().await.unwrap();
         tx.replace_recipients(c.id, &[NewRecipient { contact_id: w.contact_id, skipped: None, variables: None }], T0)
@@ -254,11 +254,11 @@ store_tests! {
 
         let failure = tern_domain::failure::Failure::tern("campaign_expired", "expired");
         let mut tx = db.begin().await.unwrap();
-        let before = tx.fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap();
+        let before = tx.status_writes().fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap();
         assert_eq!(before.iter().map(|m| (m.id, m.status)).collect::<Vec<_>>(),
                    vec![(waiting, tern_domain::message::Status::Accepted)]);
         assert_eq!(tx.expire_messaged_recipients(c.id, &[w.contact_id], T0 + 20).await.unwrap(), 1);
-        assert!(tx.fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap().is_empty());
+        assert!(tx.status_writes().fail_queued_campaign_messages(c.id, "100", &failure, T0 + 20, 10).await.unwrap().is_empty());
         tx.commit().await.unwrap();
         let m = db.get_message(w.org_id, waiting).await.unwrap().unwrap();
         assert_eq!((m.status, m.failed_at, m.failure_code.as_deref()),

@@ -170,7 +170,7 @@ store_tests! {
                    DispatchCounts { queued: 4, in_flight: 0, unknown: 0 });
 
         // One number's messages only, at most the limit, earliest due first.
-        let first = db.claim_dispatch(&claim("w1", Some("100"), 1, now)).await.unwrap();
+        let first = db.status_writes().claim_dispatch(&claim("w1", Some("100"), 1, now)).await.unwrap();
         assert_eq!(ids(&first), [a]);
         let item = &first[0];
         assert_eq!(item.org_id, w.org_id);
@@ -192,14 +192,14 @@ store_tests! {
         assert_eq!((info.next_attempt_at, info.locked_until), (Some(now + LEASE + GRACE), Some(now + LEASE)));
 
         // Any number; a claimed message is never handed out again, not even past its lease.
-        let rest = db.claim_dispatch(&claim("w2", None, 10, now)).await.unwrap();
+        let rest = db.status_writes().claim_dispatch(&claim("w2", None, 10, now)).await.unwrap();
         assert_eq!(ids(&rest), [b, c]);
         assert_eq!((rest[0].media_id, rest[1].media_id), (Some(media_id), None));
-        assert!(db.claim_dispatch(&claim("w3", None, 10, now)).await.unwrap().is_empty());
-        assert!(db.claim_dispatch(&claim("w3", None, 0, T0 + 1_000)).await.unwrap().is_empty());
+        assert!(db.status_writes().claim_dispatch(&claim("w3", None, 10, now)).await.unwrap().is_empty());
+        assert!(db.status_writes().claim_dispatch(&claim("w3", None, 0, T0 + 1_000)).await.unwrap().is_empty());
         let far = now + LEASE + GRACE + 1;
-        assert_eq!(ids(&db.claim_dispatch(&claim("w3", None, 10, far)).await.unwrap()), [later]);
-        assert!(db.claim_dispatch(&claim("w3", None, 10, far * 2)).await.unwrap().is_empty());
+        assert_eq!(ids(&db.status_writes().claim_dispatch(&claim("w3", None, 10, far)).await.unwrap()), [later]);
+        assert!(db.status_writes().claim_dispatch(&claim("w3", None, 10, far * 2)).await.unwrap().is_empty());
         assert_eq!(db.count_dispatch_queue().await.unwrap(),
                    DispatchCounts { queued: 0, in_flight: 4, unknown: 0 });
         assert!(matches!(db.dispatch_info(Uuid::now_v7()).await.unwrap_err(), StoreError::NotFound));
@@ -223,11 +223,11 @@ store_tests! {
                     loop {
                         // Half the workers claim per number, as the dispatcher does.
                         let pnid = match n { 0 => Some("100"), 1 => Some("200"), _ => None };
-                        let batch = db.claim_dispatch(&claim(&owner, pnid, 3, T0 + 1_000)).await.unwrap();
+                        let batch = db.status_writes().claim_dispatch(&claim(&owner, pnid, 3, T0 + 1_000)).await.unwrap();
                         if batch.is_empty() {
                             if pnid.is_some() {
                                 // The other number may still have messages; finish with any.
-                                let any = db.claim_dispatch(&claim(&owner, None, 3, T0 + 1_000)).await.unwrap();
+                                let any = db.status_writes().claim_dispatch(&claim(&owner, None, 3, T0 + 1_000)).await.unwrap();
                                 if any.is_empty() {
                                     return mine;
                                 }
@@ -255,24 +255,24 @@ store_tests! {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         let now = T0 + 100;
-        let item = db.claim_dispatch(&claim("w1", None, 1, now)).await.unwrap().remove(0);
+        let item = db.status_writes().claim_dispatch(&claim("w1", None, 1, now)).await.unwrap().remove(0);
         let lease = item.lease();
 
         // Another worker's or another attempt's write is refused.
         for stale in [DispatchLease { owner: "w2".into(), attempt: 1 },
                       DispatchLease { owner: "w1".into(), attempt: 2 }] {
-            let r = db.complete_dispatch(a, &stale, Status::Sending, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
+            let r = db.status_writes().complete_dispatch(a, &stale, Status::Sending, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
             assert_eq!(r, DispatchWrite::LeaseLost);
         }
-        let r = db.complete_dispatch(Uuid::now_v7(), &lease, Status::Sending, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
+        let r = db.status_writes().complete_dispatch(Uuid::now_v7(), &lease, Status::Sending, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::LeaseLost);
         // The status moved meanwhile (a webhook): re-read and decide again.
-        let r = db.complete_dispatch(a, &lease, Status::Sending, item.updated_at - 1, &sent_change("wamid.X", now), now).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &lease, Status::Sending, item.updated_at - 1, &sent_change("wamid.X", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::Moved);
-        let r = db.complete_dispatch(a, &lease, Status::Accepted, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &lease, Status::Accepted, item.updated_at, &sent_change("wamid.X", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::Moved);
 
-        let r = db.complete_dispatch(a, &lease, Status::Sending, item.updated_at, &sent_change("wamid.A", now + 5), now + 5).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &lease, Status::Sending, item.updated_at, &sent_change("wamid.A", now + 5), now + 5).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.wamid.as_deref(), msg.sent_at), ("sent", Some("wamid.A"), Some(now + 5)));
@@ -281,11 +281,11 @@ store_tests! {
         assert_eq!((info.dispatch_state, info.next_attempt_at, info.locked_until), (None, None, None));
         assert_eq!(info.attempts, 1);
         // Out of the queue for good; a repeated write with the old values changes nothing.
-        assert!(db.claim_dispatch(&claim("w1", None, 10, now + 10 * GRACE)).await.unwrap().is_empty());
-        let r = db.complete_dispatch(a, &lease, Status::Sending, item.updated_at, &sent_change("wamid.B", now), now).await.unwrap();
+        assert!(db.status_writes().claim_dispatch(&claim("w1", None, 10, now + 10 * GRACE)).await.unwrap().is_empty());
+        let r = db.status_writes().complete_dispatch(a, &lease, Status::Sending, item.updated_at, &sent_change("wamid.B", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::Moved);
         // A stored wamid is never replaced.
-        let r = db.complete_dispatch(a, &lease, Status::Sent, msg.updated_at, &sent_change("wamid.B", now), now + 6).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &lease, Status::Sent, msg.updated_at, &sent_change("wamid.B", now), now + 6).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         assert_eq!(db.get_message(w.org_id, a).await.unwrap().unwrap().wamid.as_deref(), Some("wamid.A"));
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts::default());
@@ -295,7 +295,7 @@ store_tests! {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         let now = T0 + 100;
-        let first = db.claim_dispatch(&claim("w1", None, 1, now)).await.unwrap().remove(0);
+        let first = db.status_writes().claim_dispatch(&claim("w1", None, 1, now)).await.unwrap().remove(0);
         assert!(!db.retry_dispatch(a, &DispatchLease { owner: "w9".into(), attempt: 1 }, now, "x").await.unwrap());
         assert!(db.retry_dispatch(a, &first.lease(), now + 500, "graph error 130429").await.unwrap());
         let info = db.dispatch_info(a).await.unwrap();
@@ -305,15 +305,15 @@ store_tests! {
         assert_eq!(info.status, Status::Sending);
 
         // Not due before the retry time.
-        assert!(db.claim_dispatch(&claim("w2", None, 10, now + 499)).await.unwrap().is_empty());
+        assert!(db.status_writes().claim_dispatch(&claim("w2", None, 10, now + 499)).await.unwrap().is_empty());
         assert!(db.due_dispatch_numbers(now + 499, None, 10).await.unwrap().is_empty());
-        let second = db.claim_dispatch(&claim("w2", None, 10, now + 500)).await.unwrap().remove(0);
+        let second = db.status_writes().claim_dispatch(&claim("w2", None, 10, now + 500)).await.unwrap().remove(0);
         assert_eq!((second.id, second.attempts, second.status.as_str()), (a, 2, "sending"));
 
         // The first claim is stale now: none of its writes land.
         assert!(!db.retry_dispatch(a, &first.lease(), now, "late").await.unwrap());
         assert!(!db.mark_dispatch_unknown(a, &first.lease(), now, "late").await.unwrap());
-        let r = db.complete_dispatch(a, &first.lease(), Status::Sending, second.updated_at, &sent_change("wamid.OLD", now), now).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &first.lease(), Status::Sending, second.updated_at, &sent_change("wamid.OLD", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::LeaseLost);
         let info = db.dispatch_info(a).await.unwrap();
         assert_eq!((info.dispatch_state.as_deref(), info.lease_owner.as_deref(), info.attempts), (Some("in_flight"), Some("w2"), 2));
@@ -324,7 +324,7 @@ store_tests! {
         let change = StatusChange { status: Status::Failed, wamid: None, sent_at: None, delivered_at: None,
             read_at: None, failed_at: Some(now + 600), failure_code: Some("recipient_not_on_whatsapp".into()),
             failure: Some(failure.clone()) };
-        let r = db.complete_dispatch(a, &second.lease(), Status::Sending, second.updated_at, &change, now + 600).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &second.lease(), Status::Sending, second.updated_at, &change, now + 600).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.failed_at, msg.failure), ("failed", Some(now + 600), Some(failure)));
@@ -336,10 +336,10 @@ store_tests! {
         let a = queued(&db, &w, "100", T0).await;
         let b = queued(&db, &w, "100", T0).await;
         let now = T0 + 100;
-        let items = db.claim_dispatch(&claim("w1", None, 2, now)).await.unwrap();
+        let items = db.status_writes().claim_dispatch(&claim("w1", None, 2, now)).await.unwrap();
         // Status webhooks move both messages on while the worker still holds them.
         for (item, wamid) in items.iter().zip(["wamid.WA", "wamid.WB"]) {
-            assert!(db.update_message_status(item.id, Status::Sending, item.updated_at, &sent_change(wamid, now + 1), now + 1).await.unwrap());
+            assert!(db.status_writes().update_message_status(item.id, Status::Sending, item.updated_at, &sent_change(wamid, now + 1), now + 1).await.unwrap());
         }
         assert!(db.retry_dispatch(a, &items[0].lease(), now + 500, "late 5xx").await.unwrap());
         assert!(db.mark_dispatch_unknown(b, &items[1].lease(), now + 500, "timeout").await.unwrap());
@@ -347,8 +347,8 @@ store_tests! {
             let info = db.dispatch_info(id).await.unwrap();
             assert_eq!((info.status.as_str(), info.dispatch_state, info.next_attempt_at), ("sent", None, None), "{id}");
         }
-        assert!(db.claim_dispatch(&claim("w2", None, 10, now + 10 * GRACE)).await.unwrap().is_empty());
-        let sweep = db.sweep_dispatch(now + 10 * GRACE, "network_outcome_unknown", &unknown_failure(), 100).await.unwrap();
+        assert!(db.status_writes().claim_dispatch(&claim("w2", None, 10, now + 10 * GRACE)).await.unwrap().is_empty());
+        let sweep = db.status_writes().sweep_dispatch(now + 10 * GRACE, "network_outcome_unknown", &unknown_failure(), 100).await.unwrap();
         assert!(sweep.expired.is_empty());
     },
 
@@ -359,30 +359,30 @@ store_tests! {
         let settled = queued(&db, &w, "100", T0).await;
         let waiting = queued(&db, &w, "100", T0 + 1).await;
         let now = T0 + 100;
-        let items = db.claim_dispatch(&claim("w1", None, 3, now)).await.unwrap();
+        let items = db.status_writes().claim_dispatch(&claim("w1", None, 3, now)).await.unwrap();
         assert_eq!(ids(&items), [unknown, abandoned, settled]);
         let deadline = now + LEASE + GRACE;
         // `unknown`: the request left, no answer; its grace ends earlier than the claim's.
         assert!(db.mark_dispatch_unknown(unknown, &items[0].lease(), now + GRACE, "timed out").await.unwrap());
         // `settled`: a status webhook arrived, and the queue state stays until the sweep.
-        assert!(db.update_message_status(settled, Status::Sending, items[2].updated_at, &sent_change("wamid.S", now + 2), now + 2).await.unwrap());
+        assert!(db.status_writes().update_message_status(settled, Status::Sending, items[2].updated_at, &sent_change("wamid.S", now + 2), now + 2).await.unwrap());
         // `abandoned`: the worker died with the claim.
         let failure = unknown_failure();
 
-        let s = db.sweep_dispatch(now + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = db.status_writes().sweep_dispatch(now + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!((s.abandoned, s.expired.len()), (0, 0));
         assert!(s.released <= 1);
         assert_eq!(db.dispatch_info(settled).await.unwrap().dispatch_state, None);
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts { queued: 1, in_flight: 1, unknown: 1 });
 
         // Past the lease: the abandoned claim is "unknown", never handed out again.
-        let s = db.sweep_dispatch(now + LEASE + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = db.status_writes().sweep_dispatch(now + LEASE + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!((s.abandoned, s.released, s.expired.len()), (1, 0, 0));
         assert_eq!(db.dispatch_info(abandoned).await.unwrap().dispatch_state.as_deref(), Some("unknown"));
-        assert_eq!(ids(&db.claim_dispatch(&claim("w2", None, 10, now + LEASE + 1)).await.unwrap()), [waiting]);
+        assert_eq!(ids(&db.status_writes().claim_dispatch(&claim("w2", None, 10, now + LEASE + 1)).await.unwrap()), [waiting]);
 
         // `unknown`'s deadline passes first; the sweep fails it, and only it.
-        let s = db.sweep_dispatch(now + GRACE, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = db.status_writes().sweep_dispatch(now + GRACE, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!(s.expired, vec![ExpiredDispatch { id: unknown, org_id: w.org_id }]);
         let msg = db.get_message(w.org_id, unknown).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.failed_at, msg.failure_code.as_deref()), ("failed", Some(now + GRACE), Some("network_outcome_unknown")));
@@ -390,15 +390,15 @@ store_tests! {
         assert_eq!(db.dispatch_info(unknown).await.unwrap().dispatch_state, None);
 
         // At the claim's deadline the abandoned one fails too; the limit bounds one sweep.
-        let s = db.sweep_dispatch(deadline, "network_outcome_unknown", &failure, 0).await.unwrap();
+        let s = db.status_writes().sweep_dispatch(deadline, "network_outcome_unknown", &failure, 0).await.unwrap();
         assert!(s.expired.is_empty());
-        let s = db.sweep_dispatch(deadline, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = db.status_writes().sweep_dispatch(deadline, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!(s.expired, vec![ExpiredDispatch { id: abandoned, org_id: w.org_id }]);
         // The settled message was never failed; `waiting` (its lease over too) has a later deadline.
         let msg = db.get_message(w.org_id, settled).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.failure_code), ("sent", None));
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts { queued: 0, in_flight: 0, unknown: 1 });
-        let s = db.sweep_dispatch(deadline * 2, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = db.status_writes().sweep_dispatch(deadline * 2, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!(s.expired.iter().map(|e| e.id).collect::<Vec<_>>(), [waiting]);
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts::default());
     },
@@ -408,8 +408,8 @@ store_tests! {
         // failure stands (failed is terminal) but its wamid and sent_at are kept.
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
-        let item = db.claim_dispatch(&claim("w1", None, 1, T0)).await.unwrap().remove(0);
-        let s = db.sweep_dispatch(item.deadline, "network_outcome_unknown", &unknown_failure(), 10).await.unwrap();
+        let item = db.status_writes().claim_dispatch(&claim("w1", None, 1, T0)).await.unwrap().remove(0);
+        let s = db.status_writes().sweep_dispatch(item.deadline, "network_outcome_unknown", &unknown_failure(), 10).await.unwrap();
         assert_eq!(s.expired.len(), 1);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         let mut change = sent_change("wamid.LATE", T0 + 5);
@@ -417,7 +417,7 @@ store_tests! {
         change.failed_at = msg.failed_at;
         change.failure_code = msg.failure_code.clone();
         change.failure = msg.failure.clone();
-        let r = db.complete_dispatch(a, &item.lease(), msg.status, msg.updated_at, &change, item.deadline + 1).await.unwrap();
+        let r = db.status_writes().complete_dispatch(a, &item.lease(), msg.status, msg.updated_at, &change, item.deadline + 1).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         // Its queue writes, however, change nothing.
         assert!(db.retry_dispatch(a, &item.lease(), T0, "x").await.unwrap());
@@ -433,18 +433,18 @@ store_tests! {
         let free = queued(&db, &w, "100", T0).await;
         db.adjust_wallet(w.org_id, 1_000, "top_up", None, T0).await.unwrap();
         assert_eq!(db.adjust_wallet(w.org_id, -35, "message_debit", Some(debited), T0).await.unwrap(), 965);
-        assert_eq!(db.refund_message_debit(debited, T0 + 1).await.unwrap(), 35);
+        assert_eq!(db.status_writes().refund_message_debit(debited, T0 + 1).await.unwrap(), 35);
         assert_eq!(db.get_org(w.org_id).await.unwrap().unwrap().wallet_balance_minor, 1_000);
         // Once only, however often a worker retries; nothing for a message never debited.
-        assert_eq!(db.refund_message_debit(debited, T0 + 2).await.unwrap(), 0);
-        assert_eq!(db.refund_message_debit(free, T0 + 2).await.unwrap(), 0);
-        assert_eq!(db.refund_message_debit(Uuid::now_v7(), T0 + 2).await.unwrap(), 0);
+        assert_eq!(db.status_writes().refund_message_debit(debited, T0 + 2).await.unwrap(), 0);
+        assert_eq!(db.status_writes().refund_message_debit(free, T0 + 2).await.unwrap(), 0);
+        assert_eq!(db.status_writes().refund_message_debit(Uuid::now_v7(), T0 + 2).await.unwrap(), 0);
         // Racing workers: one refund.
         let raced = queued(&db, &w, "100", T0).await;
         db.adjust_wallet(w.org_id, -20, "message_debit", Some(raced), T0).await.unwrap();
         let racers: Vec<_> = (0..4).map(|_| {
             let db = db.clone();
-            tokio::spawn(async move { db.refund_message_debit(raced, T0 + 3).await.unwrap() })
+            tokio::spawn(async move { db.status_writes().refund_message_debit(raced, T0 + 3).await.unwrap() })
         }).collect();
         let mut refunded = Vec::new();
         for r in racers {

@@ -215,15 +215,15 @@ store_tests! {
             failure_code: None,
             failure: None,
         };
-        assert!(db.update_message_status(m.id, Status::Accepted, T0, &change, T0 + 4).await.unwrap());
+        assert!(db.status_writes().update_message_status(m.id, Status::Accepted, T0, &change, T0 + 4).await.unwrap());
         // A second writer that read the old row loses.
-        assert!(!db.update_message_status(m.id, Status::Accepted, T0, &change, T0 + 5).await.unwrap());
+        assert!(!db.status_writes().update_message_status(m.id, Status::Accepted, T0, &change, T0 + 5).await.unwrap());
         let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
         assert_eq!((got.status.as_str(), got.wamid.as_deref(), got.sent_at, got.updated_at),
             ("sent", Some("wamid.X"), Some(T0 + 3), T0 + 4));
         // A wamid is never replaced.
         let other = StatusChange { status: Status::Delivered, wamid: Some("wamid.Y".into()), ..change };
-        assert!(db.update_message_status(m.id, Status::Sent, T0 + 4, &other, T0 + 4).await.unwrap());
+        assert!(db.status_writes().update_message_status(m.id, Status::Sent, T0 + 4, &other, T0 + 4).await.unwrap());
         let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
         assert_eq!((got.wamid.as_deref(), got.updated_at), (Some("wamid.X"), T0 + 5));
         assert_eq!(db.find_message_for_status("wamid.X", None).await.unwrap().map(|m| m.id), Some(m.id));

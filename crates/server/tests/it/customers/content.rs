@@ -60,6 +60,7 @@ async fn every_inbound_type_keeps_its_content(app: &TestApp) {
     assert_eq!(out["content"], json!({"body": "Your order?"}));
     let out_id = out["id"].as_str().unwrap().to_string();
     app.db
+        .status_writes()
         .update_message_status(
             out_id.parse().unwrap(),
             tern_domain::message::Status::Accepted,
