@@ -11,7 +11,7 @@ use tern_domain::contact::Consent;
 use tern_domain::plan::Overrides;
 use tern_domain::time::now_ms;
 use tern_domain::{ErrorCode, Problem};
-use tern_store::{ContactRef, Db, Org, Template};
+use tern_store::{ContactRef, Db, Org};
 use uuid::Uuid;
 
 use crate::fixtures::{self, WABA, on_both};
@@ -53,22 +53,7 @@ async fn world(db: &Db, setup: Setup) -> World {
         fixtures::number(db, &org, &pnid).await;
     }
     let now = now_ms();
-    db.insert_template(&Template {
-        id: tern_domain::new_id(),
-        org_id: org.id,
-        waba_id: WABA.into(),
-        name: "hello".into(),
-        language: "en_US".into(),
-        category: "utility".parse().unwrap(),
-        status: "approved".parse().unwrap(),
-        components: json!([{"type": "BODY", "text": "Hello {{1}}"}]),
-        rejection_reason: None,
-        network_id: Some("1".into()),
-        created_at: now,
-        updated_at: now,
-    })
-    .await
-    .unwrap();
+    fixtures::approved_template(db, &org, json!([{"type": "BODY", "text": "Hello {{1}}"}])).await;
     let ago = match setup {
         Setup::WroteAgo(ms) => ms,
         _ => 60_000,

@@ -86,3 +86,24 @@ pub fn principal(org: &Org) -> Principal {
 pub fn limit(entitlement: &str, n: u64) -> serde_json::Value {
     json!({"limits": {entitlement: n}})
 }
+
+/// An approved utility template `hello` (en_US) of the organisation's WABA.
+pub async fn approved_template(db: &Db, org: &Org, components: serde_json::Value) {
+    let now = tern_domain::time::now_ms();
+    db.insert_template(&tern_store::Template {
+        id: tern_domain::new_id(),
+        org_id: org.id,
+        waba_id: WABA.into(),
+        name: "hello".into(),
+        language: "en_US".into(),
+        category: "utility".parse().unwrap(),
+        status: "approved".parse().unwrap(),
+        components,
+        rejection_reason: None,
+        network_id: Some("1".into()),
+        created_at: now,
+        updated_at: now,
+    })
+    .await
+    .unwrap();
+}

@@ -6,7 +6,7 @@ use tern_core::admin::{self, NewNumber};
 use tern_core::messages::send::{self, Send, Sent};
 use tern_core::{campaigns, contacts, templates};
 use tern_domain::{ErrorCode, Problem};
-use tern_store::{ContactRef, Db, Template};
+use tern_store::{ContactRef, Db};
 
 use crate::fixtures::{self, PNID, WABA, limit, on_both};
 
@@ -163,23 +163,7 @@ async fn sends_to_new_recipients_at_the_limit_admit_one() {
         )
         .await;
         fixtures::number(&db, &org, PNID).await;
-        let now = tern_domain::time::now_ms();
-        db.insert_template(&Template {
-            id: tern_domain::new_id(),
-            org_id: org.id,
-            waba_id: WABA.into(),
-            name: "hello".into(),
-            language: "en_US".into(),
-            category: "utility".parse().unwrap(),
-            status: "approved".parse().unwrap(),
-            components: json!([{"type": "BODY", "text": "Hello"}]),
-            rejection_reason: None,
-            network_id: Some("1".into()),
-            created_at: now,
-            updated_at: now,
-        })
-        .await
-        .unwrap();
+        fixtures::approved_template(&db, &org, json!([{"type": "BODY", "text": "Hello"}])).await;
         let core = fixtures::core(&db);
         let p = fixtures::principal(&org);
         let results = join_all((0..RACERS).map(|i| {
