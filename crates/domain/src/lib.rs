@@ -6,6 +6,7 @@
 mod names;
 
 pub mod auth;
+pub mod backoff;
 pub mod campaign;
 pub mod contact;
 pub mod crypto;

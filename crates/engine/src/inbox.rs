@@ -12,6 +12,7 @@
 use futures::StreamExt as _;
 use std::sync::Arc;
 use std::time::Duration;
+use tern_domain::backoff::{Backoff, Jitter};
 use tern_domain::time::now_ms;
 use tern_store::{Db, SetAside, StoreError};
 use tokio::sync::Notify;
@@ -62,10 +63,14 @@ impl Default for Retry {
 impl Retry {
     /// The delay after attempt `attempts` failed.
     fn delay_ms(&self, attempts: i64) -> i64 {
-        let doubled = self
-            .first_delay_ms
-            .saturating_mul(1 << (attempts - 1).clamp(0, 16));
-        doubled.min(self.max_delay_ms)
+        let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
+        let delay = Backoff {
+            base: ms(self.first_delay_ms),
+            cap: ms(self.max_delay_ms),
+            jitter: Jitter::None,
+        }
+        .delay(attempts, 0.0);
+        i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
     }
 }
 

@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use rand::Rng as _;
 use tern_core::Core;
 use tern_core::media::{self, InboundOutcome};
+use tern_domain::backoff::{Backoff, Jitter};
 use tern_domain::time::now_ms;
 use tern_store::StoreError;
 use tokio_util::sync::CancellationToken;
@@ -56,14 +56,13 @@ impl Default for MediaWorkerConfig {
 impl MediaWorkerConfig {
     /// Full-jitter exponential backoff after `attempts` attempts.
     pub fn backoff(&self, attempts: i64) -> Duration {
-        let exp = u32::try_from(attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
-        let ceiling = self
-            .base_backoff
-            .saturating_mul(2u32.saturating_pow(exp))
-            .min(self.max_backoff);
         // At least half the ceiling, so retries of a down network spread but do not bunch.
-        let ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
-        Duration::from_millis(rand::rng().random_range(ms / 2..=ms.max(1)))
+        Backoff {
+            base: self.base_backoff,
+            cap: self.max_backoff,
+            jitter: Jitter::Half,
+        }
+        .delay(attempts, rand::random())
     }
 }
 

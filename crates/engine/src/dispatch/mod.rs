@@ -38,12 +38,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::Rng as _;
 use tern_cloudapi::{CloudApiClient, RetryClass, SendError};
 use tern_core::media::{self, MediaService, NetworkMediaError};
 use tern_core::messages::failure::{self, Failure};
 use tern_core::messages::status::{self, Recorded, Report};
 use tern_core::numbers;
+use tern_domain::backoff::{Backoff, Jitter};
 use tern_domain::crypto::MasterKey;
 use tern_domain::message::{Precision, Status};
 use tern_domain::time::now_ms;
@@ -149,13 +149,12 @@ impl DispatchConfig {
     /// Full-jitter exponential backoff before the next attempt of a message that has had
     /// `attempts` attempts.
     pub fn backoff(&self, attempts: i64) -> Duration {
-        let exp = u32::try_from(attempts.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
-        let ceiling = self
-            .backoff_base
-            .saturating_mul(2u32.saturating_pow(exp))
-            .min(self.backoff_cap);
-        let ceiling_ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
-        Duration::from_millis(rand::rng().random_range(0..=ceiling_ms))
+        Backoff {
+            base: self.backoff_base,
+            cap: self.backoff_cap,
+            jitter: Jitter::Full,
+        }
+        .delay(attempts, rand::random())
     }
 }
 
