@@ -128,7 +128,7 @@ pub struct ExpiredDispatch {
     pub org_id: Uuid,
 }
 
-/// What one [`Db::sweep_dispatch`] did.
+/// What one sweep of the queue did (`testkit::sweep_dispatch`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DispatchSweep {
     /// `in_flight` claims past their lease, now `unknown` (their worker died or hung).
@@ -379,7 +379,7 @@ impl Db {
 
     /// The request may have reached the network but no answer came: `unknown` until
     /// `deadline`. The message is not sent again; a status webhook settles it, or
-    /// [`Db::sweep_dispatch`] fails it at the deadline. A message whose status already moved
+    /// the expiry (`Tx::status_writes().expire_dispatch`) fails it at the deadline. A message whose status already moved
     /// on leaves the queue instead. `false` when `lease` is no longer the message's claim.
     pub async fn mark_dispatch_unknown(
         &self,
@@ -418,34 +418,7 @@ impl Db {
         Ok(n == 1)
     }
 
-    /// Housekeeping of the queue at `now`, safe to run from every worker:
-    /// 1. `in_flight` claims past their lease become `unknown` (never claimed again);
-    /// 2. claimed messages whose status moved on (a status webhook: sent, delivered, read,
-    ///    failed) leave the queue (queued ones in that case are never claimed);
-    /// 3. up to `limit` messages `in_flight` / `unknown` past their deadline and still
-    ///    `sending` fail with `failure_code` / `failure` (`failed_at = now`) and leave the
-    ///    queue; they are returned.
-    pub(crate) async fn sweep_dispatch(
-        &self,
-        now: i64,
-        failure_code: &str,
-        failure: &Failure,
-        limit: i64,
-    ) -> Result<DispatchSweep> {
-        let (abandoned, released) = self.release_dispatch(now).await?;
-        let mut tx = self.begin().await?;
-        let expired = tx
-            .expire_dispatch(now, failure_code, failure, limit)
-            .await?;
-        tx.commit().await?;
-        Ok(DispatchSweep {
-            abandoned,
-            released,
-            expired,
-        })
-    }
-
-    /// The first two steps of [`Db::sweep_dispatch`]: claims past their lease become
+    /// The first two steps of the queue's housekeeping (`testkit::sweep_dispatch` shows all three): claims past their lease become
     /// `unknown`, and messages whose status moved on leave the queue. Returns how many of
     /// each.
     pub async fn release_dispatch(&self, now: i64) -> Result<(u64, u64)> {
@@ -740,7 +713,7 @@ impl Tx {
 }
 
 impl Tx {
-    /// The last step of [`Db::sweep_dispatch`], in this transaction (the events reporting
+    /// The last step of the queue's housekeeping, in this transaction (the events reporting
     /// the failures join it): messages still `sending` whose outcome stayed unknown past
     /// their deadline fail with `failure`, at most `limit`. Returns them, by id.
     pub(crate) async fn expire_dispatch(

@@ -33,6 +33,7 @@ mod sql;
 mod status_writes;
 mod tags;
 mod templates;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 mod usage;
 

@@ -11,8 +11,8 @@ use tern_domain::message::Status;
 use crate::db::{Db, Tx};
 use crate::error::Result;
 use crate::{
-    DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite,
-    ExpiredDispatch, Message, StatusChange,
+    DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchWrite, ExpiredDispatch,
+    Message, StatusChange,
 };
 
 /// The status-changing statements of the pool.
@@ -51,18 +51,6 @@ impl StatusWrites<'_> {
     ) -> Result<DispatchWrite> {
         self.0
             .complete_dispatch(id, lease, expected_status, expected_updated_at, change, at)
-            .await
-    }
-
-    pub async fn sweep_dispatch(
-        &self,
-        now: i64,
-        failure_code: &str,
-        failure: &Failure,
-        limit: i64,
-    ) -> Result<DispatchSweep> {
-        self.0
-            .sweep_dispatch(now, failure_code, failure, limit)
             .await
     }
 

@@ -152,3 +152,28 @@ pub async fn schema_columns(db: &Db) -> Result<BTreeMap<String, BTreeSet<String>
     }
     Ok(tables)
 }
+
+/// The dispatch queue's housekeeping at `now` in one call, as the status writer runs it
+/// (`tern_core::messages::status`): claims past their lease become `unknown`, claimed
+/// messages whose status moved on leave the queue, and up to `limit` `in_flight` /
+/// `unknown` messages past their deadline and still `sending` fail with `failure`.
+pub async fn sweep_dispatch(
+    db: &crate::Db,
+    now: i64,
+    failure_code: &str,
+    failure: &tern_domain::failure::Failure,
+    limit: i64,
+) -> crate::Result<crate::DispatchSweep> {
+    let (abandoned, released) = db.release_dispatch(now).await?;
+    let mut tx = db.begin().await?;
+    let expired = tx
+        .status_writes()
+        .expire_dispatch(now, failure_code, failure, limit)
+        .await?;
+    tx.commit().await?;
+    Ok(crate::DispatchSweep {
+        abandoned,
+        released,
+        expired,
+    })
+}

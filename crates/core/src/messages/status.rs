@@ -470,7 +470,7 @@ pub async fn claim(db: &Db, claim: &DispatchClaim<'_>) -> Result<Vec<DispatchIte
     db.status_writes().claim_dispatch(claim).await
 }
 
-/// The queue's housekeeping (see [`Db::sweep_dispatch`]): messages whose send outcome
+/// The queue's housekeeping (as `tern_store::testkit::sweep_dispatch` runs it): messages whose send outcome
 /// stayed unknown past their deadline, still `sending`, fail with `failure` (the only move
 /// the rule allows from `sending` without a report: to `failed`). No refund: the network
 /// may have taken them.

@@ -398,7 +398,7 @@ impl Dispatcher {
         Ok(std::mem::take(&mut self.report))
     }
 
-    /// The queue's housekeeping (see [`Db::sweep_dispatch`]): messages whose send outcome
+    /// The queue's housekeeping (as `tern_store::testkit::sweep_dispatch` runs it): messages whose send outcome
     /// stayed unknown past their deadline fail with `network_outcome_unknown`. Also
     /// updates the queue gauges.
     pub async fn sweep(&mut self) -> Result<DispatchSweep, StoreError> {

@@ -348,7 +348,7 @@ store_tests! {
             assert_eq!((info.status.as_str(), info.dispatch_state, info.next_attempt_at), ("sent", None, None), "{id}");
         }
         assert!(db.status_writes().claim_dispatch(&claim("w2", None, 10, now + 10 * GRACE)).await.unwrap().is_empty());
-        let sweep = db.status_writes().sweep_dispatch(now + 10 * GRACE, "network_outcome_unknown", &unknown_failure(), 100).await.unwrap();
+        let sweep = tern_store::testkit::sweep_dispatch(&db, now + 10 * GRACE, "network_outcome_unknown", &unknown_failure(), 100).await.unwrap();
         assert!(sweep.expired.is_empty());
     },
 
@@ -369,20 +369,20 @@ store_tests! {
         // `abandoned`: the worker died with the claim.
         let failure = unknown_failure();
 
-        let s = db.status_writes().sweep_dispatch(now + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, now + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!((s.abandoned, s.expired.len()), (0, 0));
         assert!(s.released <= 1);
         assert_eq!(db.dispatch_info(settled).await.unwrap().dispatch_state, None);
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts { queued: 1, in_flight: 1, unknown: 1 });
 
         // Past the lease: the abandoned claim is "unknown", never handed out again.
-        let s = db.status_writes().sweep_dispatch(now + LEASE + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, now + LEASE + 1, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!((s.abandoned, s.released, s.expired.len()), (1, 0, 0));
         assert_eq!(db.dispatch_info(abandoned).await.unwrap().dispatch_state.as_deref(), Some("unknown"));
         assert_eq!(ids(&db.status_writes().claim_dispatch(&claim("w2", None, 10, now + LEASE + 1)).await.unwrap()), [waiting]);
 
         // `unknown`'s deadline passes first; the sweep fails it, and only it.
-        let s = db.status_writes().sweep_dispatch(now + GRACE, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, now + GRACE, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!(s.expired, vec![ExpiredDispatch { id: unknown, org_id: w.org_id }]);
         let msg = db.get_message(w.org_id, unknown).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.failed_at, msg.failure_code.as_deref()), ("failed", Some(now + GRACE), Some("network_outcome_unknown")));
@@ -390,15 +390,15 @@ store_tests! {
         assert_eq!(db.dispatch_info(unknown).await.unwrap().dispatch_state, None);
 
         // At the claim's deadline the abandoned one fails too; the limit bounds one sweep.
-        let s = db.status_writes().sweep_dispatch(deadline, "network_outcome_unknown", &failure, 0).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, deadline, "network_outcome_unknown", &failure, 0).await.unwrap();
         assert!(s.expired.is_empty());
-        let s = db.status_writes().sweep_dispatch(deadline, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, deadline, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!(s.expired, vec![ExpiredDispatch { id: abandoned, org_id: w.org_id }]);
         // The settled message was never failed; `waiting` (its lease over too) has a later deadline.
         let msg = db.get_message(w.org_id, settled).await.unwrap().unwrap();
         assert_eq!((msg.status.as_str(), msg.failure_code), ("sent", None));
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts { queued: 0, in_flight: 0, unknown: 1 });
-        let s = db.status_writes().sweep_dispatch(deadline * 2, "network_outcome_unknown", &failure, 100).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, deadline * 2, "network_outcome_unknown", &failure, 100).await.unwrap();
         assert_eq!(s.expired.iter().map(|e| e.id).collect::<Vec<_>>(), [waiting]);
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts::default());
     },
@@ -409,7 +409,7 @@ store_tests! {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         let item = db.status_writes().claim_dispatch(&claim("w1", None, 1, T0)).await.unwrap().remove(0);
-        let s = db.status_writes().sweep_dispatch(item.deadline, "network_outcome_unknown", &unknown_failure(), 10).await.unwrap();
+        let s = tern_store::testkit::sweep_dispatch(&db, item.deadline, "network_outcome_unknown", &unknown_failure(), 10).await.unwrap();
         assert_eq!(s.expired.len(), 1);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();
         let mut change = sent_change("wamid.LATE", T0 + 5);
