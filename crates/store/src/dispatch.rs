@@ -108,7 +108,7 @@ pub struct DispatchLease {
     pub attempt: i64,
 }
 
-/// Result of [`Db::complete_dispatch`].
+/// Result of `status_writes().complete_dispatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DispatchWrite {
     /// Written.
@@ -479,8 +479,8 @@ impl Db {
     }
 }
 
-/// One claim's final outcome for [`Tx::complete_dispatches`] (the arguments of
-/// [`Tx::complete_dispatch`]).
+/// One claim's final outcome for `status_writes().complete_dispatches` (the arguments of
+/// `complete_dispatch`).
 #[derive(Debug, Clone, Copy)]
 pub struct DispatchCompletion<'a> {
     pub id: Uuid,

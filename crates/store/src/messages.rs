@@ -150,7 +150,7 @@ macro_rules! outbound_columns {
 }
 pub(crate) use outbound_columns;
 
-/// The status fields written by [`Db::update_message_status`].
+/// The status fields written by `status_writes().update_message_status`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusChange {
     pub status: Status,
