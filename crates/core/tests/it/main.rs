@@ -3,6 +3,7 @@
 
 mod accept;
 mod fixtures;
+mod inbox;
 mod limits;
 mod status;
 mod usage;
