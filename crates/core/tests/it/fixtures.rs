@@ -110,7 +110,11 @@ pub async fn approved_template(db: &Db, org: &Org, components: serde_json::Value
 
 /// A `messages` notification of the number `PNID` (WABA `WABA`) with these contacts,
 /// messages and statuses, shaped as the network sends it.
-pub fn notification(contacts: serde_json::Value, messages: serde_json::Value, statuses: serde_json::Value) -> serde_json::Value {
+pub fn notification(
+    contacts: serde_json::Value,
+    messages: serde_json::Value,
+    statuses: serde_json::Value,
+) -> serde_json::Value {
     json!({"object": "whatsapp_business_account", "entry": [{"id": WABA, "changes": [{
         "field": "messages", "value": {
             "messaging_product": "whatsapp",
@@ -123,7 +127,9 @@ pub fn notification(contacts: serde_json::Value, messages: serde_json::Value, st
 /// it may be refused.
 pub async fn deliver(db: &Db, body: &serde_json::Value) -> tern_core::inbox::Report {
     let bytes = serde_json::to_vec(body).unwrap();
-    tern_core::inbox::receive(db, &bytes, "sha256=checked").await.unwrap();
+    tern_core::inbox::receive(db, &bytes, "sha256=checked")
+        .await
+        .unwrap();
     let mut report = tern_core::inbox::Report::default();
     let now = tern_domain::time::now_ms();
     for batch in db.claim_inbox(100, 60_000, now).await.unwrap() {
