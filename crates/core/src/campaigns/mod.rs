@@ -9,11 +9,10 @@ pub mod view;
 use tern_domain::campaign::{
     self, Action, NewCampaign, Params, PauseReason, ReasonKind, SkipReason, Status,
 };
-use tern_domain::contact::Consent;
 use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
 use tern_domain::plan::{Entitlement, Feature};
-use tern_domain::send::Kind;
+use tern_domain::send::{self, Addressee, Kind};
 use tern_domain::{ErrorCode, Problem, new_id, template};
 use tern_store::{Campaign, NewRecipient, PhoneNumber, Template};
 use uuid::Uuid;
@@ -366,15 +365,15 @@ pub async fn resolve(
                 skipped: None,
                 variables: None,
             };
-            let skip = if ct.consent_status == Consent::OptedOut {
-                Some(SkipReason::OptedOut)
-            } else if ct.wa_id.is_none() && ct.user_id.is_none() {
-                Some(SkipReason::NoAddress)
-            } else if needs_phone && ct.wa_id.is_none() {
-                Some(SkipReason::PhoneNumberRequired)
-            } else {
-                None
+            // The send's addressing rule: the first refusal is the skip reason.
+            let addressee = Addressee {
+                wa_id: ct.wa_id.as_deref(),
+                user_id: ct.user_id.as_deref(),
+                consent: ct.consent_status,
             };
+            let skip = send::address_template(&addressee, &c.template_name, needs_phone)
+                .err()
+                .map(|r| r.skip_reason());
             if let Params::Variables(vars) = &params {
                 let values = campaign::ContactValues {
                     name: ct.name.as_deref(),
