@@ -5,7 +5,9 @@
 //! conversation, and stores the message queued for dispatch, all in one transaction
 //! (shared by concurrent acceptances: `tern_store::AcceptQueue`). The dispatcher is woken
 //! at once. Called by POST /messages; campaign fan-out (`crate::campaigns::fanout`) runs
-//! the same checks (number, consent, template, billing) and the same store acceptance.
+//! the same checks (number, template, billing), the same addressing rule
+//! (`tern_domain::send::address`), the same builder of the message ([`outbound_message`])
+//! and the same store acceptance.
 //!
 //! A refusal of a request whose key is already bound answers as the key does (replay of
 //! the message, or `duplicate_request`), so a retried request never sees a later check.
