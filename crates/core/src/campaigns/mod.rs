@@ -13,11 +13,13 @@ use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
 use tern_domain::plan::{Entitlement, Feature};
 use tern_domain::send::{self, Addressee, Kind};
-use tern_domain::{ErrorCode, Problem, new_id, template};
+use tern_domain::{Problem, new_id, template};
 use tern_store::{Campaign, NewRecipient, PhoneNumber, Template};
 use uuid::Uuid;
 
-use crate::messages::send::{billing, choose_number, not_connected, template_not_approved};
+use crate::messages::send::{
+    BillingRefusal, billing, choose_number, not_connected, template_not_approved,
+};
 use crate::{Core, Principal, Result, events, numbers};
 
 /// Creates a `draft` campaign (`POST /campaigns`).
@@ -250,16 +252,6 @@ impl From<Refusal> for Problem {
     }
 }
 
-/// The pause for a refusal of the billing checks (the send path's own rule answers them).
-fn billing_pause(p: &Problem) -> Option<PauseReason> {
-    Some(match p.code {
-        ErrorCode::WalletBalanceLow => PauseReason::WalletBalanceLow,
-        ErrorCode::UsageLimitReached => PauseReason::UsageLimitReached,
-        ErrorCode::SubscriptionRestricted => PauseReason::SubscriptionRestricted,
-        _ => return None,
-    })
-}
-
 /// What a template send of this campaign checks (launch, resume, and each fan-out batch):
 /// the plan's `campaigns` feature, the number can send, the template is approved for the
 /// number's WABA and takes these parameters, the subscription and the wallet allow a send.
@@ -318,9 +310,13 @@ pub(crate) async fn sendable(
     };
     template::check_send(&tpl.components, vars.as_deref(), components.as_ref(), None)
         .map_err(|r| Refusal::new(PauseReason::TemplateNotApproved)(r.into_problem()))?;
-    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(|problem| {
-        let pause = billing_pause(&problem);
-        Refusal { problem, pause }
+    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(|r| {
+        let pause = match &r {
+            BillingRefusal::Feature(_) => PauseReason::PlanFeatureUnavailable,
+            BillingRefusal::Subscription(_) => PauseReason::SubscriptionRestricted,
+            BillingRefusal::Wallet { .. } => PauseReason::WalletBalanceLow,
+        };
+        Refusal::new(pause)(r.into())
     })?;
     Ok((number, tpl, charges))
 }

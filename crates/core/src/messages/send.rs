@@ -374,6 +374,38 @@ pub(crate) fn template_not_approved(name: &str, language: &str) -> Problem {
         .with_detail("language", language)
 }
 
+/// Why billing refuses a send: the answer ([`Problem`], by `From`) and, for a campaign, the
+/// pause it calls for, told apart by type (nothing is read back from the answer).
+#[derive(Debug)]
+pub(crate) enum BillingRefusal {
+    /// A media message without the plan's `media` feature.
+    Feature(Problem),
+    /// A template while the subscription is restricted or cancelled.
+    Subscription(SubscriptionStatus),
+    /// A template whose price the wallet cannot pay.
+    Wallet {
+        balance: i64,
+        price: i64,
+        category: Option<Category>,
+    },
+}
+
+impl From<BillingRefusal> for Problem {
+    fn from(r: BillingRefusal) -> Problem {
+        match r {
+            BillingRefusal::Feature(p) => p,
+            BillingRefusal::Subscription(status) => Problem::new(ErrorCode::SubscriptionRestricted)
+                .with_detail("status", status.as_str())
+                .with_detail("action", "template_sends_paused"),
+            BillingRefusal::Wallet {
+                balance,
+                price,
+                category,
+            } => wallet_low(balance, price, category),
+        }
+    }
+}
+
 /// The billing checks and effects of a send: a media message needs the plan's `media`
 /// feature, template sends pause while the subscription is
 /// restricted, debit the wallet by their category's price, and every send counts against
@@ -383,9 +415,11 @@ pub(crate) fn billing(
     kind: send::Kind,
     category: Option<Category>,
     now: i64,
-) -> Result<Charges> {
+) -> std::result::Result<Charges, BillingRefusal> {
     if kind.is_media() {
-        principal.require_feature(Feature::Media)?;
+        principal
+            .require_feature(Feature::Media)
+            .map_err(BillingRefusal::Feature)?;
     }
     let org = &principal.org;
     if kind.is_template()
@@ -394,9 +428,7 @@ pub(crate) fn billing(
             SubscriptionStatus::Restricted | SubscriptionStatus::Cancelled
         )
     {
-        return Err(Problem::new(ErrorCode::SubscriptionRestricted)
-            .with_detail("status", org.subscription_status.as_str())
-            .with_detail("action", "template_sends_paused"));
+        return Err(BillingRefusal::Subscription(org.subscription_status));
     }
     let effective = principal.effective();
     let debit_minor = category
@@ -405,7 +437,11 @@ pub(crate) fn billing(
     if let Some(price) = debit_minor
         && org.wallet_balance_minor < price
     {
-        return Err(wallet_low(org.wallet_balance_minor, price, category));
+        return Err(BillingRefusal::Wallet {
+            balance: org.wallet_balance_minor,
+            price,
+            category,
+        });
     }
     let messages_sent = effective.allowance(Meter::MessagesSent).map(|a| {
         let (start, _) = billing_period(org.billing_period_start, now);
