@@ -8,9 +8,10 @@ use uuid::Uuid;
 use crate::error::ConflictReason;
 use crate::message::Status as MessageStatus;
 use crate::names::name_enum;
-use crate::send::{Sender, parse_sender};
+use crate::send::{Sender, sender_from};
 use crate::template::{check_language, value_problem};
 use crate::time::parse_rfc3339_ms;
+use crate::validate::Fields;
 use crate::{FieldError, Problem, contact};
 
 name_enum!(
@@ -269,97 +270,83 @@ pub struct NewCampaign {
     pub expires_at: Option<i64>,
 }
 
-/// Checks a `POST /campaigns` body, naming every problem at once.
+/// Checks a `POST /campaigns` body, naming every problem at once by its path (read with
+/// [`Fields`], the reader of every body; `template` and `audience` by their own rules).
 pub fn parse_create(body: &Value, now: i64) -> Result<NewCampaign, Problem> {
-    let Some(o) = body.as_object() else {
-        return Err(Problem::field("body", "must be a JSON object"));
-    };
-    let mut errors = Vec::new();
-    unknown(
-        o,
-        "",
-        &[
-            "name",
-            "phone_number_id",
-            "from",
-            "template",
-            "audience",
-            "expires_at",
-        ],
-        &mut errors,
+    let mut f = Fields::new(body)?;
+    let name: Option<String> = f.required("name");
+    let phone_number_id: Option<String> = f.optional("phone_number_id");
+    let from: Option<String> = f.optional("from");
+    let template = required_object(
+        &mut f,
+        "template",
+        "the approved template to send ({\"name\", \"language\", \"variables\"})",
     );
-    let name = match o.get("name") {
-        // A name compared by eye: NFC, no control or invisible formatting characters.
-        Some(Value::String(s)) => match crate::text::visible_name(s) {
-            Err(m) => {
-                errors.push(FieldError::new("name", m));
-                String::new()
-            }
-            Ok(s) => {
-                if s.trim().is_empty() {
-                    errors.push(FieldError::new("name", "must not be blank"));
-                } else if s.chars().count() > MAX_NAME_CHARS {
-                    errors.push(FieldError::new(
-                        "name",
-                        format!("must be at most {MAX_NAME_CHARS} characters"),
-                    ));
-                }
-                s
-            }
-        },
-        Some(_) => {
-            errors.push(FieldError::new("name", "must be a string"));
-            String::new()
+    let audience = required_object(
+        &mut f,
+        "audience",
+        "{\"contact_ids\": […]}, {\"tags\": […]} or {\"all_contacts\": true}",
+    );
+    let expires_at: Option<String> = f.optional("expires_at");
+    // A name compared by eye: NFC, no control or invisible formatting characters.
+    let name = name.and_then(|s| match crate::text::visible_name(&s) {
+        Err(m) => {
+            f.errors().push(FieldError::new("name", m));
+            None
         }
-        None => {
-            errors.push(FieldError::new("name", "is required"));
-            String::new()
+        Ok(s) if s.trim().is_empty() => {
+            f.errors()
+                .push(FieldError::new("name", "must not be blank"));
+            None
         }
-    };
-    let sender = parse_sender(o, &mut errors);
-    let (template_name, template_language, params) = match o.get("template") {
-        Some(Value::Object(t)) => parse_template(t, &mut errors),
-        Some(_) => {
-            errors.push(FieldError::new(
-                "template",
-                "must be an object such as {\"name\": \"promo\", \"language\": \"en_US\", \"variables\": [{\"field\": \"name\", \"fallback\": \"there\"}]}",
-            ));
-            Default::default()
-        }
-        None => {
-            errors.push(FieldError::new(
-                "template",
-                "is required: the approved template to send ({\"name\", \"language\", \"variables\"})",
-            ));
-            Default::default()
-        }
-    };
-    let audience = match o.get("audience") {
-        None => {
-            errors.push(FieldError::new(
-                "audience",
-                "is required: {\"contact_ids\": […]}, {\"tags\": […]} or {\"all_contacts\": true}",
+        Ok(s) if s.chars().count() > MAX_NAME_CHARS => {
+            f.errors().push(FieldError::new(
+                "name",
+                format!("must be at most {MAX_NAME_CHARS} characters"),
             ));
             None
         }
-        Some(v) => parse_audience(v, &mut errors),
+        Ok(s) => Some(s),
+    });
+    let sender = sender_from(phone_number_id, from, f.errors());
+    let template = template.and_then(|t| match t {
+        Value::Object(t) => Some(parse_template(&t, f.errors())),
+        _ => {
+            f.errors().push(FieldError::new(
+                "template",
+                "must be an object such as {\"name\": \"promo\", \"language\": \"en_US\", \"variables\": [{\"field\": \"name\", \"fallback\": \"there\"}]}",
+            ));
+            None
+        }
+    });
+    let audience = audience.and_then(|a| parse_audience(&a, f.errors()));
+    let expires_at = expires_at.and_then(|t| future_time(&t, "expires_at", now, f.errors()));
+    f.finish()?;
+    let (Some(name), Some((template_name, template_language, params)), Some(audience)) =
+        (name, template, audience)
+    else {
+        // Each is reported when missing (`finish` refused the body then).
+        return Err(Problem::field("body", "is not a valid campaign"));
     };
-    let expires_at = future_time(o.get("expires_at"), "expires_at", now, &mut errors);
-    if !errors.is_empty() {
-        return Err(Problem::validation(errors));
-    }
     Ok(NewCampaign {
         name,
         sender,
         template_name,
         template_language,
-        params: params.unwrap_or(Params::None),
-        audience: audience.unwrap_or(AudienceSpec {
-            audience: Audience::AllContacts,
-            exclude_tags: Vec::new(),
-        }),
+        params,
+        audience,
         expires_at,
     })
+}
+
+/// A required member read whole (its own rules read inside it), missing explained by `help`.
+fn required_object(f: &mut Fields<'_>, name: &'static str, help: &str) -> Option<Value> {
+    let v: Option<Value> = f.optional(name);
+    if v.is_none() {
+        f.errors()
+            .push(FieldError::new(name, format!("is required: {help}")));
+    }
+    v
 }
 
 /// The body of `POST /campaigns/{id}/schedule`: `scheduled_at` (`null` unschedules) and
@@ -372,64 +359,50 @@ pub struct Schedule {
 
 /// Checks a schedule body: times in RFC 3339, in the future, expiry after the start.
 pub fn parse_schedule(body: &Value, now: i64) -> Result<Schedule, Problem> {
-    let Some(o) = body.as_object() else {
-        return Err(Problem::field("body", "must be a JSON object"));
-    };
-    let mut errors = Vec::new();
-    unknown(o, "", &["scheduled_at", "expires_at"], &mut errors);
-    let scheduled_at = match o.get("scheduled_at") {
+    let mut f = Fields::new(body)?;
+    let scheduled_at: Option<Option<String>> = f.nullable("scheduled_at");
+    let expires_at: Option<Option<String>> = f.nullable("expires_at");
+    let scheduled_at = match scheduled_at {
         None => {
-            errors.push(FieldError::new(
-                "scheduled_at",
-                "is required: an RFC 3339 time in the future, or null to unschedule",
-            ));
+            if !f.failed("scheduled_at") {
+                f.errors().push(FieldError::new(
+                    "scheduled_at",
+                    "is required: an RFC 3339 time in the future, or null to unschedule",
+                ));
+            }
             None
         }
-        Some(Value::Null) => None,
-        v => future_time(v, "scheduled_at", now, &mut errors),
+        Some(None) => None,
+        Some(Some(t)) => future_time(&t, "scheduled_at", now, f.errors()),
     };
-    let expires_at = match o.get("expires_at") {
-        None => None,
-        Some(Value::Null) => Some(None),
-        v => Some(future_time(v, "expires_at", now, &mut errors)),
-    };
+    let expires_at =
+        expires_at.map(|e| e.and_then(|t| future_time(&t, "expires_at", now, f.errors())));
     if let (Some(s), Some(Some(e))) = (scheduled_at, expires_at)
         && e <= s
     {
-        errors.push(FieldError::new("expires_at", "must be after scheduled_at"));
+        f.errors()
+            .push(FieldError::new("expires_at", "must be after scheduled_at"));
     }
-    if !errors.is_empty() {
-        return Err(Problem::validation(errors));
-    }
+    f.finish()?;
     Ok(Schedule {
         scheduled_at,
         expires_at,
     })
 }
 
-fn future_time(
-    v: Option<&Value>,
-    field: &str,
-    now: i64,
-    errors: &mut Vec<FieldError>,
-) -> Option<i64> {
-    match v? {
-        Value::String(s) => match parse_rfc3339_ms(s) {
-            Some(t) if t > now => Some(t),
-            Some(_) => {
-                errors.push(FieldError::new(field, "must be in the future"));
-                None
-            }
-            None => {
-                errors.push(FieldError::new(
-                    field,
-                    "must be an RFC 3339 time such as 2026-12-01T09:00:00Z",
-                ));
-                None
-            }
-        },
-        _ => {
-            errors.push(FieldError::new(field, "must be an RFC 3339 time string"));
+/// An RFC 3339 time after `now`, or the problem of `field`.
+fn future_time(s: &str, field: &str, now: i64, errors: &mut Vec<FieldError>) -> Option<i64> {
+    match parse_rfc3339_ms(s) {
+        Some(t) if t > now => Some(t),
+        Some(_) => {
+            errors.push(FieldError::new(field, "must be in the future"));
+            None
+        }
+        None => {
+            errors.push(FieldError::new(
+                field,
+                "must be an RFC 3339 time such as 2026-12-01T09:00:00Z",
+            ));
             None
         }
     }
@@ -449,7 +422,7 @@ fn unknown(o: &Map<String, Value>, path: &str, known: &[&str], errors: &mut Vec<
 fn parse_template(
     t: &Map<String, Value>,
     errors: &mut Vec<FieldError>,
-) -> (String, String, Option<Params>) {
+) -> (String, String, Params) {
     unknown(
         t,
         "template",
@@ -500,7 +473,7 @@ fn parse_template(
             "give either variables or components, not both",
         ));
     }
-    (name, language, Some(parse_params(t, errors)))
+    (name, language, parse_params(t, errors))
 }
 
 fn parse_params(t: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Params {

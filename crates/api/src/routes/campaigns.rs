@@ -22,7 +22,8 @@ pub use tern_core::campaigns::view::{
 };
 
 /// A new campaign (`draft`).
-// The body's schema (OpenAPI); the handler reads the body with `tern_domain::campaign`.
+// The body's schema (OpenAPI); the body is read with `validate::Fields`
+// (`tern_domain::campaign::parse_create`).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
@@ -104,11 +105,14 @@ pub fn campaign_schemas() -> Vec<(String, Value)> {
 }
 
 /// `POST /campaigns/{id}/schedule`.
+// The body's schema (OpenAPI); the body is read with `validate::Fields`
+// (`tern_domain::campaign::parse_schedule`).
 #[derive(Debug, Deserialize, ToSchema)]
 #[allow(dead_code)]
 pub struct ScheduleRequest {
     /// When it launches (in the future); null unschedules.
-    #[schema(format = DateTime)]
+    // Required, though it may be null: leaving it out is refused.
+    #[schema(format = DateTime, required = true)]
     pub scheduled_at: Option<String>,
     /// After this time recipients not yet messaged end `expired`; null clears it.
     #[schema(format = DateTime)]

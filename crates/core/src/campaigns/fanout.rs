@@ -20,19 +20,16 @@
 //! `expires_at` the messages still in the queue end (`campaign_expired`, recipient
 //! `expired`) through the status writer.
 
-use serde_json::Value;
-use tern_cloudapi::send as network;
 use tern_domain::campaign::{self, Params, PauseReason, SkipReason, Status};
-use tern_domain::contact::Consent;
 use tern_domain::error::ConflictReason;
-use tern_domain::message::{Direction, Status as MessageStatus};
 use tern_domain::plan::Overrides;
-use tern_domain::send::Kind;
+use tern_domain::send::{self, Addressee, Kind};
 use tern_domain::{new_id, template};
-use tern_store::{Accept, Acceptance, Campaign, Message, Org};
+use tern_store::{Accept, Acceptance, Campaign, Org};
 use uuid::Uuid;
 
 use super::{change, pause, resolve, sendable};
+use crate::messages::send::{Outbound, outbound_message, template_content};
 use crate::messages::status;
 use crate::{Core, Principal, Result};
 
@@ -124,66 +121,47 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
     let mut skips: Vec<(Uuid, SkipReason)> = Vec::new();
     let mut items: Vec<Accept> = Vec::with_capacity(rows.len());
     for r in rows {
-        if r.consent_status == Consent::OptedOut {
-            skips.push((r.contact_id, SkipReason::OptedOut));
-            continue;
-        }
-        let address = match (&r.wa_id, &r.user_id) {
-            (Some(w), _) => network::Address::Phone(w),
-            (None, Some(_)) if needs_phone => {
-                skips.push((r.contact_id, SkipReason::PhoneNumberRequired));
-                continue;
-            }
-            (None, Some(u)) => network::Address::UserId(u),
-            (None, None) => {
-                skips.push((r.contact_id, SkipReason::NoAddress));
+        // The send's addressing rule (a contact who opted out after resolve is skipped here).
+        let addressee = Addressee {
+            wa_id: r.wa_id.as_deref(),
+            user_id: r.user_id.as_deref(),
+            consent: r.consent_status,
+        };
+        let to = match send::address_template(&addressee, &c.template_name, needs_phone) {
+            Ok(to) => to,
+            Err(refusal) => {
+                skips.push((r.contact_id, refusal.skip_reason()));
                 continue;
             }
         };
-        let components = match &params {
-            Params::Components(c) => c.clone(),
-            Params::None => Value::Array(template::network_components(&tpl.components, &[], None)),
-            Params::Variables(_) => {
-                let vars = r
-                    .variables
-                    .as_ref()
-                    .map(|v| v.0.as_slice())
-                    .unwrap_or_default();
-                Value::Array(template::network_components(&tpl.components, vars, None))
-            }
+        let (components, variables) = match &params {
+            Params::Components(c) => (Some(c), None),
+            Params::Variables(_) => (None, r.variables.as_ref().map(|v| v.0.as_slice())),
+            Params::None => (None, None),
         };
-        let content = network::template_object(&c.template_name, &c.template_language, components);
-        let request = network::message_request(address, Kind::Template.as_str(), content, None);
-        let message = Message {
-            id: new_id(),
+        let content = template_content(
+            (&c.template_name, &c.template_language),
+            &tpl,
+            components,
+            variables.unwrap_or_default(),
+            None,
+        );
+        let message = outbound_message(Outbound {
             org_id,
-            conversation_id: r.conversation_id.unwrap_or_else(new_id),
+            number_id: &number.id,
             contact_id: r.contact_id,
-            phone_number_id: number.id.clone(),
-            direction: Direction::Outbound,
-            r#type: Kind::Template.as_str().into(),
-            status: MessageStatus::Accepted,
-            template_name: Some(c.template_name.clone()),
-            template_language: Some(c.template_language.clone()),
+            conversation_id: r.conversation_id.unwrap_or_else(new_id),
+            to,
+            kind: Kind::Template,
+            content,
+            template: Some((&c.template_name, &c.template_language)),
             text: None,
             media_id: None,
-            wamid: None,
-            request,
-            campaign_id: Some(id),
-            created_at: now,
-            sent_at: None,
-            delivered_at: None,
-            read_at: None,
-            failed_at: None,
-            failure_code: None,
-            failure: None,
-            updated_at: now,
-            content: None,
+            context: None,
             reply_to: None,
-            referral: None,
-            edited_at: None,
-            revoked_at: None,
-        };
+            campaign_id: Some(id),
+            now,
+        });
         items.push(Accept {
             message,
             key: recipient_key(id, r.contact_id),

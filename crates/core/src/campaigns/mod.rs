@@ -9,16 +9,17 @@ pub mod view;
 use tern_domain::campaign::{
     self, Action, NewCampaign, Params, PauseReason, ReasonKind, SkipReason, Status,
 };
-use tern_domain::contact::Consent;
 use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
 use tern_domain::plan::{Entitlement, Feature};
-use tern_domain::send::Kind;
-use tern_domain::{ErrorCode, Problem, new_id, template};
+use tern_domain::send::{self, Addressee, Kind};
+use tern_domain::{Problem, new_id, template};
 use tern_store::{Campaign, NewRecipient, PhoneNumber, Template};
 use uuid::Uuid;
 
-use crate::messages::send::{billing, choose_number, not_connected, template_not_approved};
+use crate::messages::send::{
+    BillingRefusal, billing, choose_number, not_connected, template_not_approved,
+};
 use crate::{Core, Principal, Result, events, numbers};
 
 /// Creates a `draft` campaign (`POST /campaigns`).
@@ -251,16 +252,6 @@ impl From<Refusal> for Problem {
     }
 }
 
-/// The pause for a refusal of the billing checks (the send path's own rule answers them).
-fn billing_pause(p: &Problem) -> Option<PauseReason> {
-    Some(match p.code {
-        ErrorCode::WalletBalanceLow => PauseReason::WalletBalanceLow,
-        ErrorCode::UsageLimitReached => PauseReason::UsageLimitReached,
-        ErrorCode::SubscriptionRestricted => PauseReason::SubscriptionRestricted,
-        _ => return None,
-    })
-}
-
 /// What a template send of this campaign checks (launch, resume, and each fan-out batch):
 /// the plan's `campaigns` feature, the number can send, the template is approved for the
 /// number's WABA and takes these parameters, the subscription and the wallet allow a send.
@@ -319,9 +310,13 @@ pub(crate) async fn sendable(
     };
     template::check_send(&tpl.components, vars.as_deref(), components.as_ref(), None)
         .map_err(|r| Refusal::new(PauseReason::TemplateNotApproved)(r.into_problem()))?;
-    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(|problem| {
-        let pause = billing_pause(&problem);
-        Refusal { problem, pause }
+    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(|r| {
+        let pause = match &r {
+            BillingRefusal::Feature(_) => PauseReason::PlanFeatureUnavailable,
+            BillingRefusal::Subscription(_) => PauseReason::SubscriptionRestricted,
+            BillingRefusal::Wallet { .. } => PauseReason::WalletBalanceLow,
+        };
+        Refusal::new(pause)(r.into())
     })?;
     Ok((number, tpl, charges))
 }
@@ -366,15 +361,15 @@ pub async fn resolve(
                 skipped: None,
                 variables: None,
             };
-            let skip = if ct.consent_status == Consent::OptedOut {
-                Some(SkipReason::OptedOut)
-            } else if ct.wa_id.is_none() && ct.user_id.is_none() {
-                Some(SkipReason::NoAddress)
-            } else if needs_phone && ct.wa_id.is_none() {
-                Some(SkipReason::PhoneNumberRequired)
-            } else {
-                None
+            // The send's addressing rule: the first refusal is the skip reason.
+            let addressee = Addressee {
+                wa_id: ct.wa_id.as_deref(),
+                user_id: ct.user_id.as_deref(),
+                consent: ct.consent_status,
             };
+            let skip = send::address_template(&addressee, &c.template_name, needs_phone)
+                .err()
+                .map(|r| r.skip_reason());
             if let Params::Variables(vars) = &params {
                 let values = campaign::ContactValues {
                     name: ct.name.as_deref(),

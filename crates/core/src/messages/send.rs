@@ -5,7 +5,9 @@
 //! conversation, and stores the message queued for dispatch, all in one transaction
 //! (shared by concurrent acceptances: `tern_store::AcceptQueue`). The dispatcher is woken
 //! at once. Called by POST /messages; campaign fan-out (`crate::campaigns::fanout`) runs
-//! the same checks (number, consent, template, billing) and the same store acceptance.
+//! the same checks (number, template, billing), the same addressing rule
+//! (`tern_domain::send::address`), the same builder of the message ([`outbound_message`])
+//! and the same store acceptance.
 //!
 //! A refusal of a request whose key is already bound answers as the key does (replay of
 //! the message, or `duplicate_request`), so a retried request never sees a later check.
@@ -13,19 +15,19 @@
 use serde_json::Value;
 use tern_cloudapi::send as network;
 use tern_domain::auth::Permission;
-use tern_domain::contact::Consent;
 use tern_domain::error::ConflictReason;
 use tern_domain::message::{Direction, Status};
 use tern_domain::plan::{
     self, Category, Entitlement, Feature, Meter, SubscriptionStatus, billing_period,
 };
-use tern_domain::send::{self, Recipient, SendRequest, Sender, WindowState};
+use tern_domain::send::{self, Addressee, Recipient, SendRequest, Sender, To, WindowState};
 use tern_domain::time::format_ms;
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
 use tern_store::{
     Accept, Acceptance, Charges, IdempotencyRecord, Message, NewContact, PhoneNumber, ReplyTo,
-    SendOption,
+    SendOption, Template,
 };
+use uuid::Uuid;
 
 use crate::{Core, Principal, Result, media, numbers};
 
@@ -89,17 +91,21 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
     let option = sending_number(s.options, req.sender.as_ref())?;
     let number = &option.number;
     let new_contact = recipient(core, principal, &req.recipient, option).await?;
-    // A contact's phone wins over its BSUID, as on the network.
-    let address = match (&option.contact_wa_id, &option.contact_user_id, &new_contact) {
-        (Some(w), _, _) | (None, None, Some(NewContact::WaId(w))) => network::Address::Phone(w),
-        (None, Some(u), _) | (None, None, Some(NewContact::UserId(u))) => {
-            network::Address::UserId(u)
-        }
-        (None, None, None) => return Err(Problem::not_found()),
+    let (new_wa_id, new_user_id) = match &new_contact {
+        Some(NewContact::WaId(w)) => (Some(w.as_str()), None),
+        Some(NewContact::UserId(u)) => (None, Some(u.as_str())),
+        None => (None, None),
+    };
+    let addressee = Addressee {
+        wa_id: option.contact_wa_id.as_deref().or(new_wa_id),
+        user_id: option.contact_user_id.as_deref().or(new_user_id),
+        consent: option.consent_status,
     };
     let window = WindowState::at(option.last_inbound_at, s.now);
-    let opted_out = option.consent_status == Consent::OptedOut;
-    send::check_window_and_consent(req.kind, window, opted_out)?;
+    // The addressing rule (consent included), then the window; a template's need of a
+    // phone number once the template is known.
+    let to = send::address(&addressee, req.kind, window).map_err(|r| r.problem())?;
+    send::check_window(req.kind, window)?;
     let (content, category) = match &req.template {
         Some(t) => {
             let tpl = core
@@ -114,21 +120,19 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
                 t.coupon_code.as_deref(),
             )
             .map_err(|r| r.into_problem())?;
-            if matches!(address, network::Address::UserId(_))
-                && template::needs_phone_number(tpl.category, &tpl.components)
-            {
-                return Err(phone_number_required(&t.name));
-            }
-            let components = match (&t.components, &t.variables) {
-                (Some(c), _) => c.clone(),
-                (None, vars) => Value::Array(template::network_components(
-                    &tpl.components,
-                    vars.as_deref().unwrap_or_default(),
-                    t.coupon_code.as_deref(),
-                )),
-            };
+            to.for_template(
+                &t.name,
+                template::needs_phone_number(tpl.category, &tpl.components),
+            )
+            .map_err(|r| r.problem())?;
             (
-                network::template_object(&t.name, &t.language, components),
+                template_content(
+                    (&t.name, &t.language),
+                    &tpl,
+                    t.components.as_ref(),
+                    t.variables.as_deref().unwrap_or_default(),
+                    t.coupon_code.as_deref(),
+                ),
                 Some(tpl.category),
             )
         }
@@ -153,40 +157,26 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         }),
         None => None,
     };
-    let request =
-        network::message_request(address, req.kind.as_str(), content, req.context.as_deref());
-    let message = Message {
-        id: new_id(),
+    let message = outbound_message(Outbound {
         org_id: principal.org_id,
+        number_id: &number.id,
+        contact_id: option.contact_id.unwrap_or_else(new_id),
         // New ids for a contact or conversation that the acceptance creates.
         conversation_id: option.conversation_id.unwrap_or_else(new_id),
-        contact_id: option.contact_id.unwrap_or_else(new_id),
-        phone_number_id: number.id.clone(),
-        direction: Direction::Outbound,
-        r#type: req.kind.as_str().into(),
-        status: Status::Accepted,
-        template_name: req.template.as_ref().map(|t| t.name.clone()),
-        template_language: req.template.as_ref().map(|t| t.language.clone()),
+        to,
+        kind: req.kind,
+        content,
+        template: req
+            .template
+            .as_ref()
+            .map(|t| (t.name.as_str(), t.language.as_str())),
         text: req.text.clone(),
         media_id,
-        wamid: None,
-        request,
-        campaign_id: None,
-        created_at: s.now,
-        sent_at: None,
-        delivered_at: None,
-        read_at: None,
-        failed_at: None,
-        failure_code: None,
-        failure: None,
-        updated_at: s.now,
-        // Read from `request` (`messages::content`): not stored twice.
-        content: None,
+        context: req.context.as_deref(),
         reply_to,
-        referral: None,
-        edited_at: None,
-        revoked_at: None,
-    };
+        campaign_id: None,
+        now: s.now,
+    });
     let contact_limit = new_contact.as_ref().and_then(|_| {
         principal
             .effective()
@@ -375,15 +365,6 @@ async fn recipient(
     Ok(Some(new))
 }
 
-/// A template the network sends only to a phone number, for a customer known by BSUID.
-pub(crate) fn phone_number_required(name: &str) -> Problem {
-    Problem::conflict(ConflictReason::PhoneNumberRequired)
-        .with_message(format!(
-            "Template {name:?} has a one-tap, zero-tap or copy-code button, which needs the customer's phone number; this customer is known only by their user_id."
-        ))
-        .with_detail("template_name", name)
-}
-
 pub(crate) fn template_not_approved(name: &str, language: &str) -> Problem {
     Problem::new(ErrorCode::TemplateNotApproved)
         .with_message(format!(
@@ -391,6 +372,38 @@ pub(crate) fn template_not_approved(name: &str, language: &str) -> Problem {
         ))
         .with_detail("name", name)
         .with_detail("language", language)
+}
+
+/// Why billing refuses a send: the answer ([`Problem`], by `From`) and, for a campaign, the
+/// pause it calls for, told apart by type (nothing is read back from the answer).
+#[derive(Debug)]
+pub(crate) enum BillingRefusal {
+    /// A media message without the plan's `media` feature.
+    Feature(Problem),
+    /// A template while the subscription is restricted or cancelled.
+    Subscription(SubscriptionStatus),
+    /// A template whose price the wallet cannot pay.
+    Wallet {
+        balance: i64,
+        price: i64,
+        category: Option<Category>,
+    },
+}
+
+impl From<BillingRefusal> for Problem {
+    fn from(r: BillingRefusal) -> Problem {
+        match r {
+            BillingRefusal::Feature(p) => p,
+            BillingRefusal::Subscription(status) => Problem::new(ErrorCode::SubscriptionRestricted)
+                .with_detail("status", status.as_str())
+                .with_detail("action", "template_sends_paused"),
+            BillingRefusal::Wallet {
+                balance,
+                price,
+                category,
+            } => wallet_low(balance, price, category),
+        }
+    }
 }
 
 /// The billing checks and effects of a send: a media message needs the plan's `media`
@@ -402,9 +415,11 @@ pub(crate) fn billing(
     kind: send::Kind,
     category: Option<Category>,
     now: i64,
-) -> Result<Charges> {
+) -> std::result::Result<Charges, BillingRefusal> {
     if kind.is_media() {
-        principal.require_feature(Feature::Media)?;
+        principal
+            .require_feature(Feature::Media)
+            .map_err(BillingRefusal::Feature)?;
     }
     let org = &principal.org;
     if kind.is_template()
@@ -413,9 +428,7 @@ pub(crate) fn billing(
             SubscriptionStatus::Restricted | SubscriptionStatus::Cancelled
         )
     {
-        return Err(Problem::new(ErrorCode::SubscriptionRestricted)
-            .with_detail("status", org.subscription_status.as_str())
-            .with_detail("action", "template_sends_paused"));
+        return Err(BillingRefusal::Subscription(org.subscription_status));
     }
     let effective = principal.effective();
     let debit_minor = category
@@ -424,7 +437,11 @@ pub(crate) fn billing(
     if let Some(price) = debit_minor
         && org.wallet_balance_minor < price
     {
-        return Err(wallet_low(org.wallet_balance_minor, price, category));
+        return Err(BillingRefusal::Wallet {
+            balance: org.wallet_balance_minor,
+            price,
+            category,
+        });
     }
     let messages_sent = effective.allowance(Meter::MessagesSent).map(|a| {
         let (start, _) = billing_period(org.billing_period_start, now);
@@ -471,4 +488,90 @@ pub(crate) fn wallet_low(balance: i64, required: i64, category: Option<Category>
         .with_detail("required_minor", required)
         .with_detail("wallet_category", category.map(Category::as_str))
         .with_detail("top_up_path", "/settings/billing/wallet")
+}
+
+/// What an outbound message is made of: the one builder of the stored row of a send, for
+/// POST /messages and a campaign's fan-out alike.
+pub(crate) struct Outbound<'a> {
+    pub org_id: Uuid,
+    /// The sending number's id.
+    pub number_id: &'a str,
+    pub contact_id: Uuid,
+    pub conversation_id: Uuid,
+    /// Where it goes (`tern_domain::send::address`).
+    pub to: To<'a>,
+    pub kind: send::Kind,
+    /// The type's object in the network's shape ([`template_content`] for a template).
+    pub content: Value,
+    /// A template's name and language.
+    pub template: Option<(&'a str, &'a str)>,
+    pub text: Option<String>,
+    pub media_id: Option<Uuid>,
+    /// The wamid it replies to, and that message when Tern holds it.
+    pub context: Option<&'a str>,
+    pub reply_to: Option<ReplyTo>,
+    pub campaign_id: Option<Uuid>,
+    pub now: i64,
+}
+
+/// The message of a send as accepted: status `accepted`, the network request stored (its
+/// content is read back from it, `messages::content`, not stored twice).
+pub(crate) fn outbound_message(o: Outbound<'_>) -> Message {
+    let to = match o.to {
+        To::Phone(w) => network::Address::Phone(w),
+        To::UserId(u) => network::Address::UserId(u),
+    };
+    let request = network::message_request(to, o.kind.as_str(), o.content, o.context);
+    Message {
+        id: new_id(),
+        org_id: o.org_id,
+        conversation_id: o.conversation_id,
+        contact_id: o.contact_id,
+        phone_number_id: o.number_id.to_string(),
+        direction: Direction::Outbound,
+        r#type: o.kind.as_str().into(),
+        status: Status::Accepted,
+        template_name: o.template.map(|(name, _)| name.to_string()),
+        template_language: o.template.map(|(_, language)| language.to_string()),
+        text: o.text,
+        media_id: o.media_id,
+        wamid: None,
+        request,
+        campaign_id: o.campaign_id,
+        created_at: o.now,
+        sent_at: None,
+        delivered_at: None,
+        read_at: None,
+        failed_at: None,
+        failure_code: None,
+        failure: None,
+        updated_at: o.now,
+        content: None,
+        reply_to: o.reply_to,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
+    }
+}
+
+/// The network's template object of a send of `name` / `language` (as the send names them),
+/// the approved `tpl`: `components` as given (typed, checked by `template::check_send`), else
+/// the template's own filled with `variables` (value *k* for the *k*-th distinct number) and
+/// a coupon code.
+pub(crate) fn template_content(
+    (name, language): (&str, &str),
+    tpl: &Template,
+    components: Option<&Value>,
+    variables: &[String],
+    coupon_code: Option<&str>,
+) -> Value {
+    let components = match components {
+        Some(c) => c.clone(),
+        None => Value::Array(template::network_components(
+            &tpl.components,
+            variables,
+            coupon_code,
+        )),
+    };
+    network::template_object(name, language, components)
 }

@@ -2,6 +2,7 @@
 //! The use cases against a real database, every test on SQLite and on PostgreSQL.
 
 mod accept;
+mod addressing;
 mod campaigns;
 mod fixtures;
 mod inbox;

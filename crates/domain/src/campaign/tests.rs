@@ -57,6 +57,58 @@ fn create_names_every_problem() {
 }
 
 #[test]
+fn create_reads_through_fields_every_problem_by_path() {
+    // Wrong types at the top level (Fields' wording) and inside `template` and `audience`
+    // (their own rules), all in one answer; unknown members at every level.
+    let body = json!({
+        "name": 5,
+        "phone_number_id": "",
+        "template": {"name": "promo", "language": "en_US", "variables": "x", "colour": 1},
+        "audience": {"tags": ["ok", 3], "exclude_tags": "vip"},
+        "expires_at": 7,
+        "x": 1
+    });
+    let p = parse_create(&body, NOW).unwrap_err();
+    assert_eq!(p.code, crate::ErrorCode::ValidationFailed);
+    let mut f = fields(&p);
+    f.sort();
+    assert_eq!(
+        f,
+        [
+            "audience.exclude_tags",
+            "audience.tags[1]",
+            "expires_at",
+            "name",
+            "phone_number_id",
+            "template.colour",
+            "template.variables",
+            "x",
+        ]
+    );
+    // Missing members are named with what they take.
+    let p = parse_create(&json!({}), NOW).unwrap_err();
+    assert_eq!(fields(&p), ["name", "template", "audience"]);
+    assert!(
+        p.details["fields"][1]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("is required: ")
+    );
+    // `null` is leaving an optional member out.
+    let c = parse_create(
+        &json!({"name": "n", "template": {"name": "t", "language": "en"},
+                "audience": {"all_contacts": true}, "expires_at": null, "from": null}),
+        NOW,
+    )
+    .unwrap();
+    assert_eq!((c.expires_at, c.sender), (None, None));
+    assert_eq!(
+        parse_create(&json!([]), NOW).unwrap_err().details["fields"][0]["field"],
+        "body"
+    );
+}
+
+#[test]
 fn create_reads_a_good_body() {
     let body = json!({
         "name": "Spring sale",
@@ -171,7 +223,19 @@ fn schedule_body() {
     )
     .unwrap_err();
     assert_eq!(fields(&p), vec!["expires_at"]);
-    assert!(parse_schedule(&json!({}), NOW).is_err());
+    assert_eq!(
+        fields(&parse_schedule(&json!({}), NOW).unwrap_err()),
+        ["scheduled_at"]
+    );
+    // Every problem at once: a wrong type named once, an unknown member.
+    let p = parse_schedule(
+        &json!({"scheduled_at": 5, "expires_at": "soon", "at": 1}),
+        NOW,
+    )
+    .unwrap_err();
+    assert_eq!(fields(&p), ["scheduled_at", "expires_at", "at"]);
+    let s = parse_schedule(&json!({"scheduled_at": null, "expires_at": null}), NOW).unwrap();
+    assert_eq!((s.scheduled_at, s.expires_at), (None, Some(None)));
 }
 
 #[test]

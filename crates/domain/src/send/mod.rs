@@ -1,6 +1,7 @@
 //! POST /messages: the `Idempotency-Key` header, the body fingerprint, the request body
 //! (the network's own message shape, checked with every problem reported at once) and the
-//! consent / 24-hour-window rule.
+//! addressing rule (address, consent, a template's need of a phone number) and the 24-hour
+//! window.
 //!
 //! Nothing here looks anything up: whether a `contact_id` exists, which number sends, and
 //! whether a template is approved are answered later by the caller. [`parse_send`] only
@@ -16,8 +17,8 @@ mod media;
 mod template;
 mod window;
 
-pub use address::parse_sender;
 use address::*;
+pub use address::{Addressee, Refusal, To, address, address_template, parse_sender, sender_from};
 use content::*;
 pub use idempotency::*;
 use interactive::*;

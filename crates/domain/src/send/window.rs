@@ -1,4 +1,4 @@
-//! The 24-hour customer-service window and the consent rule of a send.
+//! The 24-hour customer-service window of a send (consent is the addressing rule's, `address`).
 
 use super::*;
 
@@ -46,29 +46,18 @@ impl WindowState {
     }
 }
 
-/// Consent and window rules of a send (DESIGN "Sending rules"): a free-form message (any
-/// non-template type) inside a window the customer opened is always allowed, even when
-/// they opted out; otherwise the message is business-initiated, and an opt-out refuses it
-/// (`409 contact_opted_out`). Templates go in every window state; free-form messages need
-/// an open window (`409 template_required` when the customer never wrote,
-/// `409 window_expired` when the window closed).
-pub fn check_window_and_consent(
-    kind: Kind,
-    window: WindowState,
-    opted_out: bool,
-) -> Result<(), Problem> {
-    let free_form_in_window = !kind.is_template() && window == WindowState::Open;
-    if free_form_in_window {
-        return Ok(());
-    }
-    if opted_out {
-        let message = if kind.is_template() {
-            "The customer has opted out of business-initiated messages, so templates cannot be sent to them. Only replies inside a 24-hour window they open are allowed."
-        } else {
-            "The customer has opted out, and free-form messages outside a window they opened are business-initiated. You can reply within 24 hours after they write to you."
-        };
-        return Err(Problem::new(ErrorCode::ContactOptedOut).with_message(message));
-    }
+/// Whether a send is business-initiated: anything but a free-form message (any non-template
+/// type) inside a window the customer opened. An opt-out refuses exactly these
+/// ([`super::address`], the addressing rule).
+pub fn business_initiated(kind: Kind, window: WindowState) -> bool {
+    kind.is_template() || window != WindowState::Open
+}
+
+/// The window rule of a send (DESIGN "Sending rules"): templates go in every window state;
+/// free-form messages need an open window (`409 template_required` when the customer never
+/// wrote, `409 window_expired` when the window closed). Consent is the addressing rule's
+/// ([`super::address`]), checked before this one.
+pub fn check_window(kind: Kind, window: WindowState) -> Result<(), Problem> {
     match (kind.is_template(), window) {
         (true, _) | (false, WindowState::Open) => Ok(()),
         (false, WindowState::NeverWritten) => Err(Problem::new(ErrorCode::TemplateRequired)

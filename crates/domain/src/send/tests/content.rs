@@ -475,35 +475,25 @@ fn window_states() {
 }
 
 #[test]
-fn window_and_consent() {
+fn window_rule() {
     use WindowState::*;
-    let code = |kind, w, o| check_window_and_consent(kind, w, o).err().map(|p| p.code);
-    // Templates: every window, unless opted out.
+    let code = |kind, w| check_window(kind, w).err().map(|p| p.code);
+    // Templates: every window (consent is the addressing rule's: `addressing.rs`).
     for w in [NeverWritten, Open, Closed] {
-        assert_eq!(code(Kind::Template, w, false), None);
-        assert_eq!(
-            code(Kind::Template, w, true),
-            Some(ErrorCode::ContactOptedOut)
-        );
+        assert_eq!(code(Kind::Template, w), None);
+        assert!(business_initiated(Kind::Template, w));
     }
     for kind in Kind::ALL.into_iter().filter(|k| !k.is_template()) {
-        // A reply inside the customer's window, even after an opt-out.
-        assert_eq!(code(kind, Open, false), None);
-        assert_eq!(code(kind, Open, true), None);
-        assert_eq!(
-            code(kind, NeverWritten, false),
-            Some(ErrorCode::TemplateRequired)
-        );
-        assert_eq!(code(kind, Closed, false), Some(ErrorCode::WindowExpired));
-        assert_eq!(
-            code(kind, NeverWritten, true),
-            Some(ErrorCode::ContactOptedOut)
-        );
-        assert_eq!(code(kind, Closed, true), Some(ErrorCode::ContactOptedOut));
+        // A reply inside the customer's window.
+        assert_eq!(code(kind, Open), None);
+        assert!(!business_initiated(kind, Open));
+        assert_eq!(code(kind, NeverWritten), Some(ErrorCode::TemplateRequired));
+        assert_eq!(code(kind, Closed), Some(ErrorCode::WindowExpired));
+        assert!(business_initiated(kind, NeverWritten) && business_initiated(kind, Closed));
     }
-    let p = check_window_and_consent(Kind::Text, Closed, false).expect_err("closed");
+    let p = check_window(Kind::Text, Closed).expect_err("closed");
     assert_eq!(p.status(), 409);
     assert!(p.message.contains("template"), "{}", p.message);
-    let p = check_window_and_consent(Kind::Image, NeverWritten, false).expect_err("new");
+    let p = check_window(Kind::Image, NeverWritten).expect_err("new");
     assert!(p.message.contains("template"), "{}", p.message);
 }

@@ -546,4 +546,5 @@ fn https_urls() {
     }
 }
 
+mod addressing;
 mod content;

@@ -561,8 +561,79 @@ async fn audiences_variables_and_recipients(app: &TestApp) {
     // The values filled in per recipient are the ones sent: checked in run.rs.
 }
 
+/// A campaign body (create, schedule) with several problems: one 400 naming each by its path,
+/// at every level, and nothing stored.
+async fn a_bad_body_names_every_problem(app: &TestApp) {
+    let key = setup(app).await;
+    let (s, h, e) = call(
+        app,
+        &key,
+        "POST",
+        "/campaigns",
+        Some(json!({
+            "name": 7,
+            "phone_number_id": "",
+            "template": {"name": "promo", "language": "english", "variables": ["ok", {"field": "age"}], "colour": "red"},
+            "audience": {"contact_ids": ["not-a-uuid"], "exclude_tags": [""]},
+            "expires_at": "tomorrow",
+            "priority": "high"
+        })),
+    )
+    .await;
+    assert_error(s, &h, &e, 400, "validation_failed");
+    let mut f = fields(&e);
+    f.sort();
+    assert_eq!(
+        f,
+        [
+            "audience.contact_ids[0]",
+            "audience.exclude_tags[0]",
+            "expires_at",
+            "name",
+            "phone_number_id",
+            "priority",
+            "template.colour",
+            "template.language",
+            "template.variables[1].field",
+        ],
+        "{e}"
+    );
+    let (_, _, page) = call(app, &key, "GET", "/campaigns", None).await;
+    assert_eq!(page["data"], json!([]), "{page}");
+    // Missing members, each named.
+    let (s, h, e) = call(app, &key, "POST", "/campaigns", Some(json!({}))).await;
+    assert_error(s, &h, &e, 400, "validation_failed");
+    assert_eq!(fields(&e), ["name", "template", "audience"]);
+    // The schedule body, read the same way.
+    let c = create(
+        app,
+        &key,
+        json!({"name": "Spring", "template": {"name": "promo", "language": "en_US"},
+               "audience": {"all_contacts": true}}),
+    )
+    .await;
+    let id = c["id"].as_str().unwrap();
+    let (s, e) = act(
+        app,
+        &key,
+        id,
+        "schedule",
+        Some(json!({"scheduled_at": 5, "expires_at": "2020-01-01T00:00:00Z", "at": "noon"})),
+    )
+    .await;
+    assert_eq!(s, 400, "{e}");
+    assert_eq!(fields(&e), ["scheduled_at", "expires_at", "at"], "{e}");
+    let (s, e) = act(app, &key, id, "schedule", Some(json!({}))).await;
+    assert_eq!(
+        (s, fields(&e)),
+        (400, vec!["scheduled_at".to_string()]),
+        "{e}"
+    );
+}
+
 both_backends! {
     create_rules_and_refusals_http => async |app: &TestApp| create_rules_and_refusals(app).await;
     every_action_in_every_state_http => async |app: &TestApp| every_action_in_every_state(app).await;
     audiences_variables_and_recipients_http => async |app: &TestApp| audiences_variables_and_recipients(app).await;
+    a_bad_body_names_every_problem_http => async |app: &TestApp| a_bad_body_names_every_problem(app).await;
 }
