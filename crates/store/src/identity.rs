@@ -55,7 +55,9 @@ pub struct Observed {
 #[derive(Debug, Clone, Copy)]
 struct Inbound<'a> {
     profile_name: Option<&'a str>,
-    network_ts: i64,
+    /// The network's time of the customer's message; `None` for the network's own notice
+    /// (a new BSUID or number), which is not the customer writing.
+    network_ts: Option<i64>,
     new_contact_id: Uuid,
 }
 
@@ -77,9 +79,37 @@ impl Db {
     ) -> Result<Observed> {
         let inbound = Inbound {
             profile_name: profile_name.filter(|n| !n.trim().is_empty()),
-            network_ts,
+            network_ts: Some(network_ts),
             new_contact_id,
         };
+        self.observe_sender(org_id, who, inbound, at).await
+    }
+
+    /// As [`Db::record_inbound`] for a notice of the network's about the customer `who` (a
+    /// new BSUID or number): the contact is found or created, but its `last_inbound_at`
+    /// stays, since the customer did not write.
+    pub async fn record_notice(
+        &self,
+        org_id: Uuid,
+        who: &Identity<'_>,
+        new_contact_id: Uuid,
+        at: i64,
+    ) -> Result<Observed> {
+        let inbound = Inbound {
+            profile_name: None,
+            network_ts: None,
+            new_contact_id,
+        };
+        self.observe_sender(org_id, who, inbound, at).await
+    }
+
+    async fn observe_sender(
+        &self,
+        org_id: Uuid,
+        who: &Identity<'_>,
+        inbound: Inbound<'_>,
+        at: i64,
+    ) -> Result<Observed> {
         let mut tx = self.begin().await?;
         let observed = tx.resolve(org_id, who, Some(inbound), at).await?;
         tx.commit().await?;
@@ -201,10 +231,10 @@ fn learned(c: &Contact, who: &Identity<'_>, inbound: Option<&Inbound<'_>>) -> Co
         if next.name.is_none() {
             next.name = i.profile_name.map(str::to_string);
         }
-        next.last_inbound_at = Some(
-            next.last_inbound_at
-                .map_or(i.network_ts, |t| t.max(i.network_ts)),
-        );
+        next.last_inbound_at = match (next.last_inbound_at, i.network_ts) {
+            (Some(t), Some(n)) => Some(t.max(n)),
+            (t, n) => t.or(n),
+        };
     }
     next
 }

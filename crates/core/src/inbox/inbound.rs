@@ -81,8 +81,13 @@ pub(super) async fn store(
         tracing::warn!(wamid = %m.id, "inbound message without sender dropped");
         return Ok(());
     }
-    let observed = db
-        .record_inbound(
+    // The network's notice (a new number, a new BSUID) is not the customer writing: it
+    // neither opens the 24-hour window nor moves the contact's last inbound time.
+    let notice = matches!(m.content, InboundContent::System { .. });
+    let observed = if notice {
+        db.record_notice(org_id, &who, new_id(), now).await?
+    } else {
+        db.record_inbound(
             org_id,
             &who,
             sender.profile_name.as_deref(),
@@ -90,15 +95,14 @@ pub(super) async fn store(
             new_id(),
             now,
         )
-        .await?;
+        .await?
+    };
     report.contacts_updated += usize::from(observed.merged.is_some());
     let contact = observed.contact;
     let conversation = db
         .get_or_create_conversation(org_id, contact.id, pnid, new_id(), now)
         .await?;
-    if matches!(m.content, InboundContent::System { .. }) {
-        // The network's notice (a new number, a new BSUID) is not the customer writing: it
-        // does not open the 24-hour window.
+    if notice {
         db.touch_conversation_message(conversation.id, now).await?;
     } else {
         db.touch_conversation_inbound(conversation.id, sent_at, now)

@@ -353,6 +353,11 @@ async fn user_changed_number_moves_the_contact_and_does_not_open_the_window(db: 
     // The notice is kept as the customer's `system` message, but the customer did not write.
     let conv = conversation(&db, &org, &after).await;
     assert_eq!(conv.last_inbound_at, Some(two_days_ago));
+    assert_eq!(
+        after.last_inbound_at,
+        Some(two_days_ago),
+        "nor moves the contact's"
+    );
     let kinds: Vec<_> = inbound(&db, &org, &after)
         .await
         .into_iter()
@@ -368,6 +373,7 @@ async fn an_identity_notice_for_an_unknown_customer_creates_the_contact_under_th
     let c = contact(&db, &org, ContactKey::UserId(BSUID2)).await;
     let conv = conversation(&db, &org, &c).await;
     assert_eq!(conv.last_inbound_at, None, "a notice opens no window");
+    assert_eq!(c.last_inbound_at, None, "the customer has not written");
 }
 
 // --- Templates ---
