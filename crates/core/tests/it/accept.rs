@@ -14,7 +14,7 @@ use tern_domain::{ErrorCode, Problem};
 use tern_store::{ContactRef, Db, Org};
 use uuid::Uuid;
 
-use crate::fixtures::{self, WABA, on_both};
+use crate::fixtures::{self, WABA};
 
 fn rand_digits() -> u64 {
     (Uuid::now_v7().as_u128() % 100_000_000_000) as u64
@@ -169,8 +169,7 @@ async fn answer(w: &World, body: &Value) -> Want {
 const PHONE: &str = "+447700900001";
 const STRANGER: &str = "+447700900999";
 
-#[tokio::test]
-async fn each_rule_of_a_send() {
+async fn each_rule_of_a_send(db: Db) {
     use ErrorCode::*;
     use Setup::*;
     let refused = |c| Want::Refused(c, None);
@@ -296,45 +295,40 @@ async fn each_rule_of_a_send() {
             Want::Accepted,
         ),
     ];
-    on_both(|db: Db| {
-        let cases = &cases;
-        async move {
-            for (name, setup, body, want) in cases {
-                let w = world(&db, *setup).await;
-                let got = answer(&w, body).await;
-                // A reason is compared only where the case names one.
-                let got = match (&got, want) {
-                    (Want::Refused(c, _), Want::Refused(_, None)) => Want::Refused(*c, None),
-                    _ => got,
-                };
-                assert_eq!(&got, want, "{name}");
-            }
-        }
-    })
-    .await;
+    for (name, setup, body, want) in &cases {
+        let w = world(&db, *setup).await;
+        let got = answer(&w, body).await;
+        // A reason is compared only where the case names one.
+        let got = match (&got, want) {
+            (Want::Refused(c, _), Want::Refused(_, None)) => Want::Refused(*c, None),
+            _ => got,
+        };
+        assert_eq!(&got, want, "{name}");
+    }
 }
 
-#[tokio::test]
-async fn a_key_binds_one_body() {
-    on_both(|db: Db| async move {
-        let w = world(&db, Setup::Plain).await;
-        let first = match w.send(&text(PHONE), "k-1").await.unwrap() {
-            Sent::Accepted(m) => m,
-            other => panic!("{other:?}"),
-        };
-        match w.send(&text(PHONE), "k-1").await.unwrap() {
-            Sent::Replayed(m) => assert_eq!(m.id, first.id),
-            other => panic!("{other:?}"),
-        }
-        let other = w.send(&template(PHONE, "hello"), "k-1").await.unwrap_err();
-        assert_eq!(other.code, ErrorCode::DuplicateRequest);
-        // A refused request binds nothing: the key is free for the corrected body.
-        let refused = w.send(&template(PHONE, "nope"), "k-2").await.unwrap_err();
-        assert_eq!(refused.code, ErrorCode::TemplateNotApproved);
-        assert!(matches!(
-            w.send(&template(PHONE, "hello"), "k-2").await.unwrap(),
-            Sent::Accepted(_)
-        ));
-    })
-    .await;
+async fn a_key_binds_one_body(db: Db) {
+    let w = world(&db, Setup::Plain).await;
+    let first = match w.send(&text(PHONE), "k-1").await.unwrap() {
+        Sent::Accepted(m) => m,
+        other => panic!("{other:?}"),
+    };
+    match w.send(&text(PHONE), "k-1").await.unwrap() {
+        Sent::Replayed(m) => assert_eq!(m.id, first.id),
+        other => panic!("{other:?}"),
+    }
+    let other = w.send(&template(PHONE, "hello"), "k-1").await.unwrap_err();
+    assert_eq!(other.code, ErrorCode::DuplicateRequest);
+    // A refused request binds nothing: the key is free for the corrected body.
+    let refused = w.send(&template(PHONE, "nope"), "k-2").await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::TemplateNotApproved);
+    assert!(matches!(
+        w.send(&template(PHONE, "hello"), "k-2").await.unwrap(),
+        Sent::Accepted(_)
+    ));
+}
+
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    each_rule_of_a_send,
+    a_key_binds_one_body,
 }

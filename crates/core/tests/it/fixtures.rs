@@ -1,7 +1,6 @@
 //! A database with one organisation, a member and (optionally) a number, built through the
 //! core's own operator writes.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -14,19 +13,6 @@ use tern_store::{Db, Org};
 
 pub const PNID: &str = "106540352242922";
 pub const WABA: &str = "102290129340398";
-
-/// Runs `f` on a fresh SQLite database and on a fresh PostgreSQL schema.
-pub async fn on_both<F, Fut>(f: F)
-where
-    F: Fn(Db) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let (db, _dir) = tern_store::testkit::fresh_sqlite().await;
-    f(db).await;
-    let db = tern_store::testkit::fresh_postgres().await;
-    f(db.clone()).await;
-    db.drop_test_schema().await.unwrap();
-}
 
 pub fn key() -> MasterKey {
     MasterKey::from_bytes([7; 32])
