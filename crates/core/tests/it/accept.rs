@@ -6,9 +6,10 @@
 
 use serde_json::{Value, json};
 use tern_core::messages::send::{self, Send, Sent};
+use tern_core::testkit::Seed;
 use tern_core::{Core, Principal, contacts};
 use tern_domain::contact::Consent;
-use tern_domain::plan::Overrides;
+use tern_domain::plan::SubscriptionStatus;
 use tern_domain::time::now_ms;
 use tern_domain::{ErrorCode, Problem};
 use tern_store::{ContactRef, Db, Org};
@@ -46,14 +47,23 @@ enum Setup {
 }
 
 async fn world(db: &Db, setup: Setup) -> World {
-    let mut org = fixtures::org(db, json!({})).await;
     // Phone number ids are unique across organisations: one per world.
     let pnid = format!("1065{:011}", rand_digits());
+    let mut seed = Seed::org("Acme");
     if !matches!(setup, Setup::NoNumber) {
-        fixtures::number(db, &org, &pnid).await;
+        seed = seed.number(&pnid);
     }
+    seed = seed.approved_template("hello", json!([{"type": "BODY", "text": "Hello {{1}}"}]));
+    seed = match setup {
+        Setup::Restricted => seed.subscription(SubscriptionStatus::Restricted),
+        Setup::AllowanceUsedUp => seed.overrides(&json!({"allowances": {"messages_sent": 0}})),
+        Setup::WalletLow => seed
+            .overrides(&json!({"prices_minor": {"utility": 100}}))
+            .wallet(50),
+        _ => seed,
+    };
+    let org = seed.create(db, &fixtures::key()).await.org;
     let now = now_ms();
-    fixtures::approved_template(db, &org, json!([{"type": "BODY", "text": "Hello {{1}}"}])).await;
     let ago = match setup {
         Setup::WroteAgo(ms) => ms,
         _ => 60_000,
@@ -61,22 +71,6 @@ async fn world(db: &Db, setup: Setup) -> World {
     if !matches!(setup, Setup::NoNumber) {
         wrote_in(db, &pnid, now - ago).await;
     }
-    let mut o = Overrides::from_json(&org.overrides);
-    match setup {
-        Setup::Restricted => {
-            org.subscription_status = tern_domain::plan::SubscriptionStatus::Restricted
-        }
-        Setup::AllowanceUsedUp => {
-            o.allowances.insert("messages_sent".into(), 0);
-        }
-        Setup::WalletLow => {
-            o.prices_minor.insert("utility".into(), 100);
-            org.wallet_balance_minor = 50;
-        }
-        _ => {}
-    }
-    org.overrides = o.to_json();
-    let org = tern_core::admin::update_org(db, org, None).await.unwrap();
     let core = fixtures::core(db);
     let p = fixtures::principal(&org);
     if matches!(setup, Setup::OptedOut) {

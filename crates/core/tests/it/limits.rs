@@ -4,7 +4,10 @@ use futures::future::join_all;
 use serde_json::json;
 use tern_core::admin::{self, NewNumber};
 use tern_core::messages::send::{self, Send, Sent};
+use tern_core::testkit::Seed;
 use tern_core::{campaigns, contacts, templates};
+use tern_domain::auth::Preset;
+use tern_domain::plan::Entitlement;
 use tern_domain::{ErrorCode, Problem};
 use tern_store::{ContactRef, Db};
 
@@ -115,14 +118,13 @@ async fn numbers_at_the_limit_admit_one_creator(db: Db) {
 }
 
 async fn keys_at_the_limit_admit_one_creator(db: Db) {
-    let org = fixtures::org(&db, limit("api_keys", 2)).await;
-    let m = admin::add_member(&db, org.id, "a@acme.test", tern_domain::auth::Role::Owner)
-        .await
-        .unwrap();
-    let preset = Some(tern_domain::auth::Preset::ReadOnly);
-    admin::create_key(&db, org.id, m.id, "first", preset, &[])
-        .await
-        .unwrap();
+    let seeded = Seed::org("Acme")
+        .limit(Entitlement::ApiKeys, 2)
+        .key("a@acme.test", Preset::ReadOnly)
+        .create(&db, &fixtures::key())
+        .await;
+    let (org, m) = (&seeded.org, seeded.member("a@acme.test"));
+    let preset = Some(Preset::ReadOnly);
     let results = join_all((0..RACERS).map(|i| {
         let db = db.clone();
         async move { admin::create_key(&db, org.id, m.id, &format!("k{i}"), preset, &[]).await }
@@ -134,13 +136,13 @@ async fn keys_at_the_limit_admit_one_creator(db: Db) {
 
 /// Sends to new phone numbers create contacts: the acceptance keeps the contact limit too.
 async fn sends_to_new_recipients_at_the_limit_admit_one(db: Db) {
-    let org = fixtures::org(
-        &db,
-        json!({"limits": {"contacts": 1}, "prices_minor": {"utility": 0}}),
-    )
-    .await;
-    fixtures::number(&db, &org, PNID).await;
-    fixtures::approved_template(&db, &org, json!([{"type": "BODY", "text": "Hello"}])).await;
+    let org = Seed::org("Acme")
+        .overrides(&json!({"limits": {"contacts": 1}, "prices_minor": {"utility": 0}}))
+        .number(PNID)
+        .approved_template("hello", json!([{"type": "BODY", "text": "Hello"}]))
+        .create(&db, &fixtures::key())
+        .await
+        .org;
     let core = fixtures::core(&db);
     let p = fixtures::principal(&org);
     let results = join_all((0..RACERS).map(|i| {
