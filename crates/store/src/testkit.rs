@@ -192,12 +192,8 @@ pub async fn sweep_dispatch(
     })
 }
 
-/// The database a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
+/// The database a test runs on (the store's own [`crate::Backend`]).
+pub use crate::db::Backend;
 
 /// What a test of [`both_backends!`](crate::both_backends) is run with: started on one
 /// backend before the test, stopped after it (a PostgreSQL fixture drops its schema there).
