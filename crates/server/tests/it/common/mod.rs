@@ -55,8 +55,11 @@ pub struct TestAppBuilder {
     backend: Backend,
     workers: bool,
     graph_url: Option<String>,
-    configure: Vec<Box<dyn FnOnce(&mut Config)>>,
+    configure: Vec<Configure>,
 }
+
+/// A change to an app's configuration.
+type Configure = Box<dyn FnOnce(&mut Config)>;
 
 impl TestAppBuilder {
     /// With the background workers running, as in `tern serve`.
