@@ -169,7 +169,7 @@ impl Seed {
     }
 
     /// An approved utility template `name` (en_US) of the first number's WABA ([`WABA`]
-    /// without numbers).
+    /// without numbers); the network's ids of a seed's templates are 1, 2, … in this order.
     pub fn approved_template(mut self, name: &str, components: Value) -> Self {
         self.templates
             .push((name.to_owned(), "en_US".to_owned(), components));
@@ -229,8 +229,10 @@ impl Seed {
         }
         let waba = numbers.first().map_or(WABA, |n| n.waba_id.as_str());
         let mut templates = Vec::new();
-        for (name, language, components) in self.templates {
-            templates.push(approved_template(db, org.id, waba, &name, &language, components).await);
+        for (i, (name, language, components)) in self.templates.into_iter().enumerate() {
+            let network_id = (i + 1).to_string();
+            let t = approved_template(db, org.id, waba, &name, &language, &network_id, components);
+            templates.push(t.await);
         }
         Seeded {
             org,
@@ -269,7 +271,8 @@ pub async fn add_number(
     .expect("seed: add a number")
 }
 
-/// Stores a utility template approved by the network.
+/// Stores a utility template approved by the network, which knows it as `network_id` (the
+/// `message_template_id` of its status notifications).
 ///
 /// # Panics
 /// If it cannot be stored.
@@ -279,6 +282,7 @@ pub async fn approved_template(
     waba_id: &str,
     name: &str,
     language: &str,
+    network_id: &str,
     components: Value,
 ) -> Template {
     let now = now_ms();
@@ -292,7 +296,7 @@ pub async fn approved_template(
         status: tern_domain::template::TemplateStatus::Approved,
         components,
         rejection_reason: None,
-        network_id: Some(new_id().simple().to_string()),
+        network_id: Some(network_id.to_owned()),
         created_at: now,
         updated_at: now,
     };

@@ -6,8 +6,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use tern_core::admin;
 use tern_core::testkit::{self, NumberSeed, Seed};
 use tern_core::{Core, Principal};
+use tern_domain::auth::Role;
 use tern_domain::crypto::MasterKey;
 use tern_store::{Db, Org};
 
@@ -51,7 +53,92 @@ pub fn limit(entitlement: &str, n: u64) -> serde_json::Value {
     json!({"limits": {entitlement: n}})
 }
 
-/// An approved utility template `hello` (en_US) of the organisation's WABA.
+/// An approved utility template `hello` (en_US) of the organisation's WABA, the network's
+/// template 1.
 pub async fn approved_template(db: &Db, org: &Org, components: serde_json::Value) {
-    testkit::approved_template(db, org.id, WABA, "hello", "en_US", components).await;
+    testkit::approved_template(db, org.id, WABA, "hello", "en_US", "1", components).await;
+}
+
+/// A `messages` notification of the number `PNID` (WABA `WABA`) with these contacts,
+/// messages and statuses, shaped as the network sends it.
+pub fn notification(
+    contacts: serde_json::Value,
+    messages: serde_json::Value,
+    statuses: serde_json::Value,
+) -> serde_json::Value {
+    json!({"object": "whatsapp_business_account", "entry": [{"id": WABA, "changes": [{
+        "field": "messages", "value": {
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "15550783881", "phone_number_id": PNID},
+            "contacts": contacts, "messages": messages, "statuses": statuses}}]}]})
+}
+
+/// Stores a (signature-checked) network notification as the webhook route does, then
+/// applies every stored batch with the inbox use case as the inbox worker does. No item of
+/// it may be refused.
+pub async fn deliver(db: &Db, body: &serde_json::Value) -> tern_core::inbox::Report {
+    let bytes = serde_json::to_vec(body).unwrap();
+    tern_core::inbox::receive(db, &bytes, "sha256=checked")
+        .await
+        .unwrap();
+    let mut report = tern_core::inbox::Report::default();
+    let now = tern_domain::time::now_ms();
+    for batch in db.claim_inbox(100, 60_000, now).await.unwrap() {
+        report.add(&tern_core::inbox::apply(db, &batch.body).await.unwrap());
+        db.mark_inbox_processed(batch.id, now).await.unwrap();
+    }
+    assert_eq!(report.failed, [], "{report:?}");
+    report
+}
+
+/// A webhook subscription of the organisation to `types` (its owner's key).
+pub async fn subscribe(db: &Db, org: &Org, types: &[&str]) {
+    let m = admin::add_member(db, org.id, "owner@acme.test", Role::Owner)
+        .await
+        .unwrap();
+    let k = admin::create_key(
+        db,
+        org.id,
+        m.id,
+        "hooks",
+        Some(tern_domain::auth::Preset::ReadOnly),
+        &[],
+    )
+    .await
+    .unwrap();
+    db.insert_webhook_subscription(&tern_store::NewSubscription {
+        id: tern_domain::new_id(),
+        org_id: org.id,
+        api_key_id: k.key.id,
+        url: "https://hooks.example.com/tern".into(),
+        event_types: types.iter().map(|t| t.to_string()).collect(),
+        secret_enc: vec![1, 2, 3],
+        enabled: true,
+        description: None,
+        created_at: tern_domain::time::now_ms(),
+    })
+    .await
+    .unwrap();
+}
+
+/// The events written since the last call, oldest first: `(type, data)`. Each is taken
+/// once (its delivery is claimed far ahead, so a later call does not see it again).
+pub async fn events(db: &Db) -> Vec<(String, serde_json::Value)> {
+    const YEAR: i64 = 365 * 24 * 3_600_000;
+    db.fan_out_events(10_000).await.unwrap();
+    let later = tern_domain::time::now_ms() + YEAR;
+    db.claim_webhook_deliveries("tests", later, YEAR, 10_000, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| {
+            let body: serde_json::Value = serde_json::from_str(&j.payload).unwrap();
+            (j.event_type, body["data"].clone())
+        })
+        .collect()
+}
+
+/// The types of [`events`].
+pub async fn event_types(db: &Db) -> Vec<String> {
+    events(db).await.into_iter().map(|(t, _)| t).collect()
 }

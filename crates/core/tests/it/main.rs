@@ -2,7 +2,9 @@
 //! The use cases against a real database, every test on SQLite and on PostgreSQL.
 
 mod accept;
+mod campaigns;
 mod fixtures;
+mod inbox;
 mod limits;
 mod status;
 mod usage;
