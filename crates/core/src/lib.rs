@@ -22,6 +22,7 @@
 //! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
 //! | [`campaigns`] | create, resolve, schedule, launch, pause, resume; the worker's fan-out step |
 //! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
+//! | `testkit` | (feature `testkit`, tests only) the seed of a test: organisation, members, numbers, keys, contacts, templates |
 
 use std::sync::Arc;
 
@@ -46,6 +47,8 @@ pub mod numbers;
 pub mod principal;
 pub mod rate;
 pub mod templates;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod usage;
 pub mod views;
 pub mod webhooks;

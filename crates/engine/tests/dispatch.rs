@@ -14,7 +14,8 @@ use tern_domain::message::{Direction, Status};
 use tern_domain::time::now_ms;
 use tern_engine::dispatch::{DispatchConfig, DispatchReport, Dispatcher};
 use tern_simulator::{ForcedAction, NumberSpec, SimArgs, SimHandle};
-use tern_store::{Db, DispatchClaim, Message, Org, PhoneNumber};
+use tern_store::testkit::Fixture;
+use tern_store::{Backend, Db, DispatchClaim, Message, Org, PhoneNumber};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -24,12 +25,6 @@ const DISPLAY: &str = "+15550783881";
 const WABA: &str = "102290129340398";
 const TOKEN: &str = "sim-token-1";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
 /// A database with one organisation and its connected number, registered in a simulator.
 #[derive(Clone)]
 struct Env {
@@ -38,6 +33,8 @@ struct Env {
     key: MasterKey,
     org_id: Uuid,
     backend: Backend,
+    /// The SQLite database's directory, kept while the test runs.
+    _dir: Option<Arc<tempfile::TempDir>>,
 }
 
 /// Test settings: short lease and grace, fast backoff and polling.
@@ -58,7 +55,7 @@ fn config() -> DispatchConfig {
 }
 
 impl Env {
-    async fn start(backend: Backend) -> (Env, Option<tempfile::TempDir>) {
+    async fn start(backend: Backend) -> Env {
         let (db, dir) = match backend {
             Backend::Sqlite => {
                 let (db, dir) = tern_store::testkit::fresh_sqlite().await;
@@ -101,9 +98,10 @@ impl Env {
             key,
             org_id: org.id,
             backend,
+            _dir: dir.map(Arc::new),
         };
         env.add_number(PNID, "connected", Some(TOKEN), 1000).await;
-        (env, dir)
+        env
     }
 
     async fn add_number(&self, id: &str, status: &str, token: Option<&str>, mps: i64) {
@@ -336,45 +334,25 @@ async fn drain_until(
     }
 }
 
-macro_rules! dispatch_tests {
-    ($($name:ident => |$env:ident| $body:expr),* $(,)?) => {
-        mod sqlite {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let (env, _dir) = Env::start(Backend::Sqlite).await;
-                    let $env = env.clone();
-                    let outcome = tokio::spawn($body).await;
-                    env.db.close().await;
-                    if let Err(e) = outcome {
-                        std::panic::resume_unwind(e.into_panic());
-                    }
-                }
-            )*
+/// The fixture of `both_backends!`: each test is given a clone of the `Env`.
+impl Fixture for Env {
+    type Arg<'a> = Env;
+    fn start(backend: Backend) -> impl Future<Output = Self> {
+        Env::start(backend)
+    }
+    fn arg(&self) -> Env {
+        self.clone()
+    }
+    async fn stop(self) {
+        match self.backend {
+            Backend::Sqlite => self.db.close().await,
+            Backend::Postgres => self.db.drop_test_schema().await.expect("drop test schema"),
         }
-        mod postgres {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let (env, _dir) = Env::start(Backend::Postgres).await;
-                    let $env = env.clone();
-                    let outcome = tokio::spawn($body).await;
-                    env.db.clone().drop_test_schema().await.expect("drop test schema");
-                    if let Err(e) = outcome {
-                        std::panic::resume_unwind(e.into_panic());
-                    }
-                }
-            )*
-        }
-    };
+    }
 }
 
-dispatch_tests! {
-    housekeeping_prunes_only_what_outlived_its_purpose => |env| async move {
+tern_store::both_backends! { Env;
+    housekeeping_prunes_only_what_outlived_its_purpose => async |env| {
         use tern_engine::housekeeping::{self, NETWORK_RETENTION_MS};
         let id = env.accept_text("16505551234", "kept").await;
         let m = env.message(id).await;
@@ -401,7 +379,7 @@ dispatch_tests! {
         assert_eq!(housekeeping::once(&env.db, now).await.unwrap(), Default::default());
     },
 
-    sends_each_message_once_with_its_wamid => |env| async move {
+    sends_each_message_once_with_its_wamid => async |env| {
         let ids = [
             env.accept_text("16505551234", "one").await,
             env.accept_text("16505551235", "two").await,
@@ -439,7 +417,7 @@ dispatch_tests! {
         assert_eq!(env.db.count_dispatch_queue().await.unwrap(), Default::default());
     },
 
-    wakeup_claims_at_once_without_waiting_for_a_poll => |env| async move {
+    wakeup_claims_at_once_without_waiting_for_a_poll => async |env| {
         // With a 60 s poll only the wakeup can start these sends within the wait below.
         let wakeup = Arc::new(Notify::new());
         let cancel = CancellationToken::new();
@@ -464,7 +442,7 @@ dispatch_tests! {
         worker.await.unwrap();
     },
 
-    permanent_errors_fail_at_once_with_the_network_code => |env| async move {
+    permanent_errors_fail_at_once_with_the_network_code => async |env| {
         env.force(ForcedAction::Error {
             code: 131047, subcode: None, http_status: None, title: None,
             details: Some("Message failed to send because more than 24 hours have passed".into()),
@@ -497,7 +475,7 @@ dispatch_tests! {
         assert_eq!(env.requests_for(id).len(), 1);
     },
 
-    throttling_and_server_errors_are_retried_then_sent => |env| async move {
+    throttling_and_server_errors_are_retried_then_sent => async |env| {
         env.force(graph_error(130429), 1);
         env.force(graph_error(131000), 1);
         env.force(ForcedAction::Html { http_status: 502 }, 1);
@@ -519,7 +497,7 @@ dispatch_tests! {
         assert_eq!(env.balance().await, 0, "sent: the debit stands");
     },
 
-    retries_are_bounded_and_then_fail_with_the_network_code => |env| async move {
+    retries_are_bounded_and_then_fail_with_the_network_code => async |env| {
         env.force(graph_error(131000), 10);
         let id = env.accept_text("16505551234", "doomed").await;
         let mut d = env.dispatcher(DispatchConfig { max_attempts: 3, ..config() });
@@ -534,7 +512,7 @@ dispatch_tests! {
         assert_eq!(env.db.dispatch_info(id).await.unwrap().dispatch_state, None);
     },
 
-    a_request_that_never_left_is_retried => |env| async move {
+    a_request_that_never_left_is_retried => async |env| {
         // A closed port: connection refused, nothing reached the network.
         // The port stays bound (so no parallel test can take it) but never listens.
         let reserved = tokio::net::TcpSocket::new_v4().unwrap();
@@ -561,7 +539,7 @@ dispatch_tests! {
         assert_eq!(env.db.dispatch_info(id).await.unwrap().attempts, r.retried as i64 + 1);
     },
 
-    a_timeout_is_an_unknown_outcome_never_resent_then_failed_after_the_grace => |env| async move {
+    a_timeout_is_an_unknown_outcome_never_resent_then_failed_after_the_grace => async |env| {
         // The network takes the message but answers after the client gave up.
         env.force(ForcedAction::Hang { ms: Some(10_000), accept: true }, 1);
         let id = env.accept_text("16505551234", "slow").await;
@@ -585,7 +563,7 @@ dispatch_tests! {
         assert_eq!(env.balance().await, 0);
     },
 
-    a_dropped_answer_is_settled_by_the_status_webhook => |env| async move {
+    a_dropped_answer_is_settled_by_the_status_webhook => async |env| {
         env.force(ForcedAction::Drop { accept: true }, 1);
         let id = env.accept_text("16505551234", "dropped").await;
         let mut d = env.dispatcher(config());
@@ -616,7 +594,7 @@ dispatch_tests! {
         assert_eq!(env.requests_for(id).len(), 1);
     },
 
-    outcomes_recorded_together_are_each_decided_as_alone => |env| async move {
+    outcomes_recorded_together_are_each_decided_as_alone => async |env| {
         use tern_core::messages::failure::Failure;
         use tern_core::messages::status::{self, Recorded, Report};
         use tern_domain::message::Precision;
@@ -667,7 +645,7 @@ dispatch_tests! {
         assert_eq!(Message { updated_at: m[1].updated_at, ..again }, m[1]);
     },
 
-    an_abandoned_claim_is_never_resent_and_fails_at_its_deadline => |env| async move {
+    an_abandoned_claim_is_never_resent_and_fails_at_its_deadline => async |env| {
         let id = env.accept_text("16505551234", "orphan").await;
         // A worker claims it and dies (kill -9) before recording anything.
         let claimed = env.db.status_writes().claim_dispatch(&DispatchClaim {
@@ -684,7 +662,7 @@ dispatch_tests! {
         assert!(env.requests_for(id).is_empty(), "never sent");
     },
 
-    unusable_numbers_and_requests_fail_with_a_tern_code => |env| async move {
+    unusable_numbers_and_requests_fail_with_a_tern_code => async |env| {
         env.add_number("200000000000001", "disconnected", Some("t"), 80).await;
         env.add_number("200000000000002", "connected", None, 80).await;
         let text = |to: &str| json!({"to": to, "type": "text", "text": {"body": "x"}});
@@ -706,7 +684,7 @@ dispatch_tests! {
         assert!(env.sim.requests().is_empty());
     },
 
-    sends_are_paced_at_the_numbers_throughput => |env| async move {
+    sends_are_paced_at_the_numbers_throughput => async |env| {
         env.add_number("300000000000001", "connected", Some(TOKEN), 5).await;
         env.sim.register_number(NumberSpec {
             id: "300000000000001".into(), display_phone_number: "+15550000001".into(),
@@ -730,7 +708,7 @@ dispatch_tests! {
         assert!(times[11] - start >= 1_350, "sent too fast: {start} {times:?}");
     },
 
-    sends_go_on_while_wakeups_never_stop => |env| async move {
+    sends_go_on_while_wakeups_never_stop => async |env| {
         // Under an API burst every acceptance wakes the dispatcher. Finished sends must still
         // free their slots: four slots, no polling, and a wakeup always pending.
         let mut ids = Vec::new();
@@ -766,7 +744,7 @@ dispatch_tests! {
         }
     },
 
-    two_dispatchers_share_the_queue_and_send_each_message_once => |env| async move {
+    two_dispatchers_share_the_queue_and_send_each_message_once => async |env| {
         let mut ids = Vec::new();
         for i in 0..120 {
             ids.push(env.accept_text(&format!("1650555{i:04}"), &format!("n{i}")).await);

@@ -1,4 +1,5 @@
-//! Fresh, migrated databases for tests (this crate's and other crates').
+//! The test kit of every crate: fresh, migrated databases and one way to run a test on
+//! both backends.
 //!
 //! * [`fresh_sqlite`]: a SQLite file in a new temp dir (not `sqlite::memory:`, which is
 //!   per-connection). Keep the returned `TempDir` alive as long as the `Db`.
@@ -6,8 +7,21 @@
 //!   (default [`DEFAULT_TEST_PG_URL`]), with every pooled connection's `search_path` set to
 //!   it. Panics if PostgreSQL is unreachable: PG tests are never silently skipped.
 //!   Call [`Db::drop_test_schema`] when done.
+//! * [`both_backends!`](crate::both_backends): each test once on SQLite and once on
+//!   PostgreSQL (`sqlite::name`, `postgres::name`), given a [`Fixture`] started on that
+//!   backend and stopped afterwards, even when the test panics. [`TestDb`] is the fixture
+//!   of the store's and core's tests; the server's tests have a running app as theirs.
+//!
+//! Seeding (organisations, members, keys…) is not here: core's admin writes are the real
+//! provisioning path and this crate cannot depend on core (a dev-dependency cycle would give
+//! the tests a second copy of this crate's types), so the seed builder is `tern_core::testkit`.
+//! The store's own conformance tests seed rows through `Db` methods.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
@@ -176,4 +190,158 @@ pub async fn sweep_dispatch(
         released,
         expired,
     })
+}
+
+/// The database a test runs on (the store's own [`crate::Backend`]).
+pub use crate::db::Backend;
+
+/// What a test of [`both_backends!`](crate::both_backends) is run with: started on one
+/// backend before the test, stopped after it (a PostgreSQL fixture drops its schema there).
+pub trait Fixture: Sized {
+    /// What the test body is given: a handle (a `Db`) or a borrow of the fixture.
+    type Arg<'a>
+    where
+        Self: 'a;
+    fn start(backend: Backend) -> impl Future<Output = Self>;
+    fn arg(&self) -> Self::Arg<'_>;
+    fn stop(self) -> impl Future<Output = ()>;
+}
+
+/// A fresh migrated database ([`fresh_sqlite`] or [`fresh_postgres`]); tests get its `Db`.
+pub struct TestDb {
+    pub db: Db,
+    pub backend: Backend,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    /// A fresh database of `backend`; [`Fixture::stop`] it when done.
+    pub async fn start(backend: Backend) -> Self {
+        match backend {
+            Backend::Sqlite => {
+                let (db, dir) = fresh_sqlite().await;
+                Self {
+                    db,
+                    backend,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::Postgres => Self {
+                db: fresh_postgres().await,
+                backend,
+                _dir: None,
+            },
+        }
+    }
+}
+
+impl Fixture for TestDb {
+    type Arg<'a> = Db;
+    fn start(backend: Backend) -> impl Future<Output = Self> {
+        TestDb::start(backend)
+    }
+    fn arg(&self) -> Db {
+        self.db.clone()
+    }
+    async fn stop(self) {
+        match self.backend {
+            Backend::Sqlite => self.db.close().await,
+            Backend::Postgres => self.db.drop_test_schema().await.expect("drop test schema"),
+        }
+    }
+}
+
+/// The backend alone, for tests that start (and stop) what they need themselves.
+impl Fixture for Backend {
+    type Arg<'a> = Backend;
+    async fn start(backend: Backend) -> Self {
+        backend
+    }
+    fn arg(&self) -> Backend {
+        *self
+    }
+    async fn stop(self) {}
+}
+
+/// Runs `body` with a fixture `F` started on `backend`, stops the fixture, then resumes the
+/// body's panic if it had one (so a failed PostgreSQL test still drops its schema). Called
+/// by [`both_backends!`](crate::both_backends).
+pub async fn run<F, B>(backend: Backend, body: B)
+where
+    F: Fixture,
+    B: for<'a> AsyncFnOnce(F::Arg<'a>),
+{
+    let fixture = F::start(backend).await;
+    let outcome = CatchUnwind(Box::pin(body(fixture.arg()))).await;
+    fixture.stop().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A future's panic as an `Err` (what `futures::FutureExt::catch_unwind` does).
+struct CatchUnwind<'a>(Pin<Box<dyn Future<Output = ()> + 'a>>);
+
+impl Future for CatchUnwind<'_> {
+    type Output = std::thread::Result<()>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(())) => Poll::Ready(Ok(())),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+/// Runs each test on SQLite and on PostgreSQL, as `sqlite::name` and `postgres::name`
+/// (multi-threaded runtime, two workers), with a [`Fixture`](crate::testkit::Fixture)
+/// started on that backend and stopped afterwards, even when the test panics:
+///
+/// ```text
+/// tern_store::both_backends! { TestDb;
+///     // An async function of the enclosing module, given the fixture's argument.
+///     a_test_function,
+///     // Another name for one, or a body of its own.
+///     an_alias => a_test_function,
+///     inline => async |db| assert!(db.get_org(id).await.unwrap().is_none()),
+/// }
+/// ```
+///
+/// One invocation per module (it defines the modules `sqlite` and `postgres`). PostgreSQL
+/// tests fail, never skip, when the server is unreachable.
+#[macro_export]
+macro_rules! both_backends {
+    // A test's body: its own, or the enclosing module's function of the same name.
+    (@body $name:ident) => { super::$name };
+    (@body $name:ident $body:expr) => { $body };
+    ($fixture:ty; $($name:ident $(=> $body:expr)?),* $(,)?) => {
+        mod sqlite {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    $crate::testkit::run::<$fixture, _>(
+                        $crate::testkit::Backend::Sqlite,
+                        $crate::both_backends!(@body $name $($body)?),
+                    )
+                    .await;
+                }
+            )*
+        }
+        mod postgres {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    $crate::testkit::run::<$fixture, _>(
+                        $crate::testkit::Backend::Postgres,
+                        $crate::both_backends!(@body $name $($body)?),
+                    )
+                    .await;
+                }
+            )*
+        }
+    };
 }

@@ -6,15 +6,16 @@
 
 use serde_json::{Value, json};
 use tern_core::messages::send::{self, Send, Sent};
+use tern_core::testkit::Seed;
 use tern_core::{Core, Principal, contacts};
 use tern_domain::contact::Consent;
-use tern_domain::plan::Overrides;
+use tern_domain::plan::SubscriptionStatus;
 use tern_domain::time::now_ms;
 use tern_domain::{ErrorCode, Problem};
 use tern_store::{ContactRef, Db, Org};
 use uuid::Uuid;
 
-use crate::fixtures::{self, WABA, on_both};
+use crate::fixtures::{self, WABA};
 
 fn rand_digits() -> u64 {
     (Uuid::now_v7().as_u128() % 100_000_000_000) as u64
@@ -46,14 +47,23 @@ enum Setup {
 }
 
 async fn world(db: &Db, setup: Setup) -> World {
-    let mut org = fixtures::org(db, json!({})).await;
     // Phone number ids are unique across organisations: one per world.
     let pnid = format!("1065{:011}", rand_digits());
+    let mut seed = Seed::org("Acme");
     if !matches!(setup, Setup::NoNumber) {
-        fixtures::number(db, &org, &pnid).await;
+        seed = seed.number(&pnid);
     }
+    seed = seed.approved_template("hello", json!([{"type": "BODY", "text": "Hello {{1}}"}]));
+    seed = match setup {
+        Setup::Restricted => seed.subscription(SubscriptionStatus::Restricted),
+        Setup::AllowanceUsedUp => seed.overrides(&json!({"allowances": {"messages_sent": 0}})),
+        Setup::WalletLow => seed
+            .overrides(&json!({"prices_minor": {"utility": 100}}))
+            .wallet(50),
+        _ => seed,
+    };
+    let org = seed.create(db, &fixtures::key()).await.org;
     let now = now_ms();
-    fixtures::approved_template(db, &org, json!([{"type": "BODY", "text": "Hello {{1}}"}])).await;
     let ago = match setup {
         Setup::WroteAgo(ms) => ms,
         _ => 60_000,
@@ -61,22 +71,6 @@ async fn world(db: &Db, setup: Setup) -> World {
     if !matches!(setup, Setup::NoNumber) {
         wrote_in(db, &pnid, now - ago).await;
     }
-    let mut o = Overrides::from_json(&org.overrides);
-    match setup {
-        Setup::Restricted => {
-            org.subscription_status = tern_domain::plan::SubscriptionStatus::Restricted
-        }
-        Setup::AllowanceUsedUp => {
-            o.allowances.insert("messages_sent".into(), 0);
-        }
-        Setup::WalletLow => {
-            o.prices_minor.insert("utility".into(), 100);
-            org.wallet_balance_minor = 50;
-        }
-        _ => {}
-    }
-    org.overrides = o.to_json();
-    let org = tern_core::admin::update_org(db, org, None).await.unwrap();
     let core = fixtures::core(db);
     let p = fixtures::principal(&org);
     if matches!(setup, Setup::OptedOut) {
@@ -169,8 +163,7 @@ async fn answer(w: &World, body: &Value) -> Want {
 const PHONE: &str = "+447700900001";
 const STRANGER: &str = "+447700900999";
 
-#[tokio::test]
-async fn each_rule_of_a_send() {
+async fn each_rule_of_a_send(db: Db) {
     use ErrorCode::*;
     use Setup::*;
     let refused = |c| Want::Refused(c, None);
@@ -296,45 +289,40 @@ async fn each_rule_of_a_send() {
             Want::Accepted,
         ),
     ];
-    on_both(|db: Db| {
-        let cases = &cases;
-        async move {
-            for (name, setup, body, want) in cases {
-                let w = world(&db, *setup).await;
-                let got = answer(&w, body).await;
-                // A reason is compared only where the case names one.
-                let got = match (&got, want) {
-                    (Want::Refused(c, _), Want::Refused(_, None)) => Want::Refused(*c, None),
-                    _ => got,
-                };
-                assert_eq!(&got, want, "{name}");
-            }
-        }
-    })
-    .await;
+    for (name, setup, body, want) in &cases {
+        let w = world(&db, *setup).await;
+        let got = answer(&w, body).await;
+        // A reason is compared only where the case names one.
+        let got = match (&got, want) {
+            (Want::Refused(c, _), Want::Refused(_, None)) => Want::Refused(*c, None),
+            _ => got,
+        };
+        assert_eq!(&got, want, "{name}");
+    }
 }
 
-#[tokio::test]
-async fn a_key_binds_one_body() {
-    on_both(|db: Db| async move {
-        let w = world(&db, Setup::Plain).await;
-        let first = match w.send(&text(PHONE), "k-1").await.unwrap() {
-            Sent::Accepted(m) => m,
-            other => panic!("{other:?}"),
-        };
-        match w.send(&text(PHONE), "k-1").await.unwrap() {
-            Sent::Replayed(m) => assert_eq!(m.id, first.id),
-            other => panic!("{other:?}"),
-        }
-        let other = w.send(&template(PHONE, "hello"), "k-1").await.unwrap_err();
-        assert_eq!(other.code, ErrorCode::DuplicateRequest);
-        // A refused request binds nothing: the key is free for the corrected body.
-        let refused = w.send(&template(PHONE, "nope"), "k-2").await.unwrap_err();
-        assert_eq!(refused.code, ErrorCode::TemplateNotApproved);
-        assert!(matches!(
-            w.send(&template(PHONE, "hello"), "k-2").await.unwrap(),
-            Sent::Accepted(_)
-        ));
-    })
-    .await;
+async fn a_key_binds_one_body(db: Db) {
+    let w = world(&db, Setup::Plain).await;
+    let first = match w.send(&text(PHONE), "k-1").await.unwrap() {
+        Sent::Accepted(m) => m,
+        other => panic!("{other:?}"),
+    };
+    match w.send(&text(PHONE), "k-1").await.unwrap() {
+        Sent::Replayed(m) => assert_eq!(m.id, first.id),
+        other => panic!("{other:?}"),
+    }
+    let other = w.send(&template(PHONE, "hello"), "k-1").await.unwrap_err();
+    assert_eq!(other.code, ErrorCode::DuplicateRequest);
+    // A refused request binds nothing: the key is free for the corrected body.
+    let refused = w.send(&template(PHONE, "nope"), "k-2").await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::TemplateNotApproved);
+    assert!(matches!(
+        w.send(&template(PHONE, "hello"), "k-2").await.unwrap(),
+        Sent::Accepted(_)
+    ));
+}
+
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    each_rule_of_a_send,
+    a_key_binds_one_body,
 }

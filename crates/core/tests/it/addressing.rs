@@ -19,7 +19,7 @@ use tern_domain::{ErrorCode, Problem};
 use tern_store::{ContactKey, ContactRef, Db, Org};
 use uuid::Uuid;
 
-use crate::fixtures::{self, PNID, WABA, on_both};
+use crate::fixtures::{self, PNID, WABA};
 
 /// A contact: its phone, its BSUID, whether it opts out.
 struct Who {
@@ -299,12 +299,7 @@ async fn a_template_that_needs_a_phone(db: Db) {
     same_decision(db, &LOGIN_CODE, want).await;
 }
 
-#[tokio::test]
-async fn accept_resolve_and_fan_out_address_alike() {
-    on_both(a_template_for_anyone).await;
-}
-
-#[tokio::test]
-async fn accept_resolve_and_fan_out_refuse_a_bsuid_alike() {
-    on_both(a_template_that_needs_a_phone).await;
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    accept_resolve_and_fan_out_address_alike => a_template_for_anyone,
+    accept_resolve_and_fan_out_refuse_a_bsuid_alike => a_template_that_needs_a_phone,
 }

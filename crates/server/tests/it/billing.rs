@@ -184,7 +184,7 @@ async fn concurrent_sends_spend_exactly_what_is_there(app: &TestApp) {
     );
 }
 
-both_backends! {
-    billing_checks_http => async |app: &TestApp| billing_checks(app).await;
-    concurrent_sends_spend_exactly_what_is_there_http => async |app: &TestApp| concurrent_sends_spend_exactly_what_is_there(app).await;
+tern_store::both_backends! { TestApp;
+    billing_checks_http => billing_checks,
+    concurrent_sends_spend_exactly_what_is_there_http => concurrent_sends_spend_exactly_what_is_there,
 }

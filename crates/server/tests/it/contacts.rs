@@ -3,6 +3,7 @@
 
 use crate::common::{TestApp, assert_error, send};
 use serde_json::{Value, json};
+use tern_domain::auth::Preset;
 
 impl TestApp {
     async fn post_json(
@@ -198,9 +199,7 @@ async fn isolation_and_not_found(app: &TestApp) {
         .post_json(C, &key, json!({"phone": "+14155550200"}))
         .await;
     let id = c["id"].as_str().unwrap().to_string();
-    let other = app.new_org("Other", "growth").await;
-    let m = app.member(&other, "o@o.test", "owner").await;
-    let (_, other_key) = app.key_for(&other, &m, &["--preset", "full_access"]).await;
+    let (_, other_key) = app.other_org("Other", Preset::FullAccess).await;
     // Every route answers 404 for another organisation's contact, and for malformed ids.
     for cid in [
         id.as_str(),
@@ -594,13 +593,13 @@ async fn bodies_name_every_problem(app: &TestApp) {
     assert_eq!(paths(&b), ["tags[1]", "z"], "{b}");
 }
 
-both_backends! {
-    bodies_name_every_problem_by_path => async |app: &TestApp| bodies_name_every_problem(app).await;
-    create_update_and_merge => async |app: &TestApp| create_and_update(app).await;
-    validation_errors_name_every_field => async |app: &TestApp| validation_errors(app).await;
-    other_organisations_contacts_are_404 => async |app: &TestApp| isolation_and_not_found(app).await;
-    contact_permissions => async |app: &TestApp| permissions(app).await;
-    consent_and_tags_work => async |app: &TestApp| consent_and_tags(app).await;
-    search_and_incremental_sync => async |app: &TestApp| search_and_sync(app).await;
-    contact_fields_and_plan_limit => async |app: &TestApp| fields_and_plan_limit(app).await;
+tern_store::both_backends! { TestApp;
+    bodies_name_every_problem_by_path => bodies_name_every_problem,
+    create_update_and_merge => create_and_update,
+    validation_errors_name_every_field => validation_errors,
+    other_organisations_contacts_are_404 => isolation_and_not_found,
+    contact_permissions => permissions,
+    consent_and_tags_work => consent_and_tags,
+    search_and_incremental_sync => search_and_sync,
+    contact_fields_and_plan_limit => fields_and_plan_limit,
 }

@@ -97,7 +97,7 @@ async fn answers(app: &TestApp) -> Vec<(&'static str, Value)> {
     out
 }
 
-both_backends! {
+tern_store::both_backends! { TestApp;
     error_answers_are_as_reviewed => async |app: &TestApp| {
         // One snapshot per answer for both backends (not per test module).
         let mut settings = insta::Settings::clone_current();
@@ -107,5 +107,5 @@ both_backends! {
         for (name, answer) in answers(app).await {
             insta::assert_json_snapshot!(format!("error_{name}"), answer);
         }
-    };
+    },
 }

@@ -3,6 +3,7 @@
 
 use crate::common::{TestApp, assert_error, send};
 use serde_json::Value;
+use tern_domain::auth::Preset;
 
 async fn auth_errors(app: &TestApp) {
     let (_, key) = app.owner_key("read_only").await;
@@ -267,9 +268,7 @@ async fn pagination(app: &TestApp) {
         assert_error(s, &h, &b, 400, "validation_failed");
         assert_eq!(b["details"]["fields"][0]["field"], "cursor", "{b}");
     }
-    let other = app.new_org("Other", "growth").await;
-    let m = app.member(&other, "o@other.test", "owner").await;
-    let (_, other_key) = app.key_for(&other, &m, &["--preset", "read_only"]).await;
+    let (_, other_key) = app.other_org("Other", Preset::ReadOnly).await;
     let (s, h, b) = app
         .get(
             &format!("/api/public/v1/phone-numbers?cursor={c}"),
@@ -420,13 +419,13 @@ async fn health_and_metrics(app: &TestApp) {
     );
 }
 
-both_backends! {
-    auth_errors_are_401 => async |app: &TestApp| auth_errors(app).await;
-    revoked_and_rotated_keys_work_at_once => async |app: &TestApp| revoked_and_rotated_keys(app).await;
-    missing_permission_is_403 => async |app: &TestApp| permission_denied(app).await;
-    plan_without_public_api_is_402 => async |app: &TestApp| plan_without_public_api(app).await;
-    pagination_is_strict_and_signed => async |app: &TestApp| pagination(app).await;
-    routing_errors_use_the_error_body => async |app: &TestApp| routing_errors(app).await;
-    openapi_and_docs_are_served => async |app: &TestApp| openapi_and_docs(app).await;
-    health_ready_and_metrics => async |app: &TestApp| health_and_metrics(app).await;
+tern_store::both_backends! { TestApp;
+    auth_errors_are_401 => auth_errors,
+    revoked_and_rotated_keys_work_at_once => revoked_and_rotated_keys,
+    missing_permission_is_403 => permission_denied,
+    plan_without_public_api_is_402 => plan_without_public_api,
+    pagination_is_strict_and_signed => pagination,
+    routing_errors_use_the_error_body => routing_errors,
+    openapi_and_docs_are_served => openapi_and_docs,
+    health_ready_and_metrics => health_and_metrics,
 }

@@ -186,7 +186,7 @@ async fn an_item_that_cannot_be_applied_is_set_aside(app: &TestApp) {
     );
 }
 
-both_backends! {
-    nul_from_the_network_is_replaced_and_the_message_kept_http => async |app: &TestApp| nul_from_the_network_is_replaced_and_the_message_kept(app).await;
-    an_item_that_cannot_be_applied_is_set_aside_http => async |app: &TestApp| an_item_that_cannot_be_applied_is_set_aside(app).await;
+tern_store::both_backends! { TestApp;
+    nul_from_the_network_is_replaced_and_the_message_kept_http => nul_from_the_network_is_replaced_and_the_message_kept,
+    an_item_that_cannot_be_applied_is_set_aside_http => an_item_that_cannot_be_applied_is_set_aside,
 }

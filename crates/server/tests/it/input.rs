@@ -3,7 +3,7 @@
 //! invisible characters in names compared by eye, the order billing → media of a send, and
 //! the field named when a media import body lacks `url`.
 
-use crate::common::{TestApp, assert_error, send};
+use crate::common::{Backend, TestApp, assert_error, send};
 use crate::messages::{CUSTOMER, PNID, customer_writes, idem, insert_template, setup};
 use serde_json::{Value, json};
 use tern_domain::text::{HIDDEN_MESSAGE, NUL_KEY_MESSAGE, NUL_MESSAGE};
@@ -364,10 +364,10 @@ async fn media_import_names_url(app: &TestApp) {
     }
 }
 
-both_backends! {
-    nul_in_client_input_is_400_naming_each_field_http => async |app: &TestApp| nul_is_refused_by_field_path(app).await;
-    names_compared_by_eye_refuse_invisible_characters_http => async |app: &TestApp| names_compared_by_eye_refuse_invisible_characters(app).await;
-    media_import_without_url_names_url_http => async |app: &TestApp| media_import_names_url(app).await;
+tern_store::both_backends! { TestApp;
+    nul_in_client_input_is_400_naming_each_field_http => nul_is_refused_by_field_path,
+    names_compared_by_eye_refuse_invisible_characters_http => names_compared_by_eye_refuse_invisible_characters,
+    media_import_without_url_names_url_http => media_import_names_url,
 }
 
 /// With an app that may connect to loopback (a send's `link`), as a deployment's
@@ -375,16 +375,16 @@ both_backends! {
 mod loopback {
     use super::*;
 
-    crate::media::on_both! {
-        billing_answers_before_media_http => |backend| async move {
-            let app = TestApp::start_configured(backend, false, None, |c| {
+    tern_store::both_backends! { Backend;
+        billing_answers_before_media_http => async |backend| {
+            let app = TestApp::builder(backend).configure(|c| {
                 c.allow_networks = vec!["127.0.0.1/32".parse().unwrap()];
                 // Before the fix the link was fetched: fail fast rather than wait 30 s.
                 c.media_import_timeout = std::time::Duration::from_secs(2);
-            })
+            }).start()
             .await;
             billing_answers_before_media(&app).await;
             app.stop().await;
-        };
+        },
     }
 }

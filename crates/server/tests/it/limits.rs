@@ -6,6 +6,7 @@ use crate::common::{Backend, TestApp, assert_error, send};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 use std::time::Duration;
+use tern_domain::auth::Preset;
 
 const API: &str = "/api/public/v1";
 
@@ -129,11 +130,7 @@ async fn tenant_quota_is_shared_by_keys(app: &TestApp) {
     assert_error(s, &h, &e, 429, "quota_exceeded");
     assert_eq!(e["details"]["scope"], "tenant");
     // Another organisation is not affected.
-    let org = app.new_org("Other", "growth").await;
-    let member = app.member(&org, "o@other.test", "owner").await;
-    let (_, k) = app
-        .key_for(&org, &member, &["--preset", "full_access"])
-        .await;
+    let (_, k) = app.other_org("Other", Preset::FullAccess).await;
     let (s, _, _) = get(app, &app.base, &k).await;
     assert_eq!(s, 200);
 }
@@ -266,15 +263,15 @@ async fn lowered_allowance_holds_at_once(app: &TestApp) {
     api_requests_reach(app, org, 5).await;
 }
 
-both_backends! {
-    lowered_allowance_holds_at_once_http => async |app: &TestApp| lowered_allowance_holds_at_once(app).await;
-    key_quota_counts_exactly_http => async |app: &TestApp| key_quota_counts_exactly(app).await;
-    tenant_quota_is_shared_by_keys_http => async |app: &TestApp| tenant_quota_is_shared_by_keys(app).await;
-    uploads_weigh_five_http => async |app: &TestApp| uploads_weigh_five(app).await;
-    burst_limiter_http => async |app: &TestApp| burst_limiter(app).await;
-    api_requests_allowance_http => async |app: &TestApp| api_requests_allowance(app).await;
-    media_feature_off_refuses_uploads_http => async |app: &TestApp| media_feature_off_refuses_uploads(app).await;
-    requests_without_an_allowance_are_counted_http => async |app: &TestApp| requests_without_an_allowance_are_counted(app).await;
+tern_store::both_backends! { TestApp;
+    lowered_allowance_holds_at_once_http => lowered_allowance_holds_at_once,
+    key_quota_counts_exactly_http => key_quota_counts_exactly,
+    tenant_quota_is_shared_by_keys_http => tenant_quota_is_shared_by_keys,
+    uploads_weigh_five_http => uploads_weigh_five,
+    burst_limiter_http => burst_limiter,
+    api_requests_allowance_http => api_requests_allowance,
+    media_feature_off_refuses_uploads_http => media_feature_off_refuses_uploads,
+    requests_without_an_allowance_are_counted_http => requests_without_an_allowance_are_counted,
 }
 
 fn redis_url() -> String {
@@ -283,7 +280,10 @@ fn redis_url() -> String {
 
 async fn with_redis(backend: Backend, url: &str) -> TestApp {
     let url = url.to_string();
-    TestApp::start_configured(backend, false, None, move |c| c.redis_url = Some(url)).await
+    TestApp::builder(backend)
+        .configure(move |c| c.redis_url = Some(url))
+        .start()
+        .await
 }
 
 /// A second instance on the same database and Redis.
@@ -353,39 +353,12 @@ async fn redis_down_falls_back(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_two_instances_share_counts_sqlite() {
-    two_instances_share_counts(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_two_instances_share_counts_postgres() {
-    two_instances_share_counts(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_off_sqlite() {
-    limits_off_counts_no_quota_but_keeps_the_allowance(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_off_postgres() {
-    limits_off_counts_no_quota_but_keeps_the_allowance(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_down_falls_back_sqlite() {
-    redis_down_falls_back(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_down_falls_back_postgres() {
-    redis_down_falls_back(Backend::Postgres).await;
-}
-
 /// `TERN_RATE_LIMITS=off`: no quotas, no headers; the plan allowance still holds.
 async fn limits_off_counts_no_quota_but_keeps_the_allowance(backend: Backend) {
-    let app = TestApp::start_configured(backend, false, None, |c| c.rate_limits = false).await;
+    let app = TestApp::builder(backend)
+        .configure(|c| c.rate_limits = false)
+        .start()
+        .await;
     let (_, key) = app.owner_key("full_access").await;
     set_limits(&app, &app.org_id, &["key-minute=1", "burst=1"]).await;
     app.admin(&[
@@ -441,7 +414,7 @@ async fn media_feature_off_refuses_uploads(app: &TestApp) {
 /// 150 units left admit exactly 150 of 400 concurrent requests, and once the instances are
 /// idle the counter holds exactly what was admitted (unused chunks were given back).
 async fn allowance_exact_across_instances(backend: Backend) {
-    let app = TestApp::start(backend).await;
+    let app = TestApp::builder(backend).start().await;
     let (b, stop) = second_instance(&app, "redis://127.0.0.1:1").await;
     let (_, key) = app.owner_key("full_access").await;
     set_limits(
@@ -485,16 +458,6 @@ async fn allowance_exact_across_instances(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn allowance_exact_across_instances_sqlite() {
-    allowance_exact_across_instances(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn allowance_exact_across_instances_postgres() {
-    allowance_exact_across_instances(Backend::Postgres).await;
-}
-
 /// Without an allowance (enterprise) requests never wait for the meter, and are still
 /// counted, every one.
 async fn requests_without_an_allowance_are_counted(app: &TestApp) {
@@ -529,12 +492,15 @@ async fn the_rules_hold_with_redis(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_rules_hold_sqlite() {
-    the_rules_hold_with_redis(Backend::Sqlite).await;
-}
+/// Tests that start their own app.
+mod own_app {
+    use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_rules_hold_postgres() {
-    the_rules_hold_with_redis(Backend::Postgres).await;
+    tern_store::both_backends! { Backend;
+        redis_two_instances_share_counts => two_instances_share_counts,
+        limits_off => limits_off_counts_no_quota_but_keeps_the_allowance,
+        redis_down_falls_back,
+        allowance_exact_across_instances,
+        redis_rules_hold => the_rules_hold_with_redis,
+    }
 }

@@ -3,7 +3,6 @@
 //! several instances on one database.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[macro_use]
 mod common;
 
 mod billing;

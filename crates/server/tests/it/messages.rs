@@ -6,6 +6,7 @@
 
 use crate::common::{TestApp, assert_error, send};
 use serde_json::{Value, json};
+use tern_domain::auth::Preset;
 use tern_domain::time::now_ms;
 use uuid::Uuid;
 
@@ -243,11 +244,7 @@ async fn text_in_window_then_read_back(app: &TestApp) {
         let (s, h, e) = app.get(&path, Some(&c.key)).await;
         assert_error(s, &h, &e, 404, "not_found");
     }
-    let other = app.new_org("Other", "growth").await;
-    let member = app.member(&other, "o@other.test", "owner").await;
-    let (_, other_key) = app
-        .key_for(&other, &member, &["--preset", "full_access"])
-        .await;
+    let (_, other_key) = app.other_org("Other", Preset::FullAccess).await;
     let (s, _, _) = app
         .get(&format!("{API}/messages/{id}"), Some(&other_key))
         .await;
@@ -780,13 +777,13 @@ async fn send_checks_the_key_first(app: &TestApp) {
     assert_error(s, &h, &e, 403, "permission_denied");
 }
 
-both_backends! {
-    send_checks_the_key_first_http => async |app: &TestApp| send_checks_the_key_first(app).await;
-    text_in_window_then_read_back_http => async |app: &TestApp| text_in_window_then_read_back(app).await;
-    idempotency_key_rules_http => async |app: &TestApp| idempotency_key_rules(app).await;
-    concurrent_requests_with_one_key_make_one_message_http => async |app: &TestApp| concurrent_requests_with_one_key_make_one_message(app).await;
-    window_consent_and_recipient_rules_http => async |app: &TestApp| window_consent_and_recipient_rules(app).await;
-    sending_number_selection_http => async |app: &TestApp| sending_number_selection(app).await;
-    templates_are_checked_against_the_approved_one_http => async |app: &TestApp| templates_are_checked_against_the_approved_one(app).await;
-    body_rules_and_media_http => async |app: &TestApp| body_rules_and_media(app).await;
+tern_store::both_backends! { TestApp;
+    send_checks_the_key_first_http => send_checks_the_key_first,
+    text_in_window_then_read_back_http => text_in_window_then_read_back,
+    idempotency_key_rules_http => idempotency_key_rules,
+    concurrent_requests_with_one_key_make_one_message_http => concurrent_requests_with_one_key_make_one_message,
+    window_consent_and_recipient_rules_http => window_consent_and_recipient_rules,
+    sending_number_selection_http => sending_number_selection,
+    templates_are_checked_against_the_approved_one_http => templates_are_checked_against_the_approved_one,
+    body_rules_and_media_http => body_rules_and_media,
 }

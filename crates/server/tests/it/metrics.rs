@@ -72,8 +72,8 @@ async fn labels_are_fixed(app: &TestApp) {
     assert_eq!(series, other_method_series(&before));
 }
 
-both_backends! {
-    metrics_labels_come_from_fixed_sets => async |app: &TestApp| labels_are_fixed(app).await;
+tern_store::both_backends! { TestApp;
+    metrics_labels_come_from_fixed_sets => labels_are_fixed,
 }
 
 /// Redis out of reach (a closed local port): every request is answered, counted locally
@@ -84,8 +84,10 @@ async fn redis_outage_is_counted(backend: Backend) {
         l.local_addr().unwrap().port()
     };
     let url = format!("redis://127.0.0.1:{port}");
-    let app =
-        TestApp::start_configured(backend, false, None, move |c| c.redis_url = Some(url)).await;
+    let app = TestApp::builder(backend)
+        .configure(move |c| c.redis_url = Some(url))
+        .start()
+        .await;
     let (_, key) = app.owner_key("full_access").await;
     let fallback = |t: &str| sample(t, "tern_rate_limit_redis_fallback_total").unwrap_or(0.0);
     let before = scrape(&app).await;
@@ -110,12 +112,11 @@ async fn redis_outage_is_counted(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_outage_is_counted_sqlite() {
-    redis_outage_is_counted(Backend::Sqlite).await;
-}
+/// Tests that start their own app.
+mod own_app {
+    use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_outage_is_counted_postgres() {
-    redis_outage_is_counted(Backend::Postgres).await;
+    tern_store::both_backends! { Backend;
+        redis_outage_is_counted,
+    }
 }

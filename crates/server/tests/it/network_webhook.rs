@@ -574,14 +574,14 @@ async fn without_app_secret_deliveries_are_refused(app: &TestApp) {
     let _ = server.await;
 }
 
-both_backends! {
-    verification_handshake => async |app: &TestApp| handshake(app).await;
-    signatures_are_checked_over_raw_bytes => async |app: &TestApp| signatures(app).await;
-    inbound_messages_are_idempotent => async |app: &TestApp| inbound_is_idempotent_and_builds_contacts(app).await;
-    statuses_only_move_forward => async |app: &TestApp| statuses_are_monotonic(app).await;
-    failures_and_lost_send_answers => async |app: &TestApp| failure_and_callback_matching(app).await;
-    large_batches_and_unknown_numbers => async |app: &TestApp| unknown_numbers_and_large_batches(app).await;
-    template_status_webhooks => async |app: &TestApp| template_status_updates(app).await;
-    odd_well_signed_bodies_are_accepted_and_processed => async |app: &TestApp| odd_signed_bodies_never_fail(app).await;
-    missing_app_secret_refuses_deliveries => async |app: &TestApp| without_app_secret_deliveries_are_refused(app).await;
+tern_store::both_backends! { TestApp;
+    verification_handshake => handshake,
+    signatures_are_checked_over_raw_bytes => signatures,
+    inbound_messages_are_idempotent => inbound_is_idempotent_and_builds_contacts,
+    statuses_only_move_forward => statuses_are_monotonic,
+    failures_and_lost_send_answers => failure_and_callback_matching,
+    large_batches_and_unknown_numbers => unknown_numbers_and_large_batches,
+    template_status_webhooks => template_status_updates,
+    odd_well_signed_bodies_are_accepted_and_processed => odd_signed_bodies_never_fail,
+    missing_app_secret_refuses_deliveries => without_app_secret_deliveries_are_refused,
 }

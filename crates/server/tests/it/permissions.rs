@@ -139,7 +139,7 @@ fn the_table_covers_every_operation() {
     }
 }
 
-both_backends! {
+tern_store::both_backends! { TestApp;
     a_missing_permission_is_403_naming_it => async |app: &TestApp| {
         // One key per missing permission, holding all the others.
         let mut keys = std::collections::HashMap::new();
@@ -166,5 +166,5 @@ both_backends! {
             assert_error(s, &h, &b, 403, "permission_denied");
             assert_eq!(b["details"]["permission"], *needed, "{method} {path}");
         }
-    };
+    },
 }

@@ -6,7 +6,7 @@ use crate::common::{APP_SECRET, Backend, TestApp};
 use std::time::Duration;
 
 async fn inbound_flows_from_simulator(backend: Backend) {
-    let app = TestApp::start_with_workers(backend).await;
+    let app = TestApp::builder(backend).workers().start().await;
     app.add_number(&app.org_id, "555000111", "+14155550111")
         .await;
     let mut args = tern_simulator::SimArgs::local(APP_SECRET);
@@ -67,12 +67,6 @@ async fn inbound_flows_from_simulator(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_inbound_flows_from_simulator() {
-    inbound_flows_from_simulator(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_inbound_flows_from_simulator() {
-    inbound_flows_from_simulator(Backend::Postgres).await;
+tern_store::both_backends! { Backend;
+    inbound_flows_from_simulator,
 }

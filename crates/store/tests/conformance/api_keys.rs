@@ -6,8 +6,8 @@ fn is_conflict(err: &StoreError, name: &str) -> bool {
     matches!(err, StoreError::Conflict { constraint } if constraint == name)
 }
 
-store_tests! {
-    key_roundtrip_and_duplicates => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    key_roundtrip_and_duplicates => async |db| {
         let (org, member, key) = fixtures::org_with_key(&db).await;
         assert_eq!(db.get_api_key(key.id).await.unwrap(), Some(key.clone()));
         assert_eq!(db.get_api_key(Uuid::now_v7()).await.unwrap(), None);
@@ -24,7 +24,7 @@ store_tests! {
     },
 
     // Several hashes in one call: each answer as find_auth_by_hash gives it, in order.
-    auth_lookups_by_several_hashes => |db| async move {
+    auth_lookups_by_several_hashes => async |db| {
         let (_, _, a) = fixtures::org_with_key(&db).await;
         let (_, _, b) = fixtures::org_with_key(&db).await;
         db.revoke_api_key(b.id, T0).await.unwrap();
@@ -40,7 +40,7 @@ store_tests! {
         assert!(db.find_auth_by_hashes(&[]).await.unwrap().is_empty());
     },
 
-    revoke_once => |db| async move {
+    revoke_once => async |db| {
         let (_, _, key) = fixtures::org_with_key(&db).await;
         let revoked = db.revoke_api_key(key.id, T0 + 5).await.unwrap();
         assert_eq!(revoked, tern_store::ApiKey { revoked_at: Some(T0 + 5), ..key.clone() });
@@ -53,7 +53,7 @@ store_tests! {
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
-    rotate_replaces_the_old_key => |db| async move {
+    rotate_replaces_the_old_key => async |db| {
         let (org, member, old) = fixtures::org_with_key(&db).await;
         let new = fixtures::api_key(org.id, member.id);
         db.rotate_api_key(old.id, &new, T0 + 1).await.unwrap();
@@ -72,7 +72,7 @@ store_tests! {
         assert_eq!(db.get_api_key(old.id).await.unwrap(), Some(stored_old));
     },
 
-    rotate_refuses_missing_or_foreign_keys => |db| async move {
+    rotate_refuses_missing_or_foreign_keys => async |db| {
         let (org, member, _) = fixtures::org_with_key(&db).await;
         let new = fixtures::api_key(org.id, member.id);
         let err = db.rotate_api_key(Uuid::now_v7(), &new, T0).await.unwrap_err();
@@ -87,7 +87,7 @@ store_tests! {
         assert_eq!(db.get_api_key(foreign.id).await.unwrap().unwrap().revoked_at, None);
     },
 
-    concurrent_rotations_have_one_winner => |db| async move {
+    concurrent_rotations_have_one_winner => async |db| {
         let (org, member, old) = fixtures::org_with_key(&db).await;
         let tasks: Vec<_> = (0..6)
             .map(|_| {
@@ -108,7 +108,7 @@ store_tests! {
         assert_eq!(db.count_active_api_keys(org.id).await.unwrap(), 1);
     },
 
-    auth_lookup_by_hash => |db| async move {
+    auth_lookup_by_hash => async |db| {
         let mut org = fixtures::org();
         org.overrides = serde_json::json!({"features": {"public_api": true}});
         db.insert_org(&org).await.unwrap();
@@ -128,7 +128,7 @@ store_tests! {
         assert_eq!(auth.key.revoked_at, Some(T0 + 1));
     },
 
-    count_active_keys_per_org => |db| async move {
+    count_active_keys_per_org => async |db| {
         let (org, member, k1) = fixtures::org_with_key(&db).await;
         let k2 = fixtures::api_key(org.id, member.id);
         db.insert_api_key(&k2).await.unwrap();
@@ -139,7 +139,7 @@ store_tests! {
         assert_eq!(db.count_active_api_keys(Uuid::now_v7()).await.unwrap(), 0);
     },
 
-    touch_last_used_is_coarse_and_monotonic => |db| async move {
+    touch_last_used_is_coarse_and_monotonic => async |db| {
         let (_, _, key) = fixtures::org_with_key(&db).await;
         let last_used = |db: tern_store::Db| async move {
             db.get_api_key(key.id).await.unwrap().unwrap().last_used_at

@@ -65,10 +65,10 @@ fn sorted(mut v: Vec<Uuid>) -> Vec<Uuid> {
     v
 }
 
-store_tests! {
+tern_store::both_backends! { tern_store::testkit::TestDb;
     // API sends on a number are claimed before a campaign's, whatever their due times; a
     // paused campaign's messages stay queued until it runs again.
-    priority_lane_and_paused_campaigns => |db| async move {
+    priority_lane_and_paused_campaigns => async |db| {
         let w = world(&db).await;
         let mut c = campaign(w.org_id, Status::Running);
         db.insert_campaign(&c).await.unwrap();
@@ -91,7 +91,7 @@ store_tests! {
         assert_eq!(ids(&got), vec![early]);
     },
 
-    campaigns_list_get_and_lease => |db| async move {
+    campaigns_list_get_and_lease => async |db| {
         let w = world(&db).await;
         let mut a = campaign(w.org_id, Status::Draft);
         a.pause_reason = Some(PauseReason::ErrorThreshold);
@@ -119,7 +119,7 @@ store_tests! {
         assert!(db.lease_campaign(b.id, "p2", T0 + 60, T0 + 110).await.unwrap());
     },
 
-    audiences_resolve_set_based => |db| async move {
+    audiences_resolve_set_based => async |db| {
         let w = world(&db).await;
         let org = w.org_id;
         let a = tag(&db, org, "447700900001", &["vip", "uk"]).await;
@@ -149,7 +149,7 @@ store_tests! {
         );
     },
 
-    recipients_and_counters => |db| async move {
+    recipients_and_counters => async |db| {
         let w = world(&db).await;
         let org = w.org_id;
         let c = campaign(org, Status::Running);
@@ -224,7 +224,7 @@ store_tests! {
     // At a campaign's expiry its messages still waiting in the queue fail and leave it
     // (a claimed one is left to its claim, another campaign's untouched); their recipients
     // end expired, keeping the message. Paused campaigns past expiry are the worker's too.
-    campaign_queue_expiry => |db| async move {
+    campaign_queue_expiry => async |db| {
         let w = world(&db).await;
         let c = campaign(w.org_id, Status::Running);
         db.insert_campaign(&c).await.unwrap();

@@ -2,14 +2,14 @@
 
 use tern_store::{Backend, Db, StoreError};
 
-store_tests! {
-    ping_and_backend_report => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    ping_and_backend_report => async |db| {
         db.ping().await.unwrap();
         // The macro's module name says which backend we are on; both must answer.
         assert!(matches!(db.backend(), Backend::Sqlite | Backend::Postgres));
     },
 
-    migrate_is_idempotent => |db| async move {
+    migrate_is_idempotent => async |db| {
         db.migrate().await.unwrap();
         db.migrate().await.unwrap();
     },

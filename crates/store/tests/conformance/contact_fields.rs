@@ -13,8 +13,8 @@ fn field(org_id: Uuid, key: &str) -> ContactField {
     }
 }
 
-store_tests! {
-    contact_field_duplicate_key_conflicts => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    contact_field_duplicate_key_conflicts => async |db| {
         let org = fixtures::insert_org(&db).await;
         let f = field(org.id, "city");
         db.insert_contact_field(&f).await.unwrap();
@@ -26,7 +26,7 @@ store_tests! {
         assert_eq!(db.list_contact_fields(org.id, None, 10).await.unwrap(), vec![f]);
     },
 
-    contact_fields_keyset_pages => |db| async move {
+    contact_fields_keyset_pages => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let mut expected = Vec::new();

@@ -46,8 +46,8 @@ async fn sync_pages(db: &Db, org_id: Uuid, since: i64, size: i64) -> Vec<(i64, U
     }
 }
 
-store_tests! {
-    upsert_creates_then_merges_fields => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    upsert_creates_then_merges_fields => async |db| {
         let org = fixtures::insert_org(&db).await;
         let id = Uuid::now_v7();
         let patch = obj(json!({"city": "Lyon", "vip": true, "gone": null}));
@@ -116,7 +116,7 @@ store_tests! {
         assert_eq!(db.count_contacts(Uuid::now_v7()).await.unwrap(), 0);
     },
 
-    racing_upserts_make_one_contact_and_keep_every_patch => |db| async move {
+    racing_upserts_make_one_contact_and_keep_every_patch => async |db| {
         let org = fixtures::insert_org(&db).await;
         let tasks: Vec<_> = (0..8)
             .map(|i| {
@@ -146,7 +146,7 @@ store_tests! {
         assert_eq!(stored.custom_fields, serde_json::Value::Object(expected));
     },
 
-    contacts_are_invisible_to_other_orgs => |db| async move {
+    contacts_are_invisible_to_other_orgs => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
@@ -169,7 +169,7 @@ store_tests! {
         assert!(db.list_contacts_updated_since(other.id, 0, None, 10).await.unwrap().is_empty());
     },
 
-    update_contact_sets_clears_and_merges => |db| async move {
+    update_contact_sets_clears_and_merges => async |db| {
         let org = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
 
@@ -194,7 +194,7 @@ store_tests! {
         assert_eq!(db.get_contact(org.id, c.id).await.unwrap(), Some(skewed));
     },
 
-    consent_is_recorded_and_never_rolled_back_by_older_decisions => |db| async move {
+    consent_is_recorded_and_never_rolled_back_by_older_decisions => async |db| {
         let org = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
         let u = db.set_contact_consent(org.id, c.id, Consent::OptedIn, Some("checkout"), T0 + 5).await.unwrap();
@@ -216,7 +216,7 @@ store_tests! {
         );
     },
 
-    record_inbound_creates_and_is_monotonic => |db| async move {
+    record_inbound_creates_and_is_monotonic => async |db| {
         let org = fixtures::insert_org(&db).await;
         let new_id = Uuid::now_v7();
         let c = db.record_inbound(org.id, &Identity::phone("1555000"), Some("Kim"), T0 - 500, new_id, T0).await.unwrap().contact;
@@ -279,7 +279,7 @@ store_tests! {
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 4);
     },
 
-    list_contacts_pages_newest_first => |db| async move {
+    list_contacts_pages_newest_first => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         // Several share a created_at: the id breaks the tie.
@@ -306,7 +306,7 @@ store_tests! {
         assert!(db.list_contacts(Uuid::now_v7(), None, 10).await.unwrap().is_empty());
     },
 
-    search_matches_names_and_numbers => |db| async move {
+    search_matches_names_and_numbers => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let named = [
@@ -369,7 +369,7 @@ store_tests! {
         assert!(db.search_contacts(org.id, "555", Some((last.created_at, last.id)), 2).await.unwrap().is_empty());
     },
 
-    updated_since_feed_is_complete_and_ordered => |db| async move {
+    updated_since_feed_is_complete_and_ordered => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let mut contacts = Vec::new();

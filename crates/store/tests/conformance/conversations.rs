@@ -19,8 +19,8 @@ fn ids(conversations: &[Conversation]) -> Vec<Uuid> {
     conversations.iter().map(|c| c.id).collect()
 }
 
-store_tests! {
-    get_or_create_is_idempotent_and_scoped => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    get_or_create_is_idempotent_and_scoped => async |db| {
         let (org, contact, number) = setup(&db, "100").await;
         let id = Uuid::now_v7();
         let conv = db.get_or_create_conversation(org, contact, &number, id, T0).await.unwrap();
@@ -55,7 +55,7 @@ store_tests! {
         assert!(db.list_conversations(other, None, None, None, 10).await.unwrap().is_empty());
     },
 
-    racing_get_or_create_yields_one_conversation => |db| async move {
+    racing_get_or_create_yields_one_conversation => async |db| {
         let (org, contact, number) = setup(&db, "100").await;
         let tasks: Vec<_> = (0..8)
             .map(|i| {
@@ -74,7 +74,7 @@ store_tests! {
         assert_eq!(db.list_conversations(org, None, None, None, 10).await.unwrap(), vec![seen[0].clone()]);
     },
 
-    touches_never_move_back => |db| async move {
+    touches_never_move_back => async |db| {
         let (org, contact, number) = setup(&db, "100").await;
         let conv = db.get_or_create_conversation(org, contact, &number, Uuid::now_v7(), T0).await.unwrap();
 
@@ -103,7 +103,7 @@ store_tests! {
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
-    list_filters_and_pages_by_activity => |db| async move {
+    list_filters_and_pages_by_activity => async |db| {
         let (org, contact, number) = setup(&db, "100").await;
         db.insert_phone_number(&fixtures::phone_number(org, "101")).await.unwrap();
         db.insert_phone_number(&fixtures::phone_number(org, "102")).await.unwrap();

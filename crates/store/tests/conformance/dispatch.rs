@@ -147,8 +147,8 @@ fn unknown_failure() -> Failure {
     Failure::tern("network_outcome_unknown", "lost")
 }
 
-store_tests! {
-    dispatch_claims_due_messages_once_in_order => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    dispatch_claims_due_messages_once_in_order => async |db| {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         // A media message's claim carries its media, for the worker to upload.
@@ -205,7 +205,7 @@ store_tests! {
         assert!(matches!(db.dispatch_info(Uuid::now_v7()).await.unwrap_err(), StoreError::NotFound));
     },
 
-    dispatch_concurrent_claimers_never_share_a_message => |db| async move {
+    dispatch_concurrent_claimers_never_share_a_message => async |db| {
         let w = world(&db).await;
         let total = 40;
         for i in 0..total {
@@ -251,7 +251,7 @@ store_tests! {
         assert_eq!(seen.len(), total as usize);
     },
 
-    dispatch_complete_is_guarded_by_lease_and_status => |db| async move {
+    dispatch_complete_is_guarded_by_lease_and_status => async |db| {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         let now = T0 + 100;
@@ -291,7 +291,7 @@ store_tests! {
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts::default());
     },
 
-    dispatch_retry_requeues_and_stale_lease_is_refused => |db| async move {
+    dispatch_retry_requeues_and_stale_lease_is_refused => async |db| {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         let now = T0 + 100;
@@ -331,7 +331,7 @@ store_tests! {
         assert_eq!(db.dispatch_info(a).await.unwrap().dispatch_state, None);
     },
 
-    dispatch_requeue_never_resurrects_a_message_a_webhook_moved => |db| async move {
+    dispatch_requeue_never_resurrects_a_message_a_webhook_moved => async |db| {
         let w = world(&db).await;
         let a = queued(&db, &w, "100", T0).await;
         let b = queued(&db, &w, "100", T0).await;
@@ -352,7 +352,7 @@ store_tests! {
         assert!(sweep.expired.is_empty());
     },
 
-    dispatch_sweep_fails_only_still_sending_messages_past_the_deadline => |db| async move {
+    dispatch_sweep_fails_only_still_sending_messages_past_the_deadline => async |db| {
         let w = world(&db).await;
         let unknown = queued(&db, &w, "100", T0).await;
         let abandoned = queued(&db, &w, "100", T0).await;
@@ -403,7 +403,7 @@ store_tests! {
         assert_eq!(db.count_dispatch_queue().await.unwrap(), DispatchCounts::default());
     },
 
-    dispatch_late_success_after_the_sweep_keeps_failed_but_records_the_send => |db| async move {
+    dispatch_late_success_after_the_sweep_keeps_failed_but_records_the_send => async |db| {
         // A worker hung past the deadline, then learned the network took the message: the
         // failure stands (failed is terminal) but its wamid and sent_at are kept.
         let w = world(&db).await;
@@ -427,7 +427,7 @@ store_tests! {
         assert_eq!((msg.wamid.as_deref(), msg.sent_at), (Some("wamid.LATE"), Some(T0 + 5)));
     },
 
-    dispatch_refunds_a_debit_once => |db| async move {
+    dispatch_refunds_a_debit_once => async |db| {
         let w = world(&db).await;
         let debited = queued(&db, &w, "100", T0).await;
         let free = queued(&db, &w, "100", T0).await;

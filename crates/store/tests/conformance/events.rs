@@ -60,8 +60,8 @@ fn subs_of(jobs: &[DeliveryJob]) -> Vec<Uuid> {
     jobs.iter().map(|j| j.subscription_id).collect()
 }
 
-store_tests! {
-    revoking_a_key_disables_its_subscriptions => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    revoking_a_key_disables_its_subscriptions => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let other = api_key(org.id, member.id);
         db.insert_api_key(&other).await.unwrap();
@@ -85,7 +85,7 @@ store_tests! {
         assert!(db.revoke_api_key(key.id, T0 + 9).await.is_err());
     },
 
-    rotating_a_key_moves_its_subscriptions => |db| async move {
+    rotating_a_key_moves_its_subscriptions => async |db| {
         let (org, member, old) = org_with_key(&db).await;
         let s = sub(&db, org.id, old.id, &["message.status"]).await;
         let new = api_key(org.id, member.id);
@@ -96,7 +96,7 @@ store_tests! {
         assert_eq!(db.emit_event(&event(org.id, "message.status", T0 + 2)).await.unwrap(), 1);
     },
 
-    subscriptions_belong_to_their_key => |db| async move {
+    subscriptions_belong_to_their_key => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let other_key = api_key(org.id, member.id);
         db.insert_api_key(&other_key).await.unwrap();
@@ -125,7 +125,7 @@ store_tests! {
         assert_eq!(db.count_webhook_subscriptions(org.id).await.unwrap(), 3);
     },
 
-    update_patches_only_given_fields_and_enabling_clears_the_reason => |db| async move {
+    update_patches_only_given_fields_and_enabling_clears_the_reason => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let other_key = api_key(org.id, member.id);
         db.insert_api_key(&other_key).await.unwrap();
@@ -151,7 +151,7 @@ store_tests! {
         assert_eq!((u.enabled, u.disabled_reason, u.updated_at), (true, None, T0 + 31));
     },
 
-    rotation_keeps_the_previous_secret => |db| async move {
+    rotation_keeps_the_previous_secret => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let other_key = api_key(org.id, member.id);
         db.insert_api_key(&other_key).await.unwrap();
@@ -164,7 +164,7 @@ store_tests! {
         assert_eq!((r.secret_enc.as_slice(), r.previous_secret_enc.as_deref()), (&b"newer"[..], Some(&b"new"[..])));
     },
 
-    emit_queues_one_delivery_per_enabled_matching_subscription => |db| async move {
+    emit_queues_one_delivery_per_enabled_matching_subscription => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let other_key = api_key(org.id, member.id);
         db.insert_api_key(&other_key).await.unwrap();
@@ -210,7 +210,7 @@ store_tests! {
         assert_eq!(db.webhook_deliveries_of_event(e.id).await.unwrap().len(), 2);
     },
 
-    a_transactions_events_are_stored_together_at_commit => |db| async move {
+    a_transactions_events_are_stored_together_at_commit => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let a = sub(&db, org.id, key.id, &["message.status"]).await;
         let b = sub(&db, org.id, key.id, &["message.status", "message.received"]).await;
@@ -249,7 +249,7 @@ store_tests! {
         assert_eq!(db.fan_out_events(100).await.unwrap(), (0, 0));
     },
 
-    emit_rolls_back_with_its_transaction => |db| async move {
+    emit_rolls_back_with_its_transaction => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         sub(&db, org.id, key.id, &["message.status"]).await;
         let e = event(org.id, "message.status", T0);
@@ -263,7 +263,7 @@ store_tests! {
         assert_eq!(db.emit_event(&e).await.unwrap(), 1);
     },
 
-    single_subscription_events_ignore_types_and_organisations => |db| async move {
+    single_subscription_events_ignore_types_and_organisations => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;
         assert!(db.disable_webhook_subscription(s.id, DisabledReason::Gone, T0).await.unwrap());
@@ -283,7 +283,7 @@ store_tests! {
             .unwrap();
     },
 
-    claims_are_leased_and_fair_per_subscription => |db| async move {
+    claims_are_leased_and_fair_per_subscription => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let busy = sub(&db, org.id, key.id, &["message.status"]).await;
         for i in 0..6 {
@@ -313,7 +313,7 @@ store_tests! {
         assert!(db.claim_webhook_deliveries("f", T0, LEASE, 0, 10).await.unwrap().is_empty());
     },
 
-    attempts_are_recorded_only_by_the_lease_holder => |db| async move {
+    attempts_are_recorded_only_by_the_lease_holder => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;
         let e = event(org.id, "message.status", T0);
@@ -351,7 +351,7 @@ store_tests! {
         assert!(db.list_webhook_attempts(org.id, other_key.id, s.id, None, None, 10).await.unwrap().is_empty());
     },
 
-    replay_requeues_failed_deliveries_since => |db| async move {
+    replay_requeues_failed_deliveries_since => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;
         let old = event(org.id, "message.status", T0);
@@ -373,7 +373,7 @@ store_tests! {
         assert_eq!((jobs.len(), jobs[0].event_id, jobs[0].attempt), (1, new.id, 1));
     },
 
-    deleting_a_subscription_cascades_to_deliveries_and_attempts => |db| async move {
+    deleting_a_subscription_cascades_to_deliveries_and_attempts => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;
         let keep = sub(&db, org.id, key.id, &["message.status"]).await;
@@ -392,7 +392,7 @@ store_tests! {
         assert_eq!(subs_of(&jobs), [keep.id]);
     },
 
-    fan_out_is_batched_oldest_first_and_skips_deleted_subscriptions => |db| async move {
+    fan_out_is_batched_oldest_first_and_skips_deleted_subscriptions => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let a = sub(&db, org.id, key.id, &["message.status"]).await;
         let gone = sub(&db, org.id, key.id, &["message.status"]).await;
@@ -426,7 +426,7 @@ store_tests! {
         assert_eq!(jobs.iter().filter(|j| !j.enabled).count(), 3);
     },
 
-    concurrent_claimers_never_share_a_delivery => |db| async move {
+    concurrent_claimers_never_share_a_delivery => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let mut subs = Vec::new();
         for _ in 0..4 {
@@ -478,8 +478,8 @@ store_tests! {
 mod in_transactions {
     use super::*;
 
-    store_tests! {
-        created_disabled_and_counted_under_the_org_lock => |db| async move {
+    tern_store::both_backends! { tern_store::testkit::TestDb;
+        created_disabled_and_counted_under_the_org_lock => async |db| {
             let (org, _, key) = org_with_key(&db).await;
             let mut tx = db.begin().await.unwrap();
             assert_eq!(tx.count_locked(org.id, tern_store::Counted::WebhookSubscriptions).await.unwrap(), 0);
@@ -504,8 +504,8 @@ mod in_transactions {
 mod batches_and_leases {
     use super::*;
 
-    store_tests! {
-        attempts_are_recorded_together_each_by_its_holder => |db| async move {
+    tern_store::both_backends! { tern_store::testkit::TestDb;
+        attempts_are_recorded_together_each_by_its_holder => async |db| {
             let (org, _, key) = org_with_key(&db).await;
             let s = sub(&db, org.id, key.id, &["message.status"]).await;
             let a = db.insert_event_for_subscription(&event(org.id, "message.status", T0), s.id).await.unwrap();
@@ -527,7 +527,7 @@ mod batches_and_leases {
             assert!(db.record_webhook_attempts(&[]).await.unwrap().is_empty());
         },
 
-        a_test_send_is_leased_to_its_sender => |db| async move {
+        a_test_send_is_leased_to_its_sender => async |db| {
             let (org, _, key) = org_with_key(&db).await;
             let s = sub(&db, org.id, key.id, &["message.status"]).await;
             let e = event(org.id, "webhook.test", T0);
@@ -542,7 +542,7 @@ mod batches_and_leases {
             assert_eq!(jobs.iter().map(|j| j.delivery_id).collect::<Vec<_>>(), [id2]);
         },
 
-        subscribers_are_read_and_events_written_in_the_callers_transaction => |db| async move {
+        subscribers_are_read_and_events_written_in_the_callers_transaction => async |db| {
             let (org, _, key) = org_with_key(&db).await;
             let mut tx = db.begin().await.unwrap();
             assert!(tx.webhook_subscribers(org.id, "contact.consent").await.unwrap().is_empty());
@@ -559,7 +559,7 @@ mod batches_and_leases {
             assert_eq!(db.webhook_delivery_states().await.unwrap().len(), 1);
         },
 
-    old_events_nothing_waits_for_are_pruned => |db| async move {
+    old_events_nothing_waits_for_are_pruned => async |db| {
         let (org, _, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;
         let done = db.insert_event_for_subscription(&event(org.id, "message.status", T0), s.id).await.unwrap();

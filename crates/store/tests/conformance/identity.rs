@@ -70,8 +70,8 @@ fn inbound(
     }
 }
 
-store_tests! {
-    username_only_customer_becomes_a_contact_without_phone => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    username_only_customer_becomes_a_contact_without_phone => async |db| {
         let org = fixtures::insert_org(&db).await;
         let who = Identity { username: Some("kim.codes"), parent_user_id: Some("US.ENT.1"), ..bsuid(BSUID) };
         let id = Uuid::now_v7();
@@ -93,7 +93,7 @@ store_tests! {
         assert_eq!(db.get_contact_by_key(org.id, ContactKey::UserId(BSUID)).await.unwrap().unwrap().id, id);
     },
 
-    a_phone_contact_learns_its_bsuid_and_a_bsuid_contact_its_phone => |db| async move {
+    a_phone_contact_learns_its_bsuid_and_a_bsuid_contact_its_phone => async |db| {
         let org = fixtures::insert_org(&db).await;
         let phone = fixtures::insert_contact(&db, org.id, "15550100001", T0).await;
         let both = Identity { wa_id: Some("15550100001"), ..bsuid(BSUID) };
@@ -115,7 +115,7 @@ store_tests! {
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 2);
     },
 
-    two_contacts_of_one_customer_merge_into_the_older => |db| async move {
+    two_contacts_of_one_customer_merge_into_the_older => async |db| {
         let org = org_with_number(&db, "100").await;
         db.insert_phone_number(&fixtures::phone_number(org, "200")).await.unwrap();
         // The older contact: known by phone, with fields, a tag, a conversation on 100.
@@ -162,7 +162,7 @@ store_tests! {
         assert_eq!((m.contact_id, m.conversation_id), (older.id, old_conv.id));
     },
 
-    a_customer_changes_bsuid_or_phone => |db| async move {
+    a_customer_changes_bsuid_or_phone => async |db| {
         let org = fixtures::insert_org(&db).await;
         let c = db.record_inbound(org.id, &bsuid(BSUID), None, T0, Uuid::now_v7(), T0).await.unwrap().contact;
         let o = db.change_identity(org.id, &bsuid(BSUID), &bsuid(BSUID2), T0 + 1).await.unwrap().unwrap();
@@ -191,7 +191,7 @@ store_tests! {
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 1);
     },
 
-    concurrent_first_messages_of_a_bsuid_make_one_contact => |db| async move {
+    concurrent_first_messages_of_a_bsuid_make_one_contact => async |db| {
         let org = fixtures::insert_org(&db).await;
         let mut tasks = Vec::new();
         for i in 0..8i64 {
@@ -210,7 +210,7 @@ store_tests! {
         assert_eq!(c.last_inbound_at, Some(T0 + 7));
     },
 
-    contacts_upsert_and_search_by_user_id_and_username => |db| async move {
+    contacts_upsert_and_search_by_user_id_and_username => async |db| {
         let org = fixtures::insert_org(&db).await;
         let (c, created) = db.upsert_contact(org.id, ContactKey::UserId(BSUID), Some("Bo"), None, Uuid::now_v7(), T0).await.unwrap();
         assert!(created);
@@ -227,7 +227,7 @@ store_tests! {
         assert!(db.search_contacts(org.id, "US.1349", None, 10).await.unwrap().is_empty());
     },
 
-    sends_find_and_create_contacts_by_user_id => |db| async move {
+    sends_find_and_create_contacts_by_user_id => async |db| {
         let org = org_with_number(&db, "100").await;
         let c = db.record_inbound(org, &bsuid(BSUID), None, T0, Uuid::now_v7(), T0).await.unwrap().contact;
         let opts = db.send_options(org, ContactRef::UserId(BSUID)).await.unwrap();
@@ -270,7 +270,7 @@ store_tests! {
         assert_eq!((stored.reply_to, stored.content), (items[0].message.reply_to.clone(), None));
     },
 
-    inbound_messages_are_edited_and_revoked_once => |db| async move {
+    inbound_messages_are_edited_and_revoked_once => async |db| {
         let org = org_with_number(&db, "100").await;
         let c = fixtures::insert_contact(&db, org, "15550100005", T0).await;
         let conv = db.get_or_create_conversation(org, c.id, "100", Uuid::now_v7(), T0).await.unwrap();

@@ -96,8 +96,8 @@ fn wamids(jobs: &[InboundMediaJob]) -> Vec<&str> {
     jobs.iter().map(|j| j.wamid.as_str()).collect()
 }
 
-store_tests! {
-    media_rows_round_trip_and_stay_in_their_organisation => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    media_rows_round_trip_and_stay_in_their_organisation => async |db| {
         let org = insert_org(&db).await;
         let other = insert_org(&db).await;
         let plain = stored(&db, org.id, "aa", "k/aa", T0 + HOUR).await;
@@ -132,7 +132,7 @@ store_tests! {
         assert_eq!(db.get_media(org.id, twin.id).await.unwrap().unwrap().object_key, "k/aa");
     },
 
-    media_source_names => |_db| async move {
+    media_source_names => async |_db| {
         for s in MediaSource::ALL {
             assert_eq!(MediaSource::parse(s.as_str()), Some(*s));
             assert_eq!(MediaSource::try_from(s.to_string()).unwrap(), *s);
@@ -145,7 +145,7 @@ store_tests! {
         assert!(MediaSource::try_from(String::from("url")).is_err());
     },
 
-    live_media_by_sha256_respects_expiry_and_organisation => |db| async move {
+    live_media_by_sha256_respects_expiry_and_organisation => async |db| {
         let org = insert_org(&db).await;
         let other = insert_org(&db).await;
         let now = T0 + 1_000;
@@ -170,7 +170,7 @@ store_tests! {
         assert_eq!(db.live_media_by_sha256(other.id, "cc", now).await.unwrap().unwrap().object_key, "k/c");
     },
 
-    delete_expired_media_reports_only_unreferenced_blobs => |db| async move {
+    delete_expired_media_reports_only_unreferenced_blobs => async |db| {
         let org = insert_org(&db).await;
         let other = insert_org(&db).await;
         let now = T0 + 1_000;
@@ -209,7 +209,7 @@ store_tests! {
         assert_eq!(db.network_media_id(alive.id, "100", now).await.unwrap(), None);
     },
 
-    concurrent_sweepers_report_a_shared_blob_once => |db| async move {
+    concurrent_sweepers_report_a_shared_blob_once => async |db| {
         let org = insert_org(&db).await;
         for i in 0..6 {
             stored(&db, org.id, "s", "k/shared", T0 + i).await;
@@ -242,7 +242,7 @@ store_tests! {
         assert_eq!(all, expected);
     },
 
-    network_media_ids_per_number_with_expiry => |db| async move {
+    network_media_ids_per_number_with_expiry => async |db| {
         let org = insert_org(&db).await;
         let m = stored(&db, org.id, "aa", "k/aa", T0 + 30 * 24 * HOUR).await;
         let n = stored(&db, org.id, "bb", "k/bb", T0 + 30 * 24 * HOUR).await;
@@ -277,7 +277,7 @@ store_tests! {
         ));
     },
 
-    import_slots_are_leased_per_organisation => |db| async move {
+    import_slots_are_leased_per_organisation => async |db| {
         let org = insert_org(&db).await;
         let other = insert_org(&db).await;
         let now = T0;
@@ -309,7 +309,7 @@ store_tests! {
         assert_eq!(db.claim_import_slot(other.id, 1, "o2", now + 1, until).await.unwrap(), None);
     },
 
-    concurrent_import_claims_take_at_most_the_allowance => |db| async move {
+    concurrent_import_claims_take_at_most_the_allowance => async |db| {
         let org = insert_org(&db).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(10));
         let claimers: Vec<_> = (0..10)
@@ -350,7 +350,7 @@ store_tests! {
         assert_eq!(won, [0, 1]);
     },
 
-    inbound_media_jobs_lease_retry_and_fail => |db| async move {
+    inbound_media_jobs_lease_retry_and_fail => async |db| {
         let org = insert_org(&db).await;
         let other = insert_org(&db).await;
         assert_eq!(db.next_inbound_media_due().await.unwrap(), None);
@@ -460,7 +460,7 @@ store_tests! {
         assert_eq!(db.next_inbound_media_due().await.unwrap(), Some(T0));
     },
 
-    finishing_an_inbound_download_gives_the_message_its_media => |db| async move {
+    finishing_an_inbound_download_gives_the_message_its_media => async |db| {
         let base = message_world(&db).await;
         let org_id = base.org_id;
         db.insert_message(&base).await.unwrap();
@@ -512,7 +512,7 @@ store_tests! {
         assert_eq!((msg.media_id, msg.updated_at), (Some(m), T0 + 50));
     },
 
-    concurrent_inbound_claimers_never_share_a_job => |db| async move {
+    concurrent_inbound_claimers_never_share_a_job => async |db| {
         let org = insert_org(&db).await;
         let total = 40;
         for i in 0..total {

@@ -79,8 +79,8 @@ fn inbound(s: &Setup, wamid: &str, at: i64) -> Message {
 
 const DAY: i64 = 24 * 60 * 60 * 1000;
 
-store_tests! {
-    accept_binds_key_and_queues => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    accept_binds_key_and_queues => async |db| {
         let s = setup(&db, "100").await;
         let m = outbound(&s, T0 + 5);
         let got = db.accept_message(&m, "key-0001", &[7; 32], T0 + DAY, &Charges::default()).await.unwrap();
@@ -98,7 +98,7 @@ store_tests! {
         assert_eq!(db.accept_message(&m2, "key-0001", &[8; 32], T0 + DAY, &Charges::default()).await.unwrap(), Acceptance::Accepted);
     },
 
-    accept_with_a_bound_key_writes_nothing => |db| async move {
+    accept_with_a_bound_key_writes_nothing => async |db| {
         let s = setup(&db, "100").await;
         let first = outbound(&s, T0);
         db.accept_message(&first, "key-0001", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
@@ -113,7 +113,7 @@ store_tests! {
         assert_eq!(db.get_message(s.org, second.id).await.unwrap(), None);
     },
 
-    expired_key_is_reused_and_pruned => |db| async move {
+    expired_key_is_reused_and_pruned => async |db| {
         let s = setup(&db, "100").await;
         let first = outbound(&s, T0);
         db.accept_message(&first, "key-0001", &[1; 32], T0 + 10, &Charges::default()).await.unwrap();
@@ -127,7 +127,7 @@ store_tests! {
         assert!(db.get_idempotency_key(s.org, "key-0001", T0 + 21).await.unwrap().is_some());
     },
 
-    concurrent_accepts_with_one_key_store_one_message => |db| async move {
+    concurrent_accepts_with_one_key_store_one_message => async |db| {
         let s = Arc::new(setup(&db, "100").await);
         let mut tasks = Vec::new();
         for i in 0..12u8 {
@@ -154,7 +154,7 @@ store_tests! {
         assert_eq!(page.len(), 1);
     },
 
-    wallet_debit_is_conditional_and_recorded => |db| async move {
+    wallet_debit_is_conditional_and_recorded => async |db| {
         let s = setup(&db, "100").await;
         db.adjust_wallet(s.org, 100, "top_up", None, T0).await.unwrap();
         let charge = Charges { debit_minor: Some(60), messages_sent: None };
@@ -172,7 +172,7 @@ store_tests! {
         assert!(db.adjust_wallet(s.org, 60, "message_refund", Some(m.id), T0).await.is_err());
     },
 
-    messages_sent_allowance_counts_per_period => |db| async move {
+    messages_sent_allowance_counts_per_period => async |db| {
         let s = setup(&db, "100").await;
         let charge = Charges { debit_minor: None, messages_sent: Some((T0, 2)) };
         for k in ["key-0001", "key-0002"] {
@@ -190,7 +190,7 @@ store_tests! {
         assert_eq!(db.messages_sent_in_period(s.org, T0 + 60 * DAY).await.unwrap(), 0);
     },
 
-    inbound_dedupes_by_wamid => |db| async move {
+    inbound_dedupes_by_wamid => async |db| {
         let s = setup(&db, "100").await;
         let m = inbound(&s, "wamid.A", T0);
         assert!(db.insert_message(&m).await.unwrap());
@@ -198,7 +198,7 @@ store_tests! {
         assert_eq!(db.find_message_for_status("wamid.A", None).await.unwrap(), Some(m));
     },
 
-    status_change_is_compare_and_set_and_leaves_the_queue => |db| async move {
+    status_change_is_compare_and_set_and_leaves_the_queue => async |db| {
         let s = setup(&db, "100").await;
         let m = outbound(&s, T0);
         db.accept_message(&m, "key-0001", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
@@ -232,7 +232,7 @@ store_tests! {
         assert_eq!(db.get_message(other_org.org, m.id).await.unwrap(), None);
     },
 
-    conversation_messages_newest_first_by_direction => |db| async move {
+    conversation_messages_newest_first_by_direction => async |db| {
         let s = setup(&db, "100").await;
         let a = inbound(&s, "wamid.1", T0);
         db.insert_message(&a).await.unwrap();
@@ -252,7 +252,7 @@ store_tests! {
         assert!(db.list_conversation_messages(other.org, s.conversation, None, None, 10).await.unwrap().is_empty());
     },
 
-    batch_gives_each_item_its_own_outcome => |db| async move {
+    batch_gives_each_item_its_own_outcome => async |db| {
         let s = setup(&db, "100").await;
         db.adjust_wallet(s.org, 100, "top_up", None, T0).await.unwrap();
         let item = |key: &str, at: i64, charges: Charges| Accept {
@@ -306,7 +306,7 @@ store_tests! {
     // Counted items without other charges (one statement on PostgreSQL, counting included):
     // a batch within the allowance counts once; one that would pass it gets exactly the
     // units left, in order, and a taken key gives its unit back.
-    counted_plain_batch_is_exact_at_the_allowance => |db| async move {
+    counted_plain_batch_is_exact_at_the_allowance => async |db| {
         let s = setup(&db, "100").await;
         let item = |key: &str, allowance: i64| Accept {
             message: outbound(&s, T0 + 1),
@@ -337,7 +337,7 @@ store_tests! {
     // Items with nothing but a key and a message (one statement on PostgreSQL): keys taken
     // before or earlier in the batch, an expired key taken over, several conversations, and
     // an item that cannot be stored, which fails alone.
-    plain_batch_binds_stores_queues_and_touches => |db| async move {
+    plain_batch_binds_stores_queues_and_touches => async |db| {
         let s = setup(&db, "100").await;
         let other_conv = db
             .get_or_create_conversation(s.org, fixtures::insert_contact(&db, s.org, "49777", T0).await.id, "100", Uuid::now_v7(), T0)
@@ -395,7 +395,7 @@ store_tests! {
         assert_eq!(db.count_dispatch_queue().await.unwrap().queued, 5);
     },
 
-    batch_creates_a_new_recipient_once => |db| async move {
+    batch_creates_a_new_recipient_once => async |db| {
         let s = setup(&db, "100").await;
         let new = |key: &str| {
             let mut m = outbound(&s, T0 + 1);
@@ -433,7 +433,7 @@ store_tests! {
         assert_eq!((late[0].message.contact_id, late[0].message.conversation_id), first);
     },
 
-    accept_queue_binds_each_key_once => |db| async move {
+    accept_queue_binds_each_key_once => async |db| {
         let s = Arc::new(setup(&db, "100").await);
         let queue = AcceptQueue::start(db.clone());
         let mut tasks = Vec::new();
@@ -473,7 +473,7 @@ store_tests! {
         assert_eq!(page.len(), 20);
     },
 
-    send_options_read_numbers_contact_and_conversation => |db| async move {
+    send_options_read_numbers_contact_and_conversation => async |db| {
         let s = setup(&db, "100").await;
         db.insert_phone_number(&fixtures::phone_number(s.org, "200")).await.unwrap();
         db.touch_conversation_inbound(s.conversation, T0 + 5, T0 + 6).await.unwrap();
@@ -501,7 +501,7 @@ store_tests! {
 
     // The key lookup and the send's reads in one: each answer is what find_auth_by_hash and
     // send_options give for that key's organisation, in the lookups' order.
-    send_lookups_answer_each_key_with_its_options => |db| async move {
+    send_lookups_answer_each_key_with_its_options => async |db| {
         let s = setup(&db, "100").await;
         db.insert_phone_number(&fixtures::phone_number(s.org, "200")).await.unwrap();
         db.touch_conversation_inbound(s.conversation, T0 + 5, T0 + 6).await.unwrap();
@@ -554,7 +554,7 @@ store_tests! {
     },
 
     // Concurrent lookups through the batching readers each get their own answer.
-    lookups_share_statements_and_keep_answers_apart => |db| async move {
+    lookups_share_statements_and_keep_answers_apart => async |db| {
         let mut cases = Vec::new();
         for n in 0..4 {
             let s = setup(&db, &format!("{}00", n + 1)).await;

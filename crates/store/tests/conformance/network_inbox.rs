@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 const LEASE: i64 = 30_000;
 
-store_tests! {
-    items_set_aside_are_kept_and_their_batch_is_done => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    items_set_aside_are_kept_and_their_batch_is_done => async |db| {
         let a = Uuid::now_v7();
         db.insert_inbox(a, b"{}", "s", T0).await.unwrap();
         assert_eq!(db.claim_inbox(10, LEASE, T0 + 1).await.unwrap().len(), 1);
@@ -35,7 +35,7 @@ store_tests! {
         assert!(matches!(db.set_aside_inbox(Uuid::now_v7(), &[], T0).await.unwrap_err(), StoreError::NotFound));
     },
 
-    inbox_claim_lease_and_completion => |db| async move {
+    inbox_claim_lease_and_completion => async |db| {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();
         let c = Uuid::now_v7();
@@ -86,7 +86,7 @@ store_tests! {
         assert_eq!(db.count_unprocessed_inbox().await.unwrap(), 1);
     },
 
-    concurrent_claims_never_share_a_batch => |db| async move {
+    concurrent_claims_never_share_a_batch => async |db| {
         let total = 60;
         for i in 0..total {
             db.insert_inbox(Uuid::now_v7(), format!("{{\"n\":{i}}}").as_bytes(), "s", T0 + i).await.unwrap();
@@ -125,7 +125,7 @@ store_tests! {
         assert_eq!(db.count_unprocessed_inbox().await.unwrap(), total);
     },
 
-    network_event_keys_dedupe => |db| async move {
+    network_event_keys_dedupe => async |db| {
         assert!(db.remember_network_event("wamid.1:delivered", T0).await.unwrap());
         assert!(!db.remember_network_event("wamid.1:delivered", T0 + 1).await.unwrap());
         assert!(db.remember_network_event("wamid.1:read", T0 + 2).await.unwrap());

@@ -2,8 +2,8 @@ use crate::fixtures::{self, T0};
 use tern_store::StoreError;
 use uuid::Uuid;
 
-store_tests! {
-    org_roundtrip => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    org_roundtrip => async |db| {
         let mut org = fixtures::org();
         org.wallet_balance_minor = 1234;
         org.overrides = serde_json::json!({
@@ -16,13 +16,13 @@ store_tests! {
         assert_eq!(db.get_org(Uuid::now_v7()).await.unwrap(), None);
     },
 
-    org_duplicate_id_conflicts => |db| async move {
+    org_duplicate_id_conflicts => async |db| {
         let org = fixtures::insert_org(&db).await;
         let err = db.insert_org(&org).await.unwrap_err();
         assert!(matches!(&err, StoreError::Conflict { constraint } if constraint == "organisations_pkey"), "{err:?}");
     },
 
-    org_update_overwrites_settings_but_not_balance => |db| async move {
+    org_update_overwrites_settings_but_not_balance => async |db| {
         let org = fixtures::insert_org(&db).await;
         db.adjust_wallet(org.id, 500, "top_up", None, T0).await.unwrap();
         let mut changed = org.clone();
@@ -39,12 +39,12 @@ store_tests! {
         assert_eq!(stored, tern_store::Org { wallet_balance_minor: 500, ..changed });
     },
 
-    org_update_missing_is_not_found => |db| async move {
+    org_update_missing_is_not_found => async |db| {
         let err = db.update_org(&fixtures::org()).await.unwrap_err();
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
-    wallet_adjustments_apply_once_per_message_and_reason => |db| async move {
+    wallet_adjustments_apply_once_per_message_and_reason => async |db| {
         let org = fixtures::insert_org(&db).await;
         assert_eq!(db.adjust_wallet(org.id, 1000, "top_up", None, T0).await.unwrap(), 1000);
         assert_eq!(db.adjust_wallet(org.id, 1000, "top_up", None, T0).await.unwrap(), 2000);
@@ -58,7 +58,7 @@ store_tests! {
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
-    wallet_concurrent_adjustments_are_not_lost => |db| async move {
+    wallet_concurrent_adjustments_are_not_lost => async |db| {
         let org = fixtures::insert_org(&db).await;
         let tasks: Vec<_> = (0..20)
             .map(|_| {
@@ -72,7 +72,7 @@ store_tests! {
         assert_eq!(db.get_org(org.id).await.unwrap().unwrap().wallet_balance_minor, -140);
     },
 
-    member_email_is_case_insensitive => |db| async move {
+    member_email_is_case_insensitive => async |db| {
         let org = fixtures::insert_org(&db).await;
         let m = fixtures::member(org.id, "Ada@Example.COM", "owner");
         let stored = db.insert_member(&m).await.unwrap();

@@ -3,8 +3,8 @@ use tern_domain::number::NumberStatus;
 use tern_store::StoreError;
 use uuid::Uuid;
 
-store_tests! {
-    phone_number_roundtrip_and_duplicate => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    phone_number_roundtrip_and_duplicate => async |db| {
         let org = fixtures::insert_org(&db).await;
         let n = fixtures::phone_number(org.id, "1001");
         db.insert_phone_number(&n).await.unwrap();
@@ -17,7 +17,7 @@ store_tests! {
         assert!(matches!(&err, StoreError::Conflict { constraint } if constraint == "phone_numbers_pkey"), "{err:?}");
     },
 
-    phone_number_partial_updates => |db| async move {
+    phone_number_partial_updates => async |db| {
         let org = fixtures::insert_org(&db).await;
         let n = fixtures::phone_number(org.id, "2002");
         db.insert_phone_number(&n).await.unwrap();
@@ -34,7 +34,7 @@ store_tests! {
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
-    phone_numbers_keyset_pages => |db| async move {
+    phone_numbers_keyset_pages => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         // Inserted out of order, with ids whose byte order differs from locale order.

@@ -6,8 +6,8 @@ fn strings(tags: &[&str]) -> Vec<String> {
     tags.iter().map(|t| (*t).to_owned()).collect()
 }
 
-store_tests! {
-    add_tags_is_idempotent_and_sorted => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    add_tags_is_idempotent_and_sorted => async |db| {
         let org = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
 
@@ -39,7 +39,7 @@ store_tests! {
         assert_eq!(db.search_contacts(org.id, "1555000", None, 10).await.unwrap()[0].tags, more.tags);
     },
 
-    tags_of_missing_or_foreign_contacts_are_not_found => |db| async move {
+    tags_of_missing_or_foreign_contacts_are_not_found => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
@@ -57,7 +57,7 @@ store_tests! {
         assert!(db.list_tags(other.id, None, 10).await.unwrap().is_empty());
     },
 
-    remove_tag_and_absent_tag_is_a_no_op => |db| async move {
+    remove_tag_and_absent_tag_is_a_no_op => async |db| {
         let org = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
         db.add_contact_tags(org.id, c.id, &strings(&["a", "b"]), T0 + 1).await.unwrap();
@@ -70,7 +70,7 @@ store_tests! {
         assert_eq!(same, removed);
     },
 
-    racing_tag_writes_keep_every_tag => |db| async move {
+    racing_tag_writes_keep_every_tag => async |db| {
         let org = fixtures::insert_org(&db).await;
         let c = fixtures::insert_contact(&db, org.id, "1555000", T0).await;
         let tasks: Vec<_> = (0..6)
@@ -93,7 +93,7 @@ store_tests! {
         assert_eq!(db.list_tags(org.id, None, 10).await.unwrap()[0], ("shared".to_owned(), 1));
     },
 
-    list_tags_counts_and_pages_bytewise => |db| async move {
+    list_tags_counts_and_pages_bytewise => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let a = fixtures::insert_contact(&db, org.id, "1", T0).await;

@@ -25,8 +25,8 @@ fn ids(templates: &[Template]) -> Vec<Uuid> {
     templates.iter().map(|t| t.id).collect()
 }
 
-store_tests! {
-    template_roundtrip_conflicts_and_isolation => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    template_roundtrip_conflicts_and_isolation => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let t = template(org.id, "order_shipped", "en_US", "draft", T0);
@@ -50,7 +50,7 @@ store_tests! {
         assert_eq!(db.count_templates(Uuid::now_v7()).await.unwrap(), 0);
     },
 
-    list_templates_filters_and_pages => |db| async move {
+    list_templates_filters_and_pages => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let rows = [
@@ -106,7 +106,7 @@ store_tests! {
         assert!(db.list_templates(Uuid::now_v7(), None, None, None, 10).await.unwrap().is_empty());
     },
 
-    submit_then_status_webhooks => |db| async move {
+    submit_then_status_webhooks => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let t = Template { rejection_reason: Some("old".into()), ..template(org.id, "promo", "en_US", "draft", T0) };
@@ -160,7 +160,7 @@ store_tests! {
         assert!(matches!(err, StoreError::NotFound), "{err:?}");
     },
 
-    category_updates_follow_the_network => |db| async move {
+    category_updates_follow_the_network => async |db| {
         let org = fixtures::insert_org(&db).await;
         let en = template(org.id, "promo", "en_US", "approved", T0);
         let fr = template(org.id, "promo", "fr", "approved", T0);
@@ -179,7 +179,7 @@ store_tests! {
         assert_eq!(db.find_approved_template(org.id, "waba-1", "promo", "fr").await.unwrap().unwrap().category, Category::Authentication);
     },
 
-    status_webhook_can_beat_the_submit_answer => |db| async move {
+    status_webhook_can_beat_the_submit_answer => async |db| {
         let org = fixtures::insert_org(&db).await;
         let en = template(org.id, "promo", "en_US", "draft", T0);
         let fr = template(org.id, "promo", "fr", "draft", T0);
@@ -205,7 +205,7 @@ store_tests! {
         assert!(db.apply_template_status("waba-1", None, "unknown", None, TemplateStatus::Approved, None, T0 + 5).await.unwrap().is_empty());
     },
 
-    synced_templates_upsert => |db| async move {
+    synced_templates_upsert => async |db| {
         let org = fixtures::insert_org(&db).await;
         let other = fixtures::insert_org(&db).await;
         let components = json!([{"type": "BODY", "text": "Hi {{1}}"}]);

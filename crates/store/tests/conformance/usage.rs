@@ -17,8 +17,8 @@ fn take(org_id: uuid::Uuid, need: i64, allowance: i64) -> UsageTake {
     }
 }
 
-store_tests! {
-    usage_take_grants_the_need_and_a_share_of_what_is_left => |db| async move {
+tern_store::both_backends! { tern_store::testkit::TestDb;
+    usage_take_grants_the_need_and_a_share_of_what_is_left => async |db| {
         let org = insert_org(&db).await;
         // A fresh counter: 1 + (6401 - 1) / 64.
         let g = db.take_usage(&take(org.id, 1, 6401)).await.unwrap();
@@ -48,7 +48,7 @@ store_tests! {
         assert_eq!((g.granted, g.count), (2, 402), "1 + (500 - 400 - 1) / 64");
     },
 
-    usage_add_grants_within_the_allowance => |db| async move {
+    usage_add_grants_within_the_allowance => async |db| {
         let org = insert_org(&db).await;
         let add = |units, allowance| UsageAdd { org_id: org.id, meter: METER, period_start: 0, units, allowance };
         let g = db.add_usage(&[add(3, Some(5)), add(3, Some(5)), add(3, None)]).await.unwrap();

@@ -19,15 +19,6 @@ use uuid::Uuid;
 
 use crate::fixtures::{self, PNID};
 
-/// One test per rule, each on SQLite and on PostgreSQL.
-macro_rules! rules {
-    ($($name:ident),+ $(,)?) => {
-        mod rules {
-            $(#[tokio::test] async fn $name() { crate::fixtures::on_both(super::$name).await; })+
-        }
-    };
-}
-
 mod run;
 
 const HOUR: i64 = 3_600_000;
@@ -432,7 +423,8 @@ async fn a_value_that_breaks_the_template_rules_skips_the_recipient_with_variabl
     );
 }
 
-rules! {
+// One test per rule, each on SQLite and on PostgreSQL.
+tern_store::both_backends! { tern_store::testkit::TestDb;
     create_makes_a_draft_on_the_only_number,
     create_names_every_problem_of_the_body_at_once,
     create_refuses_a_number_that_is_not_the_organisations,

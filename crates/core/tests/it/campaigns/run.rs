@@ -429,7 +429,8 @@ async fn a_campaign_with_nobody_left_to_message_completes(db: Db) {
     assert_eq!(w.step(id, now_ms()).await.status, Some(Status::Completed));
 }
 
-rules! {
+// One test per rule, each on SQLite and on PostgreSQL.
+tern_store::both_backends! { tern_store::testkit::TestDb;
     an_action_its_status_does_not_allow_is_refused_naming_the_status,
     schedule_sets_a_time_and_null_unschedules,
     a_schedule_in_the_past_is_refused,

@@ -13,15 +13,6 @@ use uuid::Uuid;
 
 use crate::fixtures::{self, PNID, WABA, deliver, event_types, events, notification};
 
-/// One test per rule, each on SQLite and on PostgreSQL.
-macro_rules! rules {
-    ($($name:ident),+ $(,)?) => {
-        mod rules {
-            $(#[tokio::test] async fn $name() { crate::fixtures::on_both(super::$name).await; })+
-        }
-    };
-}
-
 mod updates;
 
 const HOUR: i64 = 3_600_000;
@@ -447,7 +438,8 @@ async fn a_notification_for_a_number_tern_does_not_hold_is_dropped(db: Db) {
     assert_eq!(db.count_contacts(org.id).await.unwrap(), 0);
 }
 
-rules! {
+// One test per rule, each on SQLite and on PostgreSQL.
+tern_store::both_backends! { tern_store::testkit::TestDb;
     an_inbound_text_creates_the_contact_and_conversation_and_opens_the_window,
     the_window_runs_from_the_latest_network_time_and_never_moves_back,
     a_profile_name_fills_a_nameless_contact_and_never_replaces_a_name,

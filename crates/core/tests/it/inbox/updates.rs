@@ -504,7 +504,8 @@ async fn an_event_goes_only_to_subscriptions_of_its_type(db: Db) {
     assert_eq!(evs[0].1["id"], m.id.to_string());
 }
 
-rules! {
+// One test per rule, each on SQLite and on PostgreSQL.
+tern_store::both_backends! { tern_store::testkit::TestDb;
     statuses_move_a_message_sent_delivered_read_each_with_its_time,
     a_delivered_after_read_fills_its_time_and_never_moves_the_message_back,
     a_failed_status_maps_the_network_code_to_terns_failure,

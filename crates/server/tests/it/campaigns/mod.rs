@@ -9,6 +9,7 @@ mod run;
 use crate::common::{TestApp, assert_error, send};
 use crate::messages::{PNID, insert_template};
 use serde_json::{Value, json};
+use tern_domain::auth::Preset;
 
 pub(crate) const API: &str = "/api/public/v1";
 
@@ -157,11 +158,7 @@ async fn create_rules_and_refusals(app: &TestApp) {
     )
     .await;
     assert_error(s, &h, &e, 404, "not_found");
-    let other = app.new_org("Other", "growth").await;
-    let member = app.member(&other, "o@example.com", "owner").await;
-    let (_, other_key) = app
-        .key_for(&other, &member, &["--preset", "full_access"])
-        .await;
+    let (_, other_key) = app.other_org("Other", Preset::FullAccess).await;
     let (s, h, e) = call(app, &other_key, "GET", &format!("/campaigns/{id}"), None).await;
     assert_error(s, &h, &e, 404, "not_found");
     let (s, e) = act(app, &other_key, id, "launch", None).await;
@@ -631,9 +628,9 @@ async fn a_bad_body_names_every_problem(app: &TestApp) {
     );
 }
 
-both_backends! {
-    create_rules_and_refusals_http => async |app: &TestApp| create_rules_and_refusals(app).await;
-    every_action_in_every_state_http => async |app: &TestApp| every_action_in_every_state(app).await;
-    audiences_variables_and_recipients_http => async |app: &TestApp| audiences_variables_and_recipients(app).await;
-    a_bad_body_names_every_problem_http => async |app: &TestApp| a_bad_body_names_every_problem(app).await;
+tern_store::both_backends! { TestApp;
+    create_rules_and_refusals_http => create_rules_and_refusals,
+    every_action_in_every_state_http => every_action_in_every_state,
+    audiences_variables_and_recipients_http => audiences_variables_and_recipients,
+    a_bad_body_names_every_problem_http => a_bad_body_names_every_problem,
 }

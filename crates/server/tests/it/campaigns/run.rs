@@ -28,7 +28,11 @@ async fn start(backend: Backend, mps: i64) -> Run {
         ..tern_simulator::SimArgs::local(APP_SECRET)
     };
     let sim = tern_simulator::start(args).await.unwrap();
-    let app = TestApp::start_with_graph(backend, &sim.base_url(), true).await;
+    let app = TestApp::builder(backend)
+        .graph(&sim.base_url())
+        .workers()
+        .start()
+        .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     sim.register_number(NumberSpec {
         id: PNID.into(),
@@ -536,42 +540,9 @@ async fn a_failed_check_pauses_the_queued_messages(backend: Backend) {
     r.app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_expiry_ends_queued_messages() {
-    expiry_ends_queued_messages(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_expiry_ends_queued_messages() {
-    expiry_ends_queued_messages(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_failed_check_pauses_the_queued_messages() {
-    a_failed_check_pauses_the_queued_messages(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_failed_check_pauses_the_queued_messages() {
-    a_failed_check_pauses_the_queued_messages(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_paused_and_resumed_sends_each_recipient_once() {
-    paused_and_resumed_sends_each_recipient_once(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_paused_and_resumed_sends_each_recipient_once() {
-    paused_and_resumed_sends_each_recipient_once(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_schedules_expiry_and_auto_pauses() {
-    schedules_expiry_and_auto_pauses(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_schedules_expiry_and_auto_pauses() {
-    schedules_expiry_and_auto_pauses(Backend::Postgres).await;
+tern_store::both_backends! { Backend;
+    expiry_ends_queued_messages,
+    a_failed_check_pauses_the_queued_messages,
+    paused_and_resumed_sends_each_recipient_once,
+    schedules_expiry_and_auto_pauses,
 }

@@ -5,6 +5,8 @@
 use serde_json::Value;
 use std::net::SocketAddr;
 use tern::config::Config;
+use tern_core::testkit::{Seed, Seeded};
+use tern_domain::auth::{Preset, Role};
 use tern_domain::crypto::MasterKey;
 use tern_store::Db;
 use tokio::net::TcpListener;
@@ -13,11 +15,7 @@ use tokio::sync::oneshot;
 pub const APP_SECRET: &str = "test-app-secret";
 pub const VERIFY_TOKEN: &str = "test-verify-token";
 
-#[derive(Debug, Clone, Copy)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
+pub use tern_store::testkit::Backend;
 
 pub struct TestApp {
     pub base: String,
@@ -41,40 +39,89 @@ pub struct TestApp {
     _media_tmp: tempfile::TempDir,
 }
 
+/// `name` as an e-mail domain label.
+fn other_slug(name: &str) -> String {
+    name.to_lowercase().replace(' ', "-")
+}
+
 pub fn test_config() -> Config {
     // Defaults, as if no TERN_* variable were set.
     Config::load(None).expect("default config")
 }
 
-impl TestApp {
-    pub async fn start(backend: Backend) -> TestApp {
-        Self::start_with(backend, false).await
-    }
+/// How a [`TestApp`] is started: `TestApp::builder(backend).workers().start().await`.
+#[must_use]
+pub struct TestAppBuilder {
+    backend: Backend,
+    workers: bool,
+    graph_url: Option<String>,
+    configure: Vec<Configure>,
+}
 
+/// A change to an app's configuration.
+type Configure = Box<dyn FnOnce(&mut Config)>;
+
+impl TestAppBuilder {
     /// With the background workers running, as in `tern serve`.
-    pub async fn start_with_workers(backend: Backend) -> TestApp {
-        Self::start_with(backend, true).await
+    pub fn workers(mut self) -> Self {
+        self.workers = true;
+        self
     }
 
-    /// With the Cloud API client pointed at `graph_url` (e.g. a simulator's `base_url()`).
-    pub async fn start_with_graph(
-        backend: Backend,
-        graph_url: &str,
-        with_workers: bool,
-    ) -> TestApp {
-        Self::start_opts(backend, with_workers, Some(graph_url)).await
+    /// With the Cloud API client pointed at `url` (e.g. a simulator's `base_url()`).
+    pub fn graph(mut self, url: &str) -> Self {
+        self.graph_url = Some(url.to_owned());
+        self
     }
 
-    async fn start_with(backend: Backend, with_workers: bool) -> TestApp {
-        Self::start_opts(backend, with_workers, None).await
+    /// With the configuration changed by `configure` (after the test defaults are set; in
+    /// the order given).
+    pub fn configure(mut self, configure: impl FnOnce(&mut Config) + 'static) -> Self {
+        self.configure.push(Box::new(configure));
+        self
     }
 
-    async fn start_opts(backend: Backend, with_workers: bool, graph_url: Option<&str>) -> TestApp {
-        Self::start_configured(backend, with_workers, graph_url, |_| {}).await
+    pub async fn start(self) -> TestApp {
+        let configure = self.configure;
+        TestApp::start_configured(
+            self.backend,
+            self.workers,
+            self.graph_url.as_deref(),
+            move |config| configure.into_iter().for_each(|f| f(config)),
+        )
+        .await
+    }
+}
+
+/// The fixture of `tern_store::both_backends!` in these tests: an app without workers;
+/// the tests are given `&TestApp`.
+impl tern_store::testkit::Fixture for TestApp {
+    type Arg<'a> = &'a TestApp;
+    async fn start(backend: Backend) -> Self {
+        TestApp::builder(backend).start().await
+    }
+    fn arg(&self) -> &TestApp {
+        self
+    }
+    async fn stop(self) {
+        TestApp::stop(self).await;
+    }
+}
+
+impl TestApp {
+    /// An app on a fresh database of `backend`, with an organisation ("Acme", growth), its
+    /// owner and a developer.
+    pub fn builder(backend: Backend) -> TestAppBuilder {
+        TestAppBuilder {
+            backend,
+            workers: false,
+            graph_url: None,
+            configure: Vec::new(),
+        }
     }
 
-    /// With the configuration changed by `configure` (after the test defaults are set).
-    pub async fn start_configured(
+    /// Every way of starting an app (see [`TestAppBuilder`]).
+    async fn start_configured(
         backend: Backend,
         with_workers: bool,
         graph_url: Option<&str>,
@@ -143,13 +190,14 @@ impl TestApp {
             media_dir: media_tmp.path().to_path_buf(),
             _media_tmp: media_tmp,
         };
-        app.org_id = app.new_org("Acme", "growth").await;
-        app.owner_id = app
-            .member(&app.org_id.clone(), "owner@acme.test", "owner")
+        let acme = Seed::org("Acme")
+            .member("owner@acme.test", Role::Owner)
+            .member("dev@acme.test", Role::Developer)
+            .create(&app.db, &app.key)
             .await;
-        app.developer_id = app
-            .member(&app.org_id.clone(), "dev@acme.test", "developer")
-            .await;
+        app.org_id = acme.org.id.to_string();
+        app.owner_id = acme.members[0].id.to_string();
+        app.developer_id = acme.members[1].id.to_string();
         app
     }
 
@@ -158,12 +206,26 @@ impl TestApp {
         tern::admin::run_with_cloud(&self.db, &self.key, Some(&self.cloud), cmd).await
     }
 
+    /// Another organisation (without members): its id.
     pub async fn new_org(&self, name: &str, plan: &str) -> String {
-        let v = self
-            .admin(&["org", "create", "--name", name, "--plan", plan])
+        self.seed(Seed::org(name).plan(plan))
             .await
-            .unwrap();
-        v["id"].as_str().unwrap().to_string()
+            .org
+            .id
+            .to_string()
+    }
+
+    /// Another organisation (growth) whose owner holds a key with `preset`: (its id, the key).
+    pub async fn other_org(&self, name: &str, preset: Preset) -> (String, String) {
+        let other = self
+            .seed(Seed::org(name).key(&format!("owner@{}.test", other_slug(name)), preset))
+            .await;
+        (other.org.id.to_string(), other.keys[0].plaintext.clone())
+    }
+
+    /// Writes `seed` (an organisation with what it holds) into this app's database.
+    pub async fn seed(&self, seed: Seed) -> Seeded {
+        seed.create(&self.db, &self.key).await
     }
 
     pub async fn member(&self, org: &str, email: &str, role: &str) -> String {
@@ -373,39 +435,6 @@ pub fn assert_error(
             .ends_with(&format!("/docs/errors/{code}"))
     );
     assert!(body["fix"].is_string());
-}
-
-/// Runs an async test body once per backend.
-#[macro_export]
-macro_rules! both_backends {
-    ($($name:ident => $body:expr;)+) => {
-        mod sqlite {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let app = $crate::common::TestApp::start($crate::common::Backend::Sqlite).await;
-                    let f = $body;
-                    f(&app).await;
-                    app.stop().await;
-                }
-            )+
-        }
-        mod postgres {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let app = $crate::common::TestApp::start($crate::common::Backend::Postgres).await;
-                    let f = $body;
-                    f(&app).await;
-                    app.stop().await;
-                }
-            )+
-        }
-    };
 }
 
 /// Polls `probe` every 25 ms, at most `bound`, until it gives `Some`.

@@ -454,8 +454,8 @@ async fn batches_applied_together_keep_every_effect(app: &TestApp) {
     assert_eq!(got["wamid.B0"]["text"], "v2");
 }
 
-both_backends! {
-    batches_applied_together_keep_every_effect_http => async |app: &TestApp| batches_applied_together_keep_every_effect(app).await;
-    every_inbound_type_keeps_its_content_http => async |app: &TestApp| every_inbound_type_keeps_its_content(app).await;
-    edits_and_deletions_change_the_original_http => async |app: &TestApp| edits_and_deletions_change_the_original(app).await;
+tern_store::both_backends! { TestApp;
+    batches_applied_together_keep_every_effect_http => batches_applied_together_keep_every_effect,
+    every_inbound_type_keeps_its_content_http => every_inbound_type_keeps_its_content,
+    edits_and_deletions_change_the_original_http => edits_and_deletions_change_the_original,
 }

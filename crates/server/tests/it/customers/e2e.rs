@@ -28,7 +28,11 @@ async fn username_customer_end_to_end(backend: Backend) {
     let sim = tern_simulator::start(tern_simulator::SimArgs::local(APP_SECRET))
         .await
         .unwrap();
-    let app = TestApp::start_with_graph(backend, &sim.base_url(), true).await;
+    let app = TestApp::builder(backend)
+        .graph(&sim.base_url())
+        .workers()
+        .start()
+        .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     app.add_number(&app.org_id, PN, "+14155550222").await;
     sim.register_number(NumberSpec {
@@ -177,12 +181,6 @@ async fn username_customer_end_to_end(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_username_customer_end_to_end() {
-    username_customer_end_to_end(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_username_customer_end_to_end() {
-    username_customer_end_to_end(Backend::Postgres).await;
+tern_store::both_backends! { Backend;
+    username_customer_end_to_end,
 }

@@ -163,9 +163,9 @@ async fn no_user_id_update_field(app: &TestApp) {
     assert_eq!(contacts(app, &key).await[0]["user_id"], A);
 }
 
-both_backends! {
-    a_new_bsuid_keeps_the_contact_http => async |app: &TestApp| a_new_bsuid_keeps_the_contact(app).await;
-    a_new_bsuid_already_held_merges_the_contacts_http => async |app: &TestApp| a_new_bsuid_already_held_merges_the_contacts(app).await;
-    a_new_phone_moves_the_contact_http => async |app: &TestApp| a_new_phone_moves_the_contact(app).await;
-    no_user_id_update_field_http => async |app: &TestApp| no_user_id_update_field(app).await;
+tern_store::both_backends! { TestApp;
+    a_new_bsuid_keeps_the_contact_http => a_new_bsuid_keeps_the_contact,
+    a_new_bsuid_already_held_merges_the_contacts_http => a_new_bsuid_already_held_merges_the_contacts,
+    a_new_phone_moves_the_contact_http => a_new_phone_moves_the_contact,
+    no_user_id_update_field_http => no_user_id_update_field,
 }

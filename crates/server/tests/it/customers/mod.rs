@@ -392,9 +392,9 @@ async fn template_categories_follow_the_network(app: &TestApp) {
     assert_eq!(b["details"]["wallet_category"], "marketing", "{b}");
 }
 
-both_backends! {
-    username_only_customers_are_contacts_that_can_be_answered_http => async |app: &TestApp| username_only_customers_are_contacts_that_can_be_answered(app).await;
-    otp_templates_need_a_phone_number_http => async |app: &TestApp| otp_templates_need_a_phone_number(app).await;
-    two_contacts_of_one_customer_merge_http => async |app: &TestApp| two_contacts_of_one_customer_merge(app).await;
-    template_categories_follow_the_network_http => async |app: &TestApp| template_categories_follow_the_network(app).await;
+tern_store::both_backends! { TestApp;
+    username_only_customers_are_contacts_that_can_be_answered_http => username_only_customers_are_contacts_that_can_be_answered,
+    otp_templates_need_a_phone_number_http => otp_templates_need_a_phone_number,
+    two_contacts_of_one_customer_merge_http => two_contacts_of_one_customer_merge,
+    template_categories_follow_the_network_http => template_categories_follow_the_network,
 }

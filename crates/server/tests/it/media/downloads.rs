@@ -42,12 +42,11 @@ fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
         .unwrap()
 }
 
-on_both! {
-    range_ends_past_the_file_mean_to_the_end_http => |backend| async move {
-        let app = TestApp::start(backend).await;
+tern_store::both_backends! { TestApp;
+    range_ends_past_the_file_mean_to_the_end_http => async |app: &TestApp| {
         let (_, key) = app.owner_key("full_access").await;
         let bytes = jpeg(1000);
-        let url = uploaded(&app, &key, &bytes, "image/jpeg", "a.jpg").await;
+        let url = uploaded(app, &key, &bytes, "image/jpeg", "a.jpg").await;
 
         let cases: &[Case] = &[
             ("bytes=0-18446744073709551615", 206, Some("bytes 0-999/1000"), Some(0..1000)),
@@ -71,7 +70,7 @@ on_both! {
             ("bytes=0-1,5-6", 200, None, Some(0..1000)),
         ];
         for (range, status, content_range, served) in cases {
-            let r = fetch(&app, &url, range).await;
+            let r = fetch(app, &url, range).await;
             assert_eq!(r.status().as_u16(), *status, "{range}");
             assert_eq!(
                 r.headers().get("content-range").map(|v| v.to_str().unwrap()),
@@ -84,15 +83,13 @@ on_both! {
                 assert_eq!(body.as_ref(), &bytes[s.clone()], "{range}");
             }
         }
-        app.stop().await;
-    };
+    },
 
-    downloads_are_not_pages_of_the_api_origin_http => |backend| async move {
-        let app = TestApp::start(backend).await;
+    downloads_are_not_pages_of_the_api_origin_http => async |app: &TestApp| {
         let (_, key) = app.owner_key("full_access").await;
         // Markup uploaded as text: it passes the type check (its bytes match no signature).
         let markup = b"hi <svg onload=alert(document.domain)><script>alert(1)</script>\n";
-        let text = uploaded(&app, &key, markup, "text/plain", "note.txt").await;
+        let text = uploaded(app, &key, markup, "text/plain", "note.txt").await;
         let r = app.http.get(&text).send().await.unwrap();
         assert_eq!(r.status(), 200);
         assert_eq!(header(&r, "content-type"), "text/plain");
@@ -100,17 +97,17 @@ on_both! {
         assert_eq!(header(&r, "content-security-policy"), "sandbox");
         assert_eq!(header(&r, "content-disposition"), "attachment; filename=\"note.txt\"");
         // a range of it too
-        let r = fetch(&app, &text, "bytes=0-3").await;
+        let r = fetch(app, &text, "bytes=0-3").await;
         assert_eq!(r.status(), 206);
         assert_eq!(header(&r, "content-disposition"), "attachment; filename=\"note.txt\"");
         assert_eq!(header(&r, "content-security-policy"), "sandbox");
-        let r = fetch(&app, &text, "bytes=9999-").await;
+        let r = fetch(app, &text, "bytes=9999-").await;
         assert_eq!(r.status(), 416);
         assert_eq!(header(&r, "x-content-type-options"), "nosniff");
         assert_eq!(header(&r, "content-security-policy"), "sandbox");
 
         // An image is shown inline, still without sniffing or scripts.
-        let image = uploaded(&app, &key, &jpeg(500), "image/jpeg", "photo.jpg").await;
+        let image = uploaded(app, &key, &jpeg(500), "image/jpeg", "photo.jpg").await;
         let r = app.http.get(&image).send().await.unwrap();
         assert_eq!(r.status(), 200);
         assert_eq!(header(&r, "x-content-type-options"), "nosniff");
@@ -129,6 +126,5 @@ on_both! {
         let (_, _, m) = app.get(&format!("/api/public/v1/media/{id}"), Some(&key)).await;
         let r = app.http.get(m["download_url"].as_str().unwrap()).send().await.unwrap();
         assert_eq!(header(&r, "content-disposition"), "attachment");
-        app.stop().await;
-    };
+    },
 }

@@ -9,8 +9,8 @@ use tokio::net::TcpListener;
 
 const MIB: usize = 1024 * 1024;
 
-on_both! {
-    imports_through_the_guard_http => |backend| async move {
+tern_store::both_backends! { Backend;
+    imports_through_the_guard_http => async |backend| {
         let files = FileServer::start().await;
         let app = app_for(backend, &files, "127.0.0.1/32", 30).await;
         let (_, key) = app.owner_key("full_access").await;
@@ -63,9 +63,9 @@ on_both! {
         assert_eq!(b["details"]["reason"], "fetch_failed");
         app.stop().await;
         files.stop();
-    };
+    },
 
-    the_guard_refuses_before_connecting_http => |backend| async move {
+    the_guard_refuses_before_connecting_http => async |backend| {
         let files = FileServer::start().await;
         // TERN_ALLOW_NETWORKS unset: loopback is refused in every spelling
         let app = app_for(backend, &files, "", 30).await;
@@ -90,9 +90,9 @@ on_both! {
         assert_eq!(files.held.load(Ordering::SeqCst), 0);
         app.stop().await;
         files.stop();
-    };
+    },
 
-    a_slow_server_times_out_http => |backend| async move {
+    a_slow_server_times_out_http => async |backend| {
         let files = FileServer::start().await;
         let app = app_for(backend, &files, "127.0.0.1/32", 1).await;
         let (_, key) = app.owner_key("full_access").await;
@@ -101,9 +101,9 @@ on_both! {
         assert_eq!(b["details"]["reason"], "timeout");
         app.stop().await;
         files.stop();
-    };
+    },
 
-    two_imports_at_once_per_organisation_across_processes_http => |backend| async move {
+    two_imports_at_once_per_organisation_across_processes_http => async |backend| {
         let files = FileServer::start().await;
         let app = app_for(backend, &files, "127.0.0.1/32", 30).await;
         let (_, key) = app.owner_key("full_access").await;
@@ -151,5 +151,5 @@ on_both! {
         let _ = tx.send(());
         app.stop().await;
         files.stop();
-    };
+    },
 }

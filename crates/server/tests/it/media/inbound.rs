@@ -9,8 +9,8 @@ use base64::Engine as _;
 use serde_json::json;
 use std::time::Duration;
 
-on_both! {
-    inbound_media_is_downloaded_and_served_http => |backend| async move {
+tern_store::both_backends! { Backend;
+    inbound_media_is_downloaded_and_served_http => async |backend| {
         let e = env(backend).await;
         let bytes = jpeg(70_000);
         let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
@@ -45,14 +45,14 @@ on_both! {
         assert!(job.done_at.is_some());
         assert_eq!(job.media_id.map(|i| i.to_string()), Some(media_id));
         stop(e).await;
-    };
+    },
 
-    a_failing_download_is_retried_and_holds_nothing_up_http => |backend| async move {
+    a_failing_download_is_retried_and_holds_nothing_up_http => async |backend| {
         // the network is unreachable: nothing listens where the app looks for it
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let graph = format!("http://{}", closed.local_addr().unwrap());
         drop(closed);
-        let app = TestApp::start_configured(backend, true, Some(&graph), |_| {}).await;
+        let app = TestApp::builder(backend).graph(&graph).workers().start().await;
         app.add_number(&app.org_id, "1001", "+14155550100").await;
         let ts = tern_domain::time::now_ms() / 1000;
         let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "w", "changes": [
@@ -85,5 +85,5 @@ on_both! {
         let img = app.db.message_id_by_wamid(org, "wamid.img1").await.unwrap().unwrap();
         assert_eq!(app.db.get_message(org, img).await.unwrap().unwrap().media_id, None);
         app.stop().await;
-    };
+    },
 }

@@ -13,33 +13,6 @@ use crate::common::{Backend, TestApp, send};
 use fixture::FileServer;
 use serde_json::Value;
 
-/// Runs each `name => |backend| async move { … }` on SQLite and on PostgreSQL.
-macro_rules! on_both {
-    ($($name:ident => $f:expr;)+) => {
-        mod sqlite {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    ($f)($crate::common::Backend::Sqlite).await;
-                }
-            )+
-        }
-        mod postgres {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    ($f)($crate::common::Backend::Postgres).await;
-                }
-            )+
-        }
-    };
-}
-pub(crate) use on_both;
-
 /// An app that trusts the file server's CA; `allow` is `TERN_ALLOW_NETWORKS` (e.g.
 /// `127.0.0.1/32`), empty for none.
 pub async fn app_for(
@@ -54,12 +27,14 @@ pub async fn app_for(
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().unwrap())
         .collect();
-    TestApp::start_configured(backend, false, None, move |c| {
-        c.extra_ca_file = Some(ca);
-        c.allow_networks = allow;
-        c.media_import_timeout = std::time::Duration::from_secs(timeout_secs);
-    })
-    .await
+    TestApp::builder(backend)
+        .configure(move |c| {
+            c.extra_ca_file = Some(ca);
+            c.allow_networks = allow;
+            c.media_import_timeout = std::time::Duration::from_secs(timeout_secs);
+        })
+        .start()
+        .await
 }
 
 /// `POST /media` multipart with one part `file`.

@@ -24,8 +24,8 @@ async fn bucket(name: &str) {
     assert!(r.status().is_success(), "create bucket: {}", r.status());
 }
 
-on_both! {
-    media_live_in_an_s3_bucket_http => |backend| async move {
+tern_store::both_backends! { Backend;
+    media_live_in_an_s3_bucket_http => async |backend| {
         let name = format!("tern-test-{}", uuid::Uuid::new_v4().simple());
         bucket(&name).await;
         let location = tern_core::media::Location::S3 {
@@ -35,7 +35,7 @@ on_both! {
             credentials: Some(("test".into(), "test".into())),
         };
         let loc = location.clone();
-        let app = TestApp::start_configured(backend, false, None, move |c| c.media_store = loc).await;
+        let app = TestApp::builder(backend).configure(move |c| c.media_store = loc).start().await;
         let (_, key) = app.owner_key("full_access").await;
         // larger than one S3 part (5 MiB): a multipart upload
         let bytes = jpeg(7 * 1024 * 1024 + 3);
@@ -69,5 +69,5 @@ on_both! {
         assert_eq!(tern_core::media::cleanup(&app.db, &svc, later).await.unwrap(), 1);
         assert_eq!(blobs.count(&format!("media/{}", app.org_id)).await.unwrap(), 0);
         app.stop().await;
-    };
+    },
 }

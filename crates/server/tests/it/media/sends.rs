@@ -7,6 +7,7 @@ use super::*;
 use crate::common::{APP_SECRET, assert_error};
 use serde_json::json;
 use std::time::Duration;
+use tern_domain::auth::Preset;
 
 pub(super) const PNID: &str = "555000111";
 pub(super) const CUSTOMER: &str = "447700900001";
@@ -24,11 +25,15 @@ pub(super) async fn env(backend: Backend) -> Env {
         .unwrap();
     let files = FileServer::start().await;
     let ca = files.ca_file.path().to_path_buf();
-    let app = TestApp::start_configured(backend, true, Some(&sim.base_url()), move |c| {
-        c.extra_ca_file = Some(ca);
-        c.allow_networks = vec!["127.0.0.1/32".parse().unwrap()];
-    })
-    .await;
+    let app = TestApp::builder(backend)
+        .graph(&sim.base_url())
+        .workers()
+        .configure(move |c| {
+            c.extra_ca_file = Some(ca);
+            c.allow_networks = vec!["127.0.0.1/32".parse().unwrap()];
+        })
+        .start()
+        .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     sim.register_number(tern_simulator::NumberSpec {
         id: PNID.into(),
@@ -115,8 +120,8 @@ pub(super) async fn stop(e: Env) {
     e.files.stop();
 }
 
-on_both! {
-    every_media_type_reaches_the_network_once_per_file_http => |backend| async move {
+tern_store::both_backends! { Backend;
+    every_media_type_reaches_the_network_once_per_file_http => async |backend| {
         let e = env(backend).await;
         let cases = [
             ("image", jpeg(20_000), "image/jpeg", json!({})),
@@ -154,9 +159,9 @@ on_both! {
         }
         assert_eq!(uploads(&e), 6);
         stop(e).await;
-    };
+    },
 
-    a_link_is_imported_at_acceptance_http => |backend| async move {
+    a_link_is_imported_at_acceptance_http => async |backend| {
         let e = env(backend).await;
         let url = e.files.url("/file/4096");
         let (s, _, m) = send_message(&e, "media-key-link-1", json!({"type": "image", "image": {"link": url, "caption": "look"}})).await;
@@ -177,9 +182,9 @@ on_both! {
         assert_eq!(s, 400, "{b}");
         assert_eq!(field_of(&b), "image.link");
         stop(e).await;
-    };
+    },
 
-    per_type_checks_at_acceptance_http => |backend| async move {
+    per_type_checks_at_acceptance_http => async |backend| {
         let e = env(backend).await;
         let up = |bytes: Vec<u8>, mime: &'static str| {
             let (app, key) = (&e.app, e.key.clone());
@@ -207,16 +212,14 @@ on_both! {
         assert_error(s, &h, &b, 409, "media_unavailable");
         assert_eq!(b["details"]["reason"], "unknown_media");
         // another organisation's media is unknown here
-        let other_org = e.app.new_org("Other", "growth").await;
-        let member = e.app.member(&other_org, "o@other.test", "owner").await;
-        let (_, other_key) = e.app.key_for(&other_org, &member, &["--preset", "full_access"]).await;
+        let (_, other_key) = e.app.other_org("Other", Preset::FullAccess).await;
         let (_, _, theirs) = upload(&e.app, &other_key, jpeg(100), Some("image/jpeg"), "t.jpg").await;
         let (s, _, b) = send_message(&e, "media-key-chk-6", json!({"type": "image", "image": {"media_id": theirs["media_id"]}})).await;
         assert_eq!((s, b["details"]["reason"].as_str()), (409, Some("unknown_media")), "{b}");
         stop(e).await;
-    };
+    },
 
-    an_expired_network_media_id_is_uploaded_again_http => |backend| async move {
+    an_expired_network_media_id_is_uploaded_again_http => async |backend| {
         let e = env(backend).await;
         let (_, _, up) = upload(&e.app, &e.key, jpeg(2000), Some("image/jpeg"), "a.jpg").await;
         let media_id = up["media_id"].as_str().unwrap().to_string();
@@ -234,5 +237,5 @@ on_both! {
         assert_ne!(second["status"], "failed", "{second}");
         assert_eq!(uploads(&e), 2);
         stop(e).await;
-    };
+    },
 }

@@ -7,6 +7,7 @@
 use crate::common::{APP_SECRET, Backend, TestApp, assert_error, send};
 use serde_json::{Value, json};
 use std::time::Duration;
+use tern_domain::auth::Preset;
 use tern_simulator::{NumberSpec, ReviewMode, SimHandle, TemplateSeed};
 
 const PNID: &str = "100000000000001";
@@ -19,7 +20,10 @@ async fn setup(backend: Backend) -> (TestApp, SimHandle) {
     let mut args = tern_simulator::SimArgs::local(APP_SECRET);
     args.template_review = ReviewMode::Manual;
     let sim = tern_simulator::start(args).await.unwrap();
-    let app = TestApp::start_with_graph(backend, &sim.base_url(), false).await;
+    let app = TestApp::builder(backend)
+        .graph(&sim.base_url())
+        .start()
+        .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     register(
         &app,
@@ -70,34 +74,25 @@ async fn register(
     .unwrap();
 }
 
-/// Runs `$body(&app, &sim)` on each backend with a fresh simulator.
-macro_rules! sim_backends {
-    ($($name:ident;)+) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let (app, sim) = setup(Backend::Sqlite).await;
-                    super::$name(&app, &sim).await;
-                    sim.shutdown().await;
-                    app.stop().await;
-                }
-            )+
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let (app, sim) = setup(Backend::Postgres).await;
-                    super::$name(&app, &sim).await;
-                    sim.shutdown().await;
-                    app.stop().await;
-                }
-            )+
-        }
-    };
+/// The fixture of these tests: an app and a simulator pointed at each other ([`setup`]).
+struct Simulated {
+    app: TestApp,
+    sim: SimHandle,
+}
+
+impl tern_store::testkit::Fixture for Simulated {
+    type Arg<'a> = (&'a TestApp, &'a SimHandle);
+    async fn start(backend: Backend) -> Self {
+        let (app, sim) = setup(backend).await;
+        Simulated { app, sim }
+    }
+    fn arg(&self) -> (&TestApp, &SimHandle) {
+        (&self.app, &self.sim)
+    }
+    async fn stop(self) {
+        self.sim.shutdown().await;
+        self.app.stop().await;
+    }
 }
 
 async fn post(
@@ -214,7 +209,7 @@ fn assert_example_sendable(t: &Value) {
     .unwrap_or_else(|e| panic!("example {ex} refused: {e:?}"));
 }
 
-async fn create_list_get_with_filters_and_paging(app: &TestApp, _sim: &SimHandle) {
+async fn create_list_get_with_filters_and_paging((app, _sim): (&TestApp, &SimHandle)) {
     let (_, key) = app.owner_key("full_access").await;
     let a = create(app, &key, &draft("order_shipped", "en_US")).await;
     // Shape of the Template object.
@@ -336,9 +331,7 @@ async fn create_list_get_with_filters_and_paging(app: &TestApp, _sim: &SimHandle
     }
 
     // Another organisation's template is not found, nor listed.
-    let other = app.new_org("Other", "growth").await;
-    let m = app.member(&other, "o@other.test", "owner").await;
-    let (_, other_key) = app.key_for(&other, &m, &["--preset", "full_access"]).await;
+    let (other, other_key) = app.other_org("Other", Preset::FullAccess).await;
     app.admin(&[
         "number",
         "add",
@@ -385,7 +378,7 @@ async fn create_list_get_with_filters_and_paging(app: &TestApp, _sim: &SimHandle
     assert_eq!(e["details"]["permission"], "templates.submit");
 }
 
-async fn validation_errors_are_reported_at_once(app: &TestApp, _sim: &SimHandle) {
+async fn validation_errors_are_reported_at_once((app, _sim): (&TestApp, &SimHandle)) {
     let (_, key) = app.owner_key("full_access").await;
     let bad = json!({
         "name": "Order Shipped",
@@ -545,15 +538,13 @@ async fn validation_errors_are_reported_at_once(app: &TestApp, _sim: &SimHandle)
     assert_eq!(t["waba_id"], "200000000000002");
 
     // An organisation without numbers cannot hold templates yet.
-    let lone = app.new_org("Lone", "growth").await;
-    let m = app.member(&lone, "l@lone.test", "owner").await;
-    let (_, lone_key) = app.key_for(&lone, &m, &["--preset", "full_access"]).await;
+    let (_, lone_key) = app.other_org("Lone", Preset::FullAccess).await;
     let (s, h, e) = post(app, &api("/templates"), &lone_key, Some(&ok)).await;
     assert_error(s, &h, &e, 409, "conflict");
     assert_eq!(e["details"]["reason"], "no_phone_number");
 }
 
-async fn duplicates_and_plan_limit(app: &TestApp, _sim: &SimHandle) {
+async fn duplicates_and_plan_limit((app, _sim): (&TestApp, &SimHandle)) {
     let (_, key) = app.owner_key("full_access").await;
     create(app, &key, &draft("order_shipped", "en_US")).await;
     let (s, h, e) = post(
@@ -593,11 +584,11 @@ async fn duplicates_and_plan_limit(app: &TestApp, _sim: &SimHandle) {
 mod review;
 use review::*;
 
-sim_backends! {
-    create_list_get_with_filters_and_paging;
-    validation_errors_are_reported_at_once;
-    duplicates_and_plan_limit;
-    submit_then_review_approves_or_rejects;
-    network_errors_on_submit;
-    sync_from_the_network_through_the_admin_command;
+tern_store::both_backends! { Simulated;
+    create_list_get_with_filters_and_paging,
+    validation_errors_are_reported_at_once,
+    duplicates_and_plan_limit,
+    submit_then_review_approves_or_rejects,
+    network_errors_on_submit,
+    sync_from_the_network_through_the_admin_command,
 }

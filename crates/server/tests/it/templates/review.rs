@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub(super) async fn submit_then_review_approves_or_rejects(app: &TestApp, sim: &SimHandle) {
+pub(super) async fn submit_then_review_approves_or_rejects((app, sim): (&TestApp, &SimHandle)) {
     let (_, key) = app.owner_key("full_access").await;
     let a = create(app, &key, &draft("order_shipped", "en_US")).await;
     let id = a["id"].as_str().unwrap().to_string();
@@ -60,7 +60,7 @@ pub(super) async fn submit_then_review_approves_or_rejects(app: &TestApp, sim: &
     wait_status(app, &key, &id, "paused").await;
 }
 
-pub(super) async fn network_errors_on_submit(app: &TestApp, sim: &SimHandle) {
+pub(super) async fn network_errors_on_submit((app, sim): (&TestApp, &SimHandle)) {
     let (_, key) = app.owner_key("full_access").await;
     // The network already holds this name and language (created in its own tools).
     sim.seed_template(TemplateSeed {
@@ -155,8 +155,7 @@ pub(super) async fn network_errors_on_submit(app: &TestApp, sim: &SimHandle) {
 }
 
 pub(super) async fn sync_from_the_network_through_the_admin_command(
-    app: &TestApp,
-    sim: &SimHandle,
+    (app, sim): (&TestApp, &SimHandle),
 ) {
     let (_, key) = app.owner_key("full_access").await;
     let seed = |name: &str, status: &str, category: &str, components: Vec<Value>| TemplateSeed {
@@ -331,7 +330,7 @@ pub(super) async fn unreachable_network(backend: Backend) {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let app = TestApp::start_with_graph(backend, &url, false).await;
+    let app = TestApp::builder(backend).graph(&url).start().await;
     app.admin(&[
         "number",
         "add",
@@ -365,16 +364,6 @@ pub(super) async fn unreachable_network(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-pub(super) async fn sqlite_unreachable_network() {
-    unreachable_network(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-pub(super) async fn postgres_unreachable_network() {
-    unreachable_network(Backend::Postgres).await;
-}
-
 /// With the workers running (as in `tern serve`), the review webhook is applied without
 /// draining by hand, and the sync worker imports templates created outside Tern on start.
 pub(super) async fn workers_apply_reviews_and_sync(backend: Backend) {
@@ -399,7 +388,10 @@ pub(super) async fn workers_apply_reviews_and_sync(backend: Backend) {
         parameter_format: None,
         components: vec![json!({"type": "BODY", "text": "Hello"})],
     });
-    let app = TestApp::start_with_graph(backend, &sim.base_url(), false).await;
+    let app = TestApp::builder(backend)
+        .graph(&sim.base_url())
+        .start()
+        .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     app.admin(&[
         "number",
@@ -453,12 +445,7 @@ pub(super) async fn workers_apply_reviews_and_sync(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-pub(super) async fn sqlite_workers_apply_reviews_and_sync() {
-    workers_apply_reviews_and_sync(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-pub(super) async fn postgres_workers_apply_reviews_and_sync() {
-    workers_apply_reviews_and_sync(Backend::Postgres).await;
+tern_store::both_backends! { Backend;
+    unreachable_network,
+    workers_apply_reviews_and_sync,
 }

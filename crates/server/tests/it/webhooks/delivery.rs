@@ -44,12 +44,15 @@ pub(super) async fn app_for(
 ) -> TestApp {
     let ca = files.ca_file.path().to_path_buf();
     let schedule = RetrySchedule::parse(schedule).unwrap();
-    TestApp::start_configured(backend, true, graph, move |c| {
+    let mut app = TestApp::builder(backend).workers().configure(move |c| {
         c.extra_ca_file = Some(ca);
         c.allow_networks = vec!["127.0.0.1/32".parse().unwrap()];
         c.webhook_retry_schedule = schedule;
-    })
-    .await
+    });
+    if let Some(url) = graph {
+        app = app.graph(url);
+    }
+    app.start().await
 }
 
 /// A subscription of `key` to `events` at `url`: (id, secret).
@@ -405,16 +408,6 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_every_event_type_fires_where_it_should() {
-    every_event_type_fires_where_it_should(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_every_event_type_fires_where_it_should() {
-    every_event_type_fires_where_it_should(Backend::Postgres).await;
-}
-
 async fn failing_receivers(backend: Backend) {
     let files = FileServer::start().await;
     let app = app_for(backend, &files, "1,1", None).await;
@@ -560,16 +553,6 @@ async fn failing_receivers(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_failing_receivers_are_retried_failed_replayed_or_disabled() {
-    failing_receivers(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_failing_receivers_are_retried_failed_replayed_or_disabled() {
-    failing_receivers(Backend::Postgres).await;
-}
-
 async fn hanging_receiver(backend: Backend) {
     let files = FileServer::start().await;
     let app = app_for(backend, &files, "1,1", None).await;
@@ -614,16 +597,6 @@ async fn hanging_receiver(backend: Backend) {
     .await;
     files.stop();
     app.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_hanging_receiver_does_not_hold_up_others() {
-    hanging_receiver(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_hanging_receiver_does_not_hold_up_others() {
-    hanging_receiver(Backend::Postgres).await;
 }
 
 async fn test_sends(backend: Backend) {
@@ -750,12 +723,9 @@ async fn test_sends(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_test_sends_rotation_and_samples() {
-    test_sends(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_test_sends_rotation_and_samples() {
-    test_sends(Backend::Postgres).await;
+tern_store::both_backends! { Backend;
+    every_event_type_fires_where_it_should,
+    failing_receivers_are_retried_failed_replayed_or_disabled => failing_receivers,
+    a_hanging_receiver_does_not_hold_up_others => hanging_receiver,
+    test_sends_rotation_and_samples => test_sends,
 }

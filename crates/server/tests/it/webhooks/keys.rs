@@ -98,12 +98,6 @@ async fn subscriptions_follow_their_key(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_subscriptions_follow_their_key() {
-    subscriptions_follow_their_key(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_subscriptions_follow_their_key() {
-    subscriptions_follow_their_key(Backend::Postgres).await;
+tern_store::both_backends! { Backend;
+    subscriptions_follow_their_key,
 }

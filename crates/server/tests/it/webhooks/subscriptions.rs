@@ -20,7 +20,7 @@ async fn call(
     send(req).await
 }
 
-both_backends! {
+tern_store::both_backends! { TestApp;
     subscriptions_belong_to_their_key_http => async |app: &TestApp| {
         let (_, key) = app.owner_key("full_access").await;
         let (_, other) = app.owner_key("full_access").await;
@@ -66,7 +66,7 @@ both_backends! {
         assert_eq!(s, 204);
         let (s, _, _) = call(app, &key, reqwest::Method::DELETE, &one, None).await;
         assert_eq!(s, 404);
-    };
+    },
 
     subscription_bodies_name_every_problem_http => async |app: &TestApp| {
         let (_, key) = app.owner_key("full_access").await;
@@ -86,7 +86,7 @@ both_backends! {
         let (s, h, b) = call(app, &reader, reqwest::Method::GET, BASE, None).await;
         assert_error(s, &h, &b, 403, "permission_denied");
         assert_eq!(b["details"]["permission"], "developer.webhooks.manage");
-    };
+    },
 
     the_plan_limits_subscriptions_http => async |app: &TestApp| {
         let (_, key) = app.owner_key("full_access").await;
@@ -99,5 +99,5 @@ both_backends! {
         assert_error(s, &h, &b, 402, "plan_limit_reached");
         assert_eq!(b["details"]["entitlement"], "webhook_subscriptions", "{b}");
         assert_eq!(b["details"]["limit"], limit);
-    };
+    },
 }
