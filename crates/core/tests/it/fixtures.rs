@@ -2,7 +2,6 @@
 //! core's own operator writes.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use serde_json::json;
 use tern_core::admin::{self, NewNumber};
@@ -34,12 +33,7 @@ pub fn key() -> MasterKey {
 
 pub fn core(db: &Db) -> Core {
     let cloud = tern_cloudapi::CloudApiClient::new(Default::default()).unwrap();
-    Core::new(
-        db.clone(),
-        key(),
-        cloud,
-        Arc::new(tokio::sync::Notify::new()),
-    )
+    Core::new(db.clone(), key(), cloud)
 }
 
 /// An organisation whose count limits and prices are the given overrides.
