@@ -35,6 +35,8 @@ pub struct TestApp {
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     workers: Option<tern::app::Workers>,
+    /// The workers' one-pass functions ([`TestApp::settle`]).
+    passes: tern::app::Passes,
     _tmp: Option<tempfile::TempDir>,
     /// Where this app's media files are (`TERN_MEDIA_STORE=file://…`).
     pub media_dir: std::path::PathBuf,
@@ -102,6 +104,7 @@ impl TestApp {
         configure(&mut config);
         let cloud = tern::app::cloud_client(&config).unwrap();
         let state = tern::app::state(db.clone(), key.clone(), &config);
+        let passes = tern::app::Passes::new(state.core.clone(), &config);
         let workers = with_workers.then(|| {
             tern::app::Workers::start_full(
                 &db,
@@ -139,6 +142,7 @@ impl TestApp {
             shutdown: Some(tx),
             server: Some(server),
             workers,
+            passes,
             _tmp: tmp,
             media_dir: media_tmp.path().to_path_buf(),
             _media_tmp: media_tmp,
@@ -151,6 +155,16 @@ impl TestApp {
             .member(&app.org_id.clone(), "dev@acme.test", "developer")
             .await;
         app
+    }
+
+    /// Runs each worker's one pass until nothing moves (see `tern::app::Passes::settle`):
+    /// for an app started without background workers.
+    pub async fn settle(&self) -> tern::app::Settled {
+        assert!(
+            self.workers.is_none(),
+            "settle is for an app without background workers"
+        );
+        self.passes.settle().await.unwrap()
     }
 
     pub async fn admin(&self, args: &[&str]) -> anyhow::Result<Value> {
