@@ -506,10 +506,10 @@ impl Dispatcher {
             let number = slot.number.clone();
             let ask = available.min(batch).min(free);
             let items = self.claim(&pnid, ask, false).await?;
-            let Some(slot) = self.numbers.get_mut(&pnid) else {
-                continue;
-            };
-            slot.bucket.take(items.len());
+            let mut bucket = self.numbers.get_mut(&pnid).map(|s| &mut s.bucket);
+            if let Some(b) = bucket.as_deref_mut() {
+                b.take(items.len());
+            }
             round.claimed += items.len();
             if items.len() == ask {
                 // Maybe more due: what held this claim back?
@@ -517,8 +517,8 @@ impl Dispatcher {
                     round.more_due = true;
                 } else if ask == free {
                     round.slot_limited = true;
-                } else {
-                    let w = slot.bucket.wait_for_one(Instant::now());
+                } else if let Some(b) = bucket {
+                    let w = b.wait_for_one(Instant::now());
                     round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
                 }
             }
