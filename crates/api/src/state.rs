@@ -3,7 +3,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tern_core::Core;
 use tern_store::Db;
-use tokio::sync::Notify;
 
 /// Shared, cheaply cloned application state.
 #[derive(Clone)]
@@ -19,8 +18,6 @@ pub struct Inner {
     pub metrics: Option<PrometheusHandle>,
     /// Settings of the network's webhook (`/webhooks/whatsapp`); `None` refuses deliveries.
     pub network: NetworkWebhook,
-    /// Wakes the inbox processor when a batch was stored.
-    pub inbox_wakeup: Arc<Notify>,
     draining: AtomicBool,
 }
 
@@ -38,7 +35,6 @@ pub struct StateConfig {
     pub public_url: String,
     pub metrics: Option<PrometheusHandle>,
     pub network: NetworkWebhook,
-    pub inbox_wakeup: Arc<Notify>,
 }
 
 impl AppState {
@@ -49,7 +45,6 @@ impl AppState {
             public_url: c.public_url.trim_end_matches('/').to_string(),
             metrics: c.metrics,
             network: c.network,
-            inbox_wakeup: c.inbox_wakeup,
             draining: AtomicBool::new(false),
         }))
     }

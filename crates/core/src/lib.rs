@@ -8,6 +8,7 @@
 //! | [`limits`] | plan count limits, checked atomically with the create |
 //! | [`numbers`] | a sending number: can it send, its access token (one place) |
 //! | [`messages::send`] | accept a message (POST /messages; its checks serve campaigns too) |
+//! | [`messages::dispatch`] | one attempt of a queued message: prepare, send, decide (the dispatcher's lifecycle table) |
 //! | [`messages::status`] | the only writer of a message's status |
 //! | [`inbox`] | apply one stored network notification |
 //! | [`templates`] | create, submit, sync, network status updates |
@@ -30,7 +31,6 @@ use tern_cloudapi::CloudApiClient;
 use tern_domain::Problem;
 use tern_domain::crypto::MasterKey;
 use tern_store::{AcceptQueue, Db, Lookups};
-use tokio::sync::Notify;
 
 pub mod admin;
 pub mod admission;
@@ -59,11 +59,20 @@ pub use principal::Principal;
 pub type Result<T> = std::result::Result<T, Problem>;
 
 /// What the use cases run against. Cheap to clone.
+///
+/// `db` is the connection pool the use cases' own statements run on. The dispatcher and
+/// the inbox worker get connections of their own (so API bursts cannot starve them): they
+/// run on [`Core::with_db`], the same core over their pool. Everything else is shared, among
+/// it the acceptance writers and lookup readers, which keep the pool they were started with,
+/// and the store's wake-ups ([`tern_store::Wakeups`]), which a pool made with
+/// [`Db::with_own_pool`] shares.
 #[derive(Clone)]
-pub struct Core(Arc<Inner>);
+pub struct Core {
+    pub db: Db,
+    inner: Arc<Inner>,
+}
 
 pub struct Inner {
-    pub db: Db,
     /// Encrypts stored access tokens (see [`numbers::access_token`]).
     pub key: MasterKey,
     /// The messaging network.
@@ -72,8 +81,6 @@ pub struct Inner {
     pub acceptor: AcceptQueue,
     /// Batched key lookups and send reads (one statement for concurrent requests).
     pub lookups: Lookups,
-    /// Wakes the dispatcher when a message was accepted.
-    pub dispatch_wakeup: Arc<Notify>,
     /// The media store, the address guard and the importer.
     pub media: Arc<media::MediaService>,
     /// Event-webhook deliveries (the guarded client, kept alive per receiver).
@@ -91,17 +98,12 @@ impl Core {
     /// lookup readers).
     /// Media are kept in memory: for tools and tests that never serve media (see
     /// [`Core::with_media`]).
-    pub fn new(
-        db: Db,
-        key: MasterKey,
-        cloud: CloudApiClient,
-        dispatch_wakeup: Arc<Notify>,
-    ) -> Core {
+    pub fn new(db: Db, key: MasterKey, cloud: CloudApiClient) -> Core {
         // An in-memory store and a client without extra roots always build.
         #[allow(clippy::expect_used)]
         let media = media::MediaService::new(media::MediaConfig::in_memory())
             .expect("in-memory media service");
-        Self::with_media(db, key, cloud, dispatch_wakeup, Arc::new(media))
+        Self::with_media(db, key, cloud, Arc::new(media))
     }
 
     /// Like [`Core::new`], with the configured media service.
@@ -109,7 +111,6 @@ impl Core {
         db: Db,
         key: MasterKey,
         cloud: CloudApiClient,
-        dispatch_wakeup: Arc<Notify>,
         media: Arc<media::MediaService>,
     ) -> Core {
         // The importer was built from the same guard and roots, so this client builds too.
@@ -120,7 +121,7 @@ impl Core {
             webhooks::send::DELIVERY_TIMEOUT,
         )
         .expect("event-webhook client");
-        Core(Arc::new(Inner {
+        let inner = Arc::new(Inner {
             webhooks,
             api_load: Arc::default(),
             limiter: rate::Limiter::default(),
@@ -128,11 +129,18 @@ impl Core {
             media,
             acceptor: AcceptQueue::start(db.clone()),
             lookups: Lookups::start(db.clone()),
-            db,
             key,
             cloud,
-            dispatch_wakeup,
-        }))
+        });
+        Core { db, inner }
+    }
+
+    /// The same core whose own statements run on `db` (a worker's pool: see [`Core`]).
+    pub fn with_db(&self, db: Db) -> Core {
+        Core {
+            db,
+            inner: Arc::clone(&self.inner),
+        }
     }
 }
 
@@ -140,7 +148,7 @@ impl Core {
     /// The same core counting quotas with `limiter` (Redis-backed ones). Call right after
     /// construction, before the core is shared.
     pub fn with_limiter(mut self, limiter: rate::Limiter) -> Core {
-        match Arc::get_mut(&mut self.0) {
+        match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.limiter = limiter,
             None => tracing::error!("with_limiter on a shared core: limiter not replaced"),
         }
@@ -151,6 +159,6 @@ impl Core {
 impl std::ops::Deref for Core {
     type Target = Inner;
     fn deref(&self) -> &Inner {
-        &self.0
+        &self.inner
     }
 }

@@ -49,8 +49,21 @@ pub async fn once(core: &Core, owner: &str, now: i64) -> usize {
     accepted
 }
 
+/// Settings of the campaign worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CampaignWorkerConfig {
+    /// How often active campaigns are looked at. Default [`TICK`].
+    pub tick: Duration,
+}
+
+impl Default for CampaignWorkerConfig {
+    fn default() -> Self {
+        Self { tick: TICK }
+    }
+}
+
 /// Runs until cancelled.
-pub async fn run(core: Core, cancel: CancellationToken) {
+pub async fn run(core: Core, config: CampaignWorkerConfig, cancel: CancellationToken) {
     let owner = format!("campaigns-{}", new_id());
     while !cancel.is_cancelled() {
         // A full batch means more is due at once: no pause before the next pass.
@@ -59,7 +72,7 @@ pub async fn run(core: Core, cancel: CancellationToken) {
         }
         tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(TICK) => {}
+            _ = tokio::time::sleep(config.tick) => {}
         }
     }
 }

@@ -5,6 +5,7 @@
 //! plain conditional `DELETE`, so running it in several processes at once is harmless.
 
 use std::time::Duration;
+use tern_core::Core;
 use tern_domain::time::now_ms;
 use tern_store::{Db, StoreError};
 use tokio_util::sync::CancellationToken;
@@ -42,16 +43,29 @@ pub async fn once(db: &Db, now: i64) -> Result<Pruned, StoreError> {
     })
 }
 
-/// Runs a pass at start and every [`INTERVAL`] until cancelled.
-pub async fn run(db: Db, cancel: CancellationToken) {
+/// Settings of the clean-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HousekeepingConfig {
+    /// How often it runs. Default [`INTERVAL`].
+    pub interval: Duration,
+}
+
+impl Default for HousekeepingConfig {
+    fn default() -> Self {
+        Self { interval: INTERVAL }
+    }
+}
+
+/// Runs a pass at start and every `config.interval` until cancelled.
+pub async fn run(core: Core, config: HousekeepingConfig, cancel: CancellationToken) {
     loop {
-        match once(&db, now_ms()).await {
+        match once(&core.db, now_ms()).await {
             Ok(p) => tracing::debug!(?p, "housekeeping done"),
             Err(e) => tracing::warn!(error = %e, "housekeeping failed; will retry"),
         }
         tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(INTERVAL) => {}
+            _ = tokio::time::sleep(config.interval) => {}
         }
     }
 }

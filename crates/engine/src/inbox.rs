@@ -10,12 +10,11 @@
 //! reached fails the whole batch, which is retried until it can.
 
 use futures::StreamExt as _;
-use std::sync::Arc;
 use std::time::Duration;
+use tern_core::Core;
 use tern_domain::backoff::{Backoff, Jitter};
 use tern_domain::time::now_ms;
 use tern_store::{Db, SetAside, StoreError};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// How long a claimed batch is reserved for one worker.
@@ -74,27 +73,59 @@ impl Retry {
     }
 }
 
-/// Runs until cancelled, woken when a batch is stored and every second regardless (so a
-/// batch stored by another instance, or one whose lease expired, is picked up). Batches are
-/// claimed and marked processed through `db`; their effects are written through `apply_db`,
-/// which may defer its commits' flush to disk (`Db::with_own_pool_deferred_commits`): the
-/// synchronous commit marking the batch processed comes after them and flushes them too, and
-/// a batch whose effects a crash lost is still unprocessed, so it is applied again.
-pub async fn run(db: Db, apply_db: Db, wakeup: Arc<Notify>, cancel: CancellationToken) {
+/// Settings of the inbox worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboxConfig {
+    /// How a failing batch is retried.
+    pub retry: Retry,
+    /// Connections of the pool of its own that writes the batches' effects, with commits
+    /// that do not wait for the disk (`Db::with_own_pool_deferred_commits`); `None`: through
+    /// `core.db`. Default 2 (two batches at once, see `concurrency`).
+    pub apply_connections: Option<u32>,
+    /// Look for batches at least this often without a wake-up (stored by another instance,
+    /// or a lease that expired). Default 1 s.
+    pub poll_interval: Duration,
+}
+
+impl Default for InboxConfig {
+    fn default() -> Self {
+        Self {
+            retry: Retry::default(),
+            apply_connections: Some(2),
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Runs until cancelled, woken when this process stores a batch (the store's
+/// `Wakeups::inbox`) and every `poll_interval` regardless. Batches are claimed and marked
+/// processed through `core.db` (the server gives the worker a pool of its own:
+/// `Core::with_db`); their effects are written through the apply pool, which defers its
+/// commits' flush to disk: the synchronous commit marking the batch processed comes after
+/// them and flushes them too, and a batch whose effects a crash lost is still unprocessed,
+/// so it is applied again.
+pub async fn run(core: Core, config: InboxConfig, cancel: CancellationToken) {
+    let db = core.db.clone();
+    let apply_db = match config.apply_connections {
+        Some(n) => db.with_own_pool_deferred_commits(n),
+        None => db.clone(),
+    };
+    let wakeups = db.wakeups();
     loop {
-        match drain_with(&db, &apply_db).await {
+        match drain_with_retry(&db, &apply_db, config.retry).await {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "inbox processing failed; will retry"),
         }
         tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = wakeup.notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = wakeups.inbox.notified() => {}
+            _ = tokio::time::sleep(config.poll_interval) => {}
         }
     }
 }
 
-/// Processes every claimable batch; returns the combined report.
+/// The worker's one pass (also callable while no loop runs: tests, `tern::app::settle`):
+/// processes every claimable batch; returns the combined report.
 pub async fn drain(db: &Db) -> Result<Report, StoreError> {
     drain_with(db, db).await
 }

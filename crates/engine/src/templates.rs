@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 use tern_cloudapi::CloudApiClient;
+use tern_core::Core;
 use tern_domain::crypto::MasterKey;
 use tern_store::{Db, StoreError};
 use tokio_util::sync::CancellationToken;
@@ -54,18 +55,27 @@ pub async fn sync_all(
     }
 }
 
-/// Runs the sync on start and then every `interval`, until cancelled.
-pub async fn run(
-    db: Db,
-    cloud: CloudApiClient,
-    key: MasterKey,
-    interval: Duration,
-    cancel: CancellationToken,
-) {
+/// Settings of the sync worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemplateSyncConfig {
+    /// How often every organisation is synced. Default [`SYNC_INTERVAL`].
+    pub interval: Duration,
+}
+
+impl Default for TemplateSyncConfig {
+    fn default() -> Self {
+        Self {
+            interval: SYNC_INTERVAL,
+        }
+    }
+}
+
+/// Runs the sync on start and then every `config.interval`, until cancelled.
+pub async fn run(core: Core, config: TemplateSyncConfig, cancel: CancellationToken) {
     loop {
         tokio::select! {
             _ = cancel.cancelled() => break,
-            r = sync_all(&db, &cloud, &key, &cancel) => match r {
+            r = sync_all(&core.db, &core.cloud, &core.key, &cancel) => match r {
                 Ok(reports) => {
                     let created: usize = reports.iter().map(|r| r.created).sum();
                     let updated: usize = reports.iter().map(|r| r.updated).sum();
@@ -76,7 +86,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(config.interval) => {}
         }
     }
 }

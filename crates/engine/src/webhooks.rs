@@ -32,11 +32,13 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use tern_core::Core;
 use tern_core::webhooks::deliver::{self, Made, Ready};
 use tern_core::webhooks::send::Attempt;
 use tern_domain::events::RetrySchedule;
 use tern_domain::time::now_ms;
+use tern_store::StoreError;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -84,7 +86,7 @@ impl Default for WebhookWorkerConfig {
 /// Runs until `cancel`; attempts in flight are finished and recorded first.
 pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationToken) {
     let owner = format!("webhooks-{}", Uuid::new_v4());
-    let wakeup = core.db.deliveries_queued();
+    let wakeups = core.db.wakeups();
     let send_rt = send_runtime(config.send_nice);
     let sends = send_rt
         .as_ref()
@@ -188,7 +190,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
         let first = tokio::select! {
             biased;
             done = tasks.join_next(), if !tasks.is_empty() => done,
-            () = wakeup.notified(), if !cancel.is_cancelled() => None,
+            () = wakeups.deliveries.notified(), if !cancel.is_cancelled() => None,
             () = tokio::time::sleep(idle_for), if !cancel.is_cancelled() => None,
             () = cancel.cancelled(), if tasks.is_empty() => break,
         };
@@ -209,6 +211,38 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
     if let Some(rt) = send_rt {
         // Nothing is left on it; dropping a runtime inside another would block.
         rt.shutdown_background();
+    }
+}
+
+/// One pass without the loop (tests, `tern::app::settle`): fans out the stored events and
+/// attempts every delivery due now (at most `config.max_in_flight` at once, on this
+/// runtime), recording each round, until none is left; returns how many events were fanned
+/// out plus attempts made. Deliveries retried later are left for a later pass.
+pub async fn drain_once(
+    core: &Core,
+    config: &WebhookWorkerConfig,
+    owner: &str,
+) -> Result<usize, StoreError> {
+    let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(60_000);
+    let limit = i64::try_from(config.max_in_flight.max(1)).unwrap_or(256);
+    let per_subscription = i64::try_from(config.per_subscription).unwrap_or(1);
+    let mut moved = 0;
+    loop {
+        let (events, _) = core.db.fan_out_events(config.fanout_batch).await?;
+        let jobs = core
+            .db
+            .claim_webhook_deliveries(owner, now_ms(), lease_ms, limit, per_subscription)
+            .await?;
+        if events == 0 && jobs.is_empty() {
+            return Ok(moved);
+        }
+        moved += events + jobs.len();
+        let made: Vec<Made> = futures::stream::iter(jobs)
+            .map(|job| async move { deliver::attempt(core, &job, &config.schedule).await })
+            .buffer_unordered(config.max_in_flight.max(1))
+            .collect()
+            .await;
+        record(core, owner, &made).await;
     }
 }
 

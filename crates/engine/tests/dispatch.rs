@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tern_cloudapi::{ClientConfig, CloudApiClient};
+use tern_core::Core;
 use tern_domain::crypto::{MasterKey, Purpose};
 use tern_domain::message::{Direction, Status};
 use tern_domain::time::now_ms;
@@ -16,7 +17,6 @@ use tern_engine::dispatch::{DispatchConfig, DispatchReport, Dispatcher};
 use tern_simulator::{ForcedAction, NumberSpec, SimArgs, SimHandle};
 use tern_store::testkit::Fixture;
 use tern_store::{Backend, Db, DispatchClaim, Message, Org, PhoneNumber};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -130,13 +130,13 @@ impl Env {
         client_for(&self.sim.base_url(), request_timeout)
     }
 
+    /// A core over this database whose network client is `cloud`.
+    fn core(&self, cloud: CloudApiClient) -> Core {
+        Core::new(self.db.clone(), self.key.clone(), cloud)
+    }
+
     fn dispatcher(&self, config: DispatchConfig) -> Dispatcher {
-        Dispatcher::new(
-            self.db.clone(),
-            self.client(Duration::from_secs(2)),
-            self.key.clone(),
-            config,
-        )
+        Dispatcher::new(self.core(self.client(Duration::from_secs(2))), config)
     }
 
     /// An accepted outbound message from `pnid` to `wa_id`, queued as the API does.
@@ -385,12 +385,9 @@ tern_store::both_backends! { Env;
             env.accept_text("16505551235", "two").await,
             env.accept_text("447700900123", "three").await,
         ];
-        let wakeup = Arc::new(Notify::new());
         let cancel = CancellationToken::new();
         let worker = tokio::spawn(tern_engine::dispatch::run(
-            env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), config(),
-            test_media(), wakeup.clone(), cancel.clone()));
-        wakeup.notify_one();
+            env.core(env.client(Duration::from_secs(2))), config(), cancel.clone()));
         for id in ids {
             let m = wait_for("sent", 10, || {
                 let env = env.clone();
@@ -418,18 +415,17 @@ tern_store::both_backends! { Env;
     },
 
     wakeup_claims_at_once_without_waiting_for_a_poll => async |env| {
-        // With a 60 s poll only the wakeup can start these sends within the wait below.
-        let wakeup = Arc::new(Notify::new());
+        // With a 60 s poll only the wakeup can start these sends within the wait below: the
+        // store's, notified when the queue write commits.
         let cancel = CancellationToken::new();
         let worker = tokio::spawn(tern_engine::dispatch::run(
-            env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(),
+            env.core(env.client(Duration::from_secs(2))),
             DispatchConfig { poll_interval: Duration::from_secs(60), sweep_interval: Duration::from_secs(60), ..config() },
-            test_media(), wakeup.clone(), cancel.clone()));
+            cancel.clone()));
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut latencies = Vec::new();
         for i in 0..20 {
             let id = env.accept_text("16505551234", &format!("m{i}")).await;
-            wakeup.notify_one();
             let m = wait_for("sent after a wakeup", 5, || {
                 let env = env.clone();
                 async move { Some(env.message(id).await).filter(|m| m.status == Status::Sent) }
@@ -522,8 +518,7 @@ tern_store::both_backends! { Env;
         // A longer backoff, so the retry rarely comes due again within this drain; when the
         // jitter is short it may, and each such attempt must be a retry too.
         let slow = DispatchConfig { backoff_base: Duration::from_millis(200), backoff_cap: Duration::from_millis(200), ..config() };
-        let mut offline = Dispatcher::new(env.db.clone(), client_for(&format!("http://{closed}"), Duration::from_secs(2)),
-                                          env.key.clone(), slow);
+        let mut offline = Dispatcher::new(env.core(client_for(&format!("http://{closed}"), Duration::from_secs(2))), slow);
         let r = offline.drain_once().await.unwrap();
         assert!(r.retried >= 1, "{r:?}");
         assert_eq!((r.unknown, r.failed, r.sent), (0, 0, 0));
@@ -544,7 +539,7 @@ tern_store::both_backends! { Env;
         env.force(ForcedAction::Hang { ms: Some(10_000), accept: true }, 1);
         let id = env.accept_text("16505551234", "slow").await;
         env.debit(id, 7).await;
-        let mut d = Dispatcher::new(env.db.clone(), env.client(Duration::from_millis(300)), env.key.clone(), config());
+        let mut d = Dispatcher::new(env.core(env.client(Duration::from_millis(300))), config());
         let r = d.drain_once().await.unwrap();
         assert_eq!((r.unknown, r.retried, r.sent), (1, 0, 0));
         let info = env.db.dispatch_info(id).await.unwrap();
@@ -715,7 +710,7 @@ tern_store::both_backends! { Env;
         for i in 0..40 {
             ids.push(env.accept_text(&format!("1650555{i:04}"), &format!("w{i}")).await);
         }
-        let wakeup = Arc::new(Notify::new());
+        let wakeup = env.db.wakeups();
         let cancel = CancellationToken::new();
         let slots = DispatchConfig {
             max_in_flight: 4,
@@ -723,13 +718,12 @@ tern_store::both_backends! { Env;
             ..config()
         };
         let worker = tokio::spawn(tern_engine::dispatch::run(
-            env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), slots,
-            test_media(), wakeup.clone(), cancel.clone()));
+            env.core(env.client(Duration::from_secs(2))), slots, cancel.clone()));
         let burst = {
             let (wakeup, cancel) = (wakeup.clone(), cancel.clone());
             tokio::spawn(async move {
                 while !cancel.is_cancelled() {
-                    wakeup.notify_one();
+                    wakeup.dispatch.notify_one();
                     tokio::task::yield_now().await;
                 }
             })
@@ -752,11 +746,8 @@ tern_store::both_backends! { Env;
         let cancel = CancellationToken::new();
         let small = DispatchConfig { batch_size: 5, max_in_flight: 4, ..config() };
         let workers: Vec<_> = (0..2).map(|_| {
-            let wakeup = Arc::new(Notify::new());
-            wakeup.notify_one();
             tokio::spawn(tern_engine::dispatch::run(
-                env.db.clone(), env.client(Duration::from_secs(2)), env.key.clone(), small.clone(),
-                test_media(), wakeup, cancel.clone()))
+                env.core(env.client(Duration::from_secs(2))), small.clone(), cancel.clone()))
         }).collect();
         env.wait_for_empty_queue("every message sent").await;
         cancel.cancel();
@@ -778,11 +769,4 @@ tern_store::both_backends! { Env;
         assert_eq!(per_message.len(), ids.len());
         eprintln!("{:?}: messages per dispatcher {:?}", env.backend, owners.values().collect::<Vec<_>>());
     },
-}
-
-/// A media service in memory (these tests send no media).
-fn test_media() -> std::sync::Arc<tern_core::media::MediaService> {
-    std::sync::Arc::new(
-        tern_core::media::MediaService::new(tern_core::media::MediaConfig::in_memory()).unwrap(),
-    )
 }

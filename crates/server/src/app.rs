@@ -6,10 +6,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tern_api::{AppState, NetworkWebhook, StateConfig};
+use tern_core::Core;
 use tern_domain::crypto::MasterKey;
+use tern_engine::dispatch::{DispatchConfig, DispatchReport, Dispatcher};
+use tern_engine::webhooks::WebhookWorkerConfig;
 use tern_store::Db;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Connects to the database and applies pending migrations.
@@ -72,7 +74,7 @@ pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> 
 pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
-    let mut core = tern_core::Core::with_media(db, key, cloud, Arc::new(Notify::new()), media);
+    let mut core = Core::with_media(db, key, cloud, media);
     if !config.rate_limits {
         core = core.with_limiter(tern_core::rate::Limiter::off());
     } else if let Some(url) = &config.redis_url {
@@ -88,7 +90,6 @@ pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
             app_secret: config.app_secret.as_ref().map(|s| s.as_bytes().to_vec()),
             verify_token: config.verify_token.clone(),
         },
-        inbox_wakeup: Arc::new(Notify::new()),
     }))
 }
 
@@ -119,11 +120,12 @@ pub async fn serve_on(
 
 /// Connections of the dispatcher and the inbox worker, apart from the API's pool.
 const WORK_CONNECTIONS: u32 = 4;
-/// Connections applying the network's webhook batches (two batches at once, see
-/// `tern_engine::inbox`).
-const INBOX_CONNECTIONS: u32 = 2;
 
-/// Background workers of one instance; safe to run in every instance (leases).
+/// Background workers of one instance; safe to run in every instance (leases). Each starts
+/// as `run(core, config, cancel)`. The dispatcher and the inbox worker run on a core whose
+/// `db` is a pool of their own (`Core::with_db`), so a burst of API requests cannot starve
+/// them; that pool shares the API's wake-ups (`tern_store::Wakeups`), so the commits of the
+/// API's acceptances and stored webhooks wake them.
 pub struct Workers {
     cancel: CancellationToken,
     handles: Vec<tokio::task::JoinHandle<()>>,
@@ -131,15 +133,11 @@ pub struct Workers {
 
 impl Workers {
     pub fn start(db: &Db, state: &AppState) -> Workers {
-        Self::start_with(db, state, tern_engine::dispatch::DispatchConfig::default())
+        Self::start_with(db, state, DispatchConfig::default())
     }
 
     /// Like [`Workers::start`] with the dispatcher's settings.
-    pub fn start_with(
-        db: &Db,
-        state: &AppState,
-        dispatch: tern_engine::dispatch::DispatchConfig,
-    ) -> Workers {
+    pub fn start_with(db: &Db, state: &AppState, dispatch: DispatchConfig) -> Workers {
         Self::start_full(db, state, dispatch, Default::default(), Default::default())
     }
 
@@ -147,56 +145,51 @@ impl Workers {
     pub fn start_full(
         db: &Db,
         state: &AppState,
-        dispatch: tern_engine::dispatch::DispatchConfig,
+        dispatch: DispatchConfig,
         media: tern_engine::media::MediaWorkerConfig,
-        webhooks: tern_engine::webhooks::WebhookWorkerConfig,
+        webhooks: WebhookWorkerConfig,
     ) -> Workers {
         let cancel = CancellationToken::new();
-        // Sending and applying the network's status webhooks get connections of their own,
-        // so a burst of API requests cannot starve them (the API's pool stays its own).
-        let work = db.with_own_pool(WORK_CONNECTIONS);
+        let core = &state.core;
+        let work = core.with_db(db.with_own_pool(WORK_CONNECTIONS));
         let handles = vec![
             // Accepted messages → the network, paced per number.
             tokio::spawn(tern_engine::dispatch::run(
                 work.clone(),
-                state.core.cloud.clone(),
-                state.core.key.clone(),
                 dispatch,
-                state.core.media.clone(),
-                state.core.dispatch_wakeup.clone(),
                 cancel.clone(),
             )),
+            // The network's webhooks, stored by the API, applied (effects through a pool of
+            // its own with deferred commits).
             tokio::spawn(tern_engine::inbox::run(
-                work.clone(),
-                db.with_own_pool_deferred_commits(INBOX_CONNECTIONS),
-                state.inbox_wakeup.clone(),
+                work,
+                Default::default(),
                 cancel.clone(),
             )),
             // Customers' files from the network; media past their 30 days.
-            tokio::spawn(tern_engine::media::run(
-                state.core.clone(),
-                media,
-                cancel.clone(),
-            )),
+            tokio::spawn(tern_engine::media::run(core.clone(), media, cancel.clone())),
             // Event webhooks: signed deliveries, retried on the schedule.
             tokio::spawn(tern_engine::webhooks::run(
-                state.core.clone(),
+                core.clone(),
                 webhooks,
                 cancel.clone(),
             )),
             // Scheduled launches, expiry, auto-pause and fan-out of campaigns.
             tokio::spawn(tern_engine::campaigns::run(
-                state.core.clone(),
+                core.clone(),
+                Default::default(),
                 cancel.clone(),
             )),
             // Expired idempotency keys, old processed webhook batches and event keys.
-            tokio::spawn(tern_engine::housekeeping::run(db.clone(), cancel.clone())),
+            tokio::spawn(tern_engine::housekeeping::run(
+                core.clone(),
+                Default::default(),
+                cancel.clone(),
+            )),
             // Templates created outside Tern, and statuses whose webhook was missed.
             tokio::spawn(tern_engine::templates::run(
-                db.clone(),
-                state.core.cloud.clone(),
-                state.core.key.clone(),
-                tern_engine::templates::SYNC_INTERVAL,
+                core.clone(),
+                Default::default(),
                 cancel.clone(),
             )),
         ];
@@ -213,8 +206,8 @@ impl Workers {
 }
 
 /// The delivery workers' settings from the configuration.
-pub fn webhook_config(config: &Config) -> tern_engine::webhooks::WebhookWorkerConfig {
-    tern_engine::webhooks::WebhookWorkerConfig {
+pub fn webhook_config(config: &Config) -> WebhookWorkerConfig {
+    WebhookWorkerConfig {
         schedule: config.webhook_retry_schedule.clone(),
         lease: config.webhook_lease,
         send_nice: config.webhook_send_nice,
@@ -224,10 +217,84 @@ pub fn webhook_config(config: &Config) -> tern_engine::webhooks::WebhookWorkerCo
 }
 
 /// The dispatcher's settings from the configuration.
-pub fn dispatch_config(config: &Config) -> tern_engine::dispatch::DispatchConfig {
-    tern_engine::dispatch::DispatchConfig {
+pub fn dispatch_config(config: &Config) -> DispatchConfig {
+    DispatchConfig {
         unknown_grace: config.dispatch_unknown_grace,
         ..Default::default()
+    }
+}
+
+/// Rounds [`Passes::settle`] runs at most.
+const SETTLE_ROUNDS: usize = 8;
+
+/// The workers' one-pass functions, for an app whose background workers do not run (tests):
+/// [`Passes::settle`] does in one call what the loops would do by and by.
+#[derive(Clone)]
+pub struct Passes {
+    core: Core,
+    dispatch: DispatchConfig,
+    webhooks: WebhookWorkerConfig,
+    /// The lease owner of the campaign steps and deliveries (a campaign's lease is kept
+    /// from one settle to the next).
+    owner: String,
+}
+
+/// What [`Passes::settle`] did, summed over its rounds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Rounds run (the last one moved nothing, unless the bound was reached).
+    pub rounds: usize,
+    pub inbox: tern_core::inbox::Report,
+    /// Campaign messages accepted by fan-out.
+    pub campaign_messages: usize,
+    pub dispatch: DispatchReport,
+    /// Events fanned out plus delivery attempts made.
+    pub webhooks: usize,
+}
+
+impl Passes {
+    pub fn new(core: Core, config: &Config) -> Passes {
+        Passes {
+            core,
+            dispatch: dispatch_config(config),
+            webhooks: webhook_config(config),
+            owner: format!("settle-{}", tern_domain::new_id()),
+        }
+    }
+
+    /// Runs the passes in order (inbox → campaigns → dispatch → inbox → webhooks) until a
+    /// whole round moves nothing, at most [`SETTLE_ROUNDS`] rounds. Work due later (a retry's
+    /// backoff, a campaign's schedule) is left for a later call.
+    pub async fn settle(&self) -> Result<Settled> {
+        let core = &self.core;
+        let mut total = Settled::default();
+        while total.rounds < SETTLE_ROUNDS {
+            total.rounds += 1;
+            let mut moved = false;
+            let inbox = tern_engine::inbox::drain(&core.db).await?;
+            moved |= inbox != Default::default();
+            total.inbox.add(&inbox);
+            let accepted =
+                tern_engine::campaigns::once(core, &self.owner, tern_domain::time::now_ms()).await;
+            moved |= accepted > 0;
+            total.campaign_messages += accepted;
+            // A dispatcher of its own each time: numbers are read afresh.
+            let mut dispatcher = Dispatcher::new(core.clone(), self.dispatch.clone());
+            let sent = dispatcher.drain_once().await?;
+            moved |= sent != Default::default();
+            total.dispatch.add(&sent);
+            let inbox = tern_engine::inbox::drain(&core.db).await?;
+            moved |= inbox != Default::default();
+            total.inbox.add(&inbox);
+            let delivered =
+                tern_engine::webhooks::drain_once(core, &self.webhooks, &self.owner).await?;
+            moved |= delivered > 0;
+            total.webhooks += delivered;
+            if !moved {
+                break;
+            }
+        }
+        Ok(total)
     }
 }
 

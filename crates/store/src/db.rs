@@ -69,9 +69,23 @@ pub(crate) enum Pool {
 #[derive(Clone, Debug)]
 pub struct Db {
     pub(crate) pool: Pool,
-    /// Notified after a transaction that queued webhook deliveries commits, so this
-    /// process's delivery workers start at once (other processes' are found by polling).
-    pub(crate) deliveries_queued: std::sync::Arc<tokio::sync::Notify>,
+    /// This process's workers' wake-ups, shared by every handle derived from this one.
+    pub(crate) wakeups: std::sync::Arc<Wakeups>,
+}
+
+/// The one home of the workers' wake-ups: the store notifies each after the commit that
+/// queued its work, so this process's worker starts at once (work queued by other processes
+/// is found by the workers' polling). Every handle made from one [`Db`] ([`Db::with_own_pool`],
+/// clones) shares them: the workers' own pools hear the API's commits.
+#[derive(Debug, Default)]
+pub struct Wakeups {
+    /// Messages due for dispatch now: acceptances (one or a group commit, API or campaign
+    /// fan-out), a message queued again or a retry due at once.
+    pub dispatch: tokio::sync::Notify,
+    /// A network webhook batch stored in the inbox.
+    pub inbox: tokio::sync::Notify,
+    /// Webhook deliveries (or events to fan out into them) queued or due again.
+    pub deliveries: tokio::sync::Notify,
 }
 
 /// Runs `$body` with `$pool` bound to the concrete pool (`&SqlitePool` or `&PgPool`).
@@ -191,7 +205,7 @@ fn write_turns(pool: &SqlitePool) -> Option<std::sync::Arc<tokio::sync::Semaphor
 pub struct Tx {
     pub(crate) inner: TxInner,
     /// Notified at commit when this transaction queued webhook deliveries.
-    pub(crate) wakeup: Option<std::sync::Arc<tokio::sync::Notify>>,
+    pub(crate) wakeups: std::sync::Arc<Wakeups>,
     pub(crate) queued_deliveries: bool,
     /// Events stored at commit, all in one statement ([`Tx::insert_event`]).
     pub(crate) pending_events: Vec<crate::events::PendingEvent>,
@@ -221,10 +235,8 @@ impl Tx {
             TxInner::Sqlite(tx) => tx.commit().await?,
             TxInner::Postgres(tx) => tx.commit().await?,
         }
-        if self.queued_deliveries
-            && let Some(w) = &self.wakeup
-        {
-            w.notify_one();
+        if self.queued_deliveries {
+            self.wakeups.deliveries.notify_one();
         }
         Ok(())
     }
@@ -317,7 +329,7 @@ impl Db {
         let pool = pool.connect_with(options).await?;
         Ok(Db {
             pool: Pool::Sqlite(pool),
-            deliveries_queued: Default::default(),
+            wakeups: Default::default(),
         })
     }
 
@@ -330,14 +342,14 @@ impl Db {
             .await?;
         Ok(Db {
             pool: Pool::Postgres(pool),
-            deliveries_queued: Default::default(),
+            wakeups: Default::default(),
         })
     }
 
     /// A handle on the same database with a pool of its own (`max_connections`, opened on
     /// first use): background work (dispatch, status webhooks) gets connections the API's
     /// request bursts cannot take. An in-memory SQLite database has one connection only, so
-    /// it gets this handle back. Shares the delivery wake-up.
+    /// it gets this handle back. Shares the wake-ups ([`Wakeups`]).
     pub fn with_own_pool(&self, max_connections: u32) -> Db {
         self.own_pool(max_connections, false)
     }
@@ -373,7 +385,7 @@ impl Db {
         };
         Db {
             pool,
-            deliveries_queued: std::sync::Arc::clone(&self.deliveries_queued),
+            wakeups: std::sync::Arc::clone(&self.wakeups),
         }
     }
 
@@ -394,16 +406,16 @@ impl Db {
                 Pool::Sqlite(pool) => TxInner::Sqlite(pool.begin_write().await?),
                 Pool::Postgres(pool) => TxInner::Postgres(pool.begin_write().await?),
             },
-            wakeup: Some(std::sync::Arc::clone(&self.deliveries_queued)),
+            wakeups: std::sync::Arc::clone(&self.wakeups),
             queued_deliveries: false,
             pending_events: Vec::new(),
         })
     }
 
-    /// Notified whenever a transaction of this handle (or its clones) that queued webhook
-    /// deliveries commits: the delivery workers' wake-up.
-    pub fn deliveries_queued(&self) -> std::sync::Arc<tokio::sync::Notify> {
-        std::sync::Arc::clone(&self.deliveries_queued)
+    /// The workers' wake-ups, notified after the commits of this handle and of every
+    /// handle sharing them (see [`Wakeups`]).
+    pub fn wakeups(&self) -> std::sync::Arc<Wakeups> {
+        std::sync::Arc::clone(&self.wakeups)
     }
 
     /// Which engine this handle talks to.

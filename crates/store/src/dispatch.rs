@@ -257,7 +257,15 @@ impl Db {
             .execute(pool)
             .await
             .map(|r| r.rows_affected()))?;
+        self.wake_dispatch_if_due(n == 1, due_at);
         Ok(n == 1)
+    }
+
+    /// Wakes this process's dispatcher when a queue write left a message due now.
+    fn wake_dispatch_if_due(&self, queued: bool, due_at: i64) {
+        if queued && due_at <= tern_domain::time::now_ms() {
+            self.wakeups.dispatch.notify_one();
+        }
     }
 
     /// The numbers that have queued messages due at `now`, by id, after `after` (a cursor:
@@ -373,8 +381,11 @@ impl Db {
         retry_at: i64,
         error: &str,
     ) -> Result<bool> {
-        self.requeue(id, lease, DISPATCH_QUEUED, retry_at, error)
-            .await
+        let queued = self
+            .requeue(id, lease, DISPATCH_QUEUED, retry_at, error)
+            .await?;
+        self.wake_dispatch_if_due(queued, retry_at);
+        Ok(queued)
     }
 
     /// The request may have reached the network but no answer came: `unknown` until

@@ -46,7 +46,7 @@ pub use campaigns::{
 pub use contact_fields::ContactField;
 pub use contacts::{Contact, ContactKey};
 pub use conversations::{Conversation, ConversationContact};
-pub use db::{Backend, Db, Tx};
+pub use db::{Backend, Db, Tx, Wakeups};
 pub use dispatch::{
     DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCompletion,
     DispatchCounts, DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite,

@@ -50,7 +50,8 @@ macro_rules! claim_sql {
 }
 
 impl Db {
-    /// Stores a received batch. `Conflict { "network_inbox_pkey" }` on a duplicate id.
+    /// Stores a received batch and wakes this process's inbox worker.
+    /// `Conflict { "network_inbox_pkey" }` on a duplicate id.
     pub async fn insert_inbox(
         &self,
         id: Uuid,
@@ -68,6 +69,7 @@ impl Db {
             .execute(pool)
             .await
             .map(|r| r.rows_affected()))?;
+        self.wakeups.inbox.notify_one();
         Ok(())
     }
 

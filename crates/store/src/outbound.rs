@@ -300,6 +300,13 @@ impl Db {
             }
             pending = later;
         }
+        // Committed: the dispatcher of this process starts on them at once.
+        if out
+            .iter()
+            .any(|r| matches!(r, Some(Ok(Acceptance::Accepted))))
+        {
+            self.wakeups.dispatch.notify_one();
+        }
         out.into_iter()
             .map(|r| r.unwrap_or(Err(StoreError::NotFound)))
             .collect()

@@ -74,9 +74,9 @@ async fn receive(
                 .with_fix("Sign the body with the app secret that Tern has as TERN_APP_SECRET (HMAC-SHA256, sent as X-Hub-Signature-256: sha256=<hex>)."),
         ));
     }
+    // Stored: the store wakes this process's inbox worker.
     tern_core::inbox::receive(&state.db, &body, signature).await?;
     metrics::counter!("tern_network_webhooks_total", "result" => "stored").increment(1);
-    state.inbox_wakeup.notify_one();
     Ok((
         StatusCode::OK,
         axum::Json(serde_json::json!({"received": true})),

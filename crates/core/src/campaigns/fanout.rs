@@ -210,8 +210,8 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
         tx.skip_recipients(id, &ids, group[0].1, now).await?;
     }
     tx.commit().await?;
+    // The store woke the dispatcher when the acceptances committed.
     if accepted > 0 {
-        core.dispatch_wakeup.notify_one();
         metrics::counter!("tern_campaign_messages_total").increment(accepted as u64);
     }
     let mut step = Step {

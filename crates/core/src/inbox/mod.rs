@@ -110,35 +110,66 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
     for (_waba, value) in notification.messages_values() {
         apply_messages_value(db, value, &mut report).await?;
     }
-    for (waba, update) in notification.template_updates() {
-        let key = template_key(
-            update.message_template_id.as_deref(),
-            update.name.as_deref(),
-            update.language.as_deref(),
-        );
+    // Statuses first, then categories (as the network lists them within each).
+    let statuses = notification
+        .template_updates()
+        .map(|(waba, u)| (waba, TemplateChange::Status(u)));
+    let categories = notification
+        .template_category_updates()
+        .map(|(waba, u)| (waba, TemplateChange::Category(u)));
+    for (waba, change) in statuses.chain(categories) {
         let mut done = 0;
         let outcome = async {
-            done = crate::templates::apply_network_update(db, waba, update).await?;
+            done = match change {
+                TemplateChange::Status(u) => {
+                    crate::templates::apply_network_update(db, waba, u).await?
+                }
+                TemplateChange::Category(u) => {
+                    crate::templates::apply_category_update(db, waba, u).await?
+                }
+            };
             Ok::<(), StoreError>(())
         };
-        isolated(&mut report, "template_status", key, &update.raw, outcome).await?;
-        report.templates_updated += done;
-    }
-    for (waba, update) in notification.template_category_updates() {
-        let key = template_key(
-            update.message_template_id.as_deref(),
-            update.name.as_deref(),
-            update.language.as_deref(),
-        );
-        let mut done = 0;
-        let outcome = async {
-            done = crate::templates::apply_category_update(db, waba, update).await?;
-            Ok::<(), StoreError>(())
-        };
-        isolated(&mut report, "template_category", key, &update.raw, outcome).await?;
+        let (kind, key, raw) = change.named();
+        isolated(&mut report, kind, key, raw, outcome).await?;
         report.templates_updated += done;
     }
     Ok(report)
+}
+
+/// A template change the network reported.
+#[derive(Clone, Copy)]
+enum TemplateChange<'a> {
+    Status(&'a tern_cloudapi::TemplateStatusUpdate),
+    Category(&'a tern_cloudapi::TemplateCategoryUpdate),
+}
+
+impl TemplateChange<'_> {
+    /// Its kind, its key within the batch (its template's id, else name and language) and
+    /// the item as received, for a [`FailedItem`].
+    fn named(&self) -> (&'static str, String, &Value) {
+        let (kind, id, name, language, raw) = match self {
+            TemplateChange::Status(u) => (
+                "template_status",
+                &u.message_template_id,
+                &u.name,
+                &u.language,
+                &u.raw,
+            ),
+            TemplateChange::Category(u) => (
+                "template_category",
+                &u.message_template_id,
+                &u.name,
+                &u.language,
+                &u.raw,
+            ),
+        };
+        (
+            kind,
+            template_key(id.as_deref(), name.as_deref(), language.as_deref()),
+            raw,
+        )
+    }
 }
 
 /// Names a template update within its batch: its id, else its name and language.

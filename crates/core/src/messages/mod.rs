@@ -1,6 +1,7 @@
-//! Messages: accepting one ([`send`]), its status ([`status`], the only writer), and why it
-//! failed ([`failure`]).
+//! Messages: accepting one ([`send`]), one attempt to send it ([`dispatch`]), its status
+//! ([`status`], the only writer), and why it failed ([`failure`]).
 
+pub mod dispatch;
 pub mod failure;
 pub mod send;
 pub mod status;

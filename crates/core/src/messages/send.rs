@@ -195,8 +195,8 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
     };
     let (item, outcome) = core.acceptor.accept(item).await?;
     match outcome {
+        // The store woke the dispatcher at the commit.
         Acceptance::Accepted => {
-            core.dispatch_wakeup.notify_one();
             metrics::counter!("tern_messages_accepted_total", "type" => req.kind.as_str())
                 .increment(1);
             Ok(Sent::Accepted(item.message))

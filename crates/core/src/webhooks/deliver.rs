@@ -259,8 +259,6 @@ pub async fn replay(core: &Core, p: &Principal, id: Uuid, since: i64) -> Result<
         .db
         .replay_failed_deliveries(sub.id, since, now_ms())
         .await?;
-    if n > 0 {
-        core.db.deliveries_queued().notify_one();
-    }
+    // The store wakes the delivery workers when it queued some.
     Ok(n)
 }

@@ -3,8 +3,6 @@
 //! not each uses every one).
 #![allow(dead_code)]
 
-use std::sync::Arc;
-
 use serde_json::json;
 use tern_core::admin;
 use tern_core::testkit::{self, NumberSeed, Seed};
@@ -22,12 +20,7 @@ pub fn key() -> MasterKey {
 
 pub fn core(db: &Db) -> Core {
     let cloud = tern_cloudapi::CloudApiClient::new(Default::default()).unwrap();
-    Core::new(
-        db.clone(),
-        key(),
-        cloud,
-        Arc::new(tokio::sync::Notify::new()),
-    )
+    Core::new(db.clone(), key(), cloud)
 }
 
 /// An organisation ("Acme", growth) with these overrides.

@@ -1,17 +1,11 @@
 //! The dispatcher: sends accepted outbound messages from the durable queue in the database
 //! (see `tern_store`'s dispatch module) to the network, paced per business number.
 //!
-//! # Lifecycle of one message
-//! `accepted` (queued by the API) → claimed: `sending` → one of:
-//!
-//! | what the network did | decision |
-//! |---|---|
-//! | took it (HTTP 200 with a wamid) | `sent` with `wamid` and `sent_at` (the domain's monotonic rule: a status webhook may have moved it further already) |
-//! | refused it for now: 130429, 131000, 131016, other 5xx, throttling codes (`RetryClass::RetrySoon` / `RetryLater`) | back to the queue after an exponential backoff with full jitter; after `max_attempts` attempts, `failed` with the network's code |
-//! | the request never left (connection refused, DNS or TLS failure) | the same as above (`NotSent` is safe to repeat) |
-//! | the request left and no answer came (timeout, connection dropped) | outcome **unknown**: never resent; the network's status webhook, matched by `biz_opaque_callback_data` = the Tern message id, settles it; if none arrives within `unknown_grace`, `failed` with `network_outcome_unknown` |
-//! | a permanent error (`RetryClass::Never`, e.g. 131026, 131047, 132001) | `failed` at once, with the network's code, wording and link in `failure` |
-//! | nothing: the number is missing or disconnected, its token unreadable, or the stored request unusable | `failed` at once with `phone_number_not_connected`, `phone_number_token_unreadable` or `message_payload_invalid` (a campaign's messages of an unusable number stay queued: the campaign pauses) |
+//! One attempt of a claimed message (prepare → send → decide: the lifecycle table of a
+//! message) is `tern_core::messages::dispatch`'s; this loop claims, paces, runs the
+//! attempts in send slots and records their decisions: a message's status through
+//! `tern_core::messages::status` in group commits, a retry or an unknown outcome as a queue
+//! write.
 //!
 //! # Crash safety
 //! A claim is written before the request leaves, and a claim is never handed out again:
@@ -38,17 +32,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tern_cloudapi::{CloudApiClient, RetryClass, SendError};
-use tern_core::media::{self, MediaService, NetworkMediaError};
-use tern_core::messages::failure::{self, Failure};
+use tern_core::Core;
+use tern_core::messages::dispatch::{self, Decision, Final, Number, Policy};
+use tern_core::messages::failure;
 use tern_core::messages::status::{self, Recorded, Report};
-use tern_core::numbers;
 use tern_domain::backoff::{Backoff, Jitter};
-use tern_domain::crypto::MasterKey;
-use tern_domain::message::{Precision, Status};
 use tern_domain::time::now_ms;
-use tern_store::{Db, DispatchClaim, DispatchItem, DispatchSweep, StoreError};
-use tokio::sync::Notify;
+use tern_store::{DispatchClaim, DispatchItem, DispatchSweep, StoreError};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -146,15 +136,24 @@ impl DispatchConfig {
             .max(Duration::from_millis(1))
     }
 
+    /// How the attempts are decided (`tern_core::messages::dispatch`).
+    pub fn policy(&self) -> Policy {
+        Policy {
+            send_timeout: self.send_timeout(),
+            unknown_grace: self.unknown_grace,
+            max_attempts: self.max_attempts,
+            backoff: Backoff {
+                base: self.backoff_base,
+                cap: self.backoff_cap,
+                jitter: Jitter::Full,
+            },
+        }
+    }
+
     /// Full-jitter exponential backoff before the next attempt of a message that has had
     /// `attempts` attempts.
     pub fn backoff(&self, attempts: i64) -> Duration {
-        Backoff {
-            base: self.backoff_base,
-            cap: self.backoff_cap,
-            jitter: Jitter::Full,
-        }
-        .delay(attempts, rand::random())
+        self.policy().backoff.delay(attempts, rand::random())
     }
 }
 
@@ -179,6 +178,17 @@ pub struct DispatchReport {
 }
 
 impl DispatchReport {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &DispatchReport) {
+        self.sent += o.sent;
+        self.retried += o.retried;
+        self.unknown += o.unknown;
+        self.failed += o.failed;
+        self.expired += o.expired;
+        self.stale += o.stale;
+        self.errors += o.errors;
+    }
+
     fn count(&mut self, o: Outcome) {
         match o {
             Outcome::Sent => self.sent += 1,
@@ -214,20 +224,14 @@ impl Outcome {
     }
 }
 
-/// Runs until cancelled: claims and sends due messages, woken by `wakeup` (notify it with
-/// `notify_one` right after a message is accepted) and polling every
-/// `config.poll_interval` otherwise. On cancellation it stops claiming and waits (at most
-/// the lease) for the sends under way to be recorded.
-pub async fn run(
-    db: Db,
-    cloud: CloudApiClient,
-    key: MasterKey,
-    config: DispatchConfig,
-    media: Arc<MediaService>,
-    wakeup: Arc<Notify>,
-    cancel: CancellationToken,
-) {
-    let mut d = Dispatcher::new(db, cloud, key, config).with_media(media);
+/// Runs until cancelled: claims and sends due messages, woken by the store's dispatch
+/// wake-up (`tern_store::Wakeups::dispatch`, notified at the commit of an acceptance) and
+/// polling every `config.poll_interval` otherwise. On cancellation it stops claiming and
+/// waits (at most the lease) for the sends under way to be recorded. `core.db` is the pool
+/// it works on (the server gives it one of its own: `Core::with_db`).
+pub async fn run(core: Core, config: DispatchConfig, cancel: CancellationToken) {
+    let wakeups = core.db.wakeups();
+    let mut d = Dispatcher::new(core, config);
     tracing::info!(worker = %d.owner, "dispatcher started");
     'outer: loop {
         let started = tokio::time::Instant::now();
@@ -256,7 +260,7 @@ pub async fn run(
                 // New messages wait while every slot is taken: under an API burst the
                 // wakeups never stop, and answering them left finished sends unreaped, so
                 // their slots looked taken (rounds of nothing; 170 sends/s instead of the tier).
-                _ = wakeup.notified(), if !round.slot_limited => {
+                _ = wakeups.dispatch.notified(), if !round.slot_limited => {
                     if round.claimed == 0 {
                         tokio::select! {
                             biased;
@@ -287,11 +291,9 @@ pub async fn run(
 
 /// Everything a send task needs.
 struct Shared {
-    db: Db,
-    cloud: CloudApiClient,
+    core: Core,
     config: DispatchConfig,
-    /// Where media messages' files are (uploaded to the network before the send).
-    media: Option<Arc<MediaService>>,
+    policy: Policy,
     /// Send outcomes waiting to be recorded, and the turn to record them (see
     /// [`Shared::record_final`]).
     outcomes: std::sync::Mutex<Vec<Waiting>>,
@@ -301,19 +303,9 @@ struct Shared {
 /// What the dispatcher knows about one number.
 struct NumberSlot {
     fetched: Instant,
-    org_id: Option<Uuid>,
-    state: NumberState,
-}
-
-enum NumberState {
-    Ready {
-        token: Arc<str>,
-        bucket: Bucket,
-    },
-    Unusable {
-        code: &'static str,
-        explanation: String,
-    },
+    number: Number,
+    /// Its pacing (only a usable number's is used).
+    bucket: Bucket,
 }
 
 /// What one round did.
@@ -331,7 +323,6 @@ struct Round {
 /// One dispatcher instance (one per process): its claims carry a unique owner id.
 pub struct Dispatcher {
     shared: Arc<Shared>,
-    key: MasterKey,
     owner: String,
     numbers: HashMap<String, NumberSlot>,
     /// Where the next round's list of numbers with due messages starts.
@@ -342,17 +333,16 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(db: Db, cloud: CloudApiClient, key: MasterKey, config: DispatchConfig) -> Self {
+    /// A dispatcher working on `core.db` (see [`run`]).
+    pub fn new(core: Core, config: DispatchConfig) -> Self {
         Self {
             shared: Arc::new(Shared {
-                db,
-                cloud,
+                core,
+                policy: config.policy(),
                 config,
-                media: None,
                 outcomes: std::sync::Mutex::new(Vec::new()),
                 recording: tokio::sync::Mutex::new(()),
             }),
-            key,
             owner: format!("dispatch-{}", Uuid::new_v4()),
             due_cursor: None,
             numbers: HashMap::new(),
@@ -360,15 +350,6 @@ impl Dispatcher {
             last_sweep: None,
             report: DispatchReport::default(),
         }
-    }
-
-    /// Sends media messages with files from `media` (without it they fail). Call right after
-    /// [`Dispatcher::new`], before any send task holds the shared state.
-    pub fn with_media(mut self, media: Arc<MediaService>) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.media = Some(media);
-        }
-        self
     }
 
     /// The `lease_owner` this dispatcher's claims carry.
@@ -405,7 +386,7 @@ impl Dispatcher {
         let started = Instant::now();
         self.last_sweep = Some(started);
         let failure = failure::outcome_unknown(self.shared.config.unknown_grace);
-        let db = &self.shared.db;
+        let db = &self.shared.core.db;
         let sweep = status::expire_unknown(db, now_ms(), &failure, SWEEP_LIMIT).await?;
         if sweep.abandoned > 0 {
             tracing::warn!(
@@ -479,6 +460,7 @@ impl Dispatcher {
         let batch = self.shared.config.batch_size.max(1);
         let due = self
             .shared
+            .core
             .db
             .due_dispatch_numbers(now_ms(), self.due_cursor.as_deref(), NUMBERS_PER_ROUND)
             .await?;
@@ -501,69 +483,50 @@ impl Dispatcher {
             let Some(slot) = self.numbers.get_mut(&pnid) else {
                 continue;
             };
-            match &mut slot.state {
-                NumberState::Unusable { code, explanation } => {
-                    let (code, explanation) = (*code, explanation.clone());
-                    // A campaign's messages wait: the campaign pauses on the number and
-                    // sends them after resume.
-                    let items = self.claim(&pnid, batch, true).await?;
-                    round.claimed += items.len();
-                    round.more_due |= items.len() == batch;
-                    for item in items {
-                        let o = self.shared.fail_unsendable(&item, code, &explanation).await;
-                        self.report.count(o);
-                    }
+            if let Number::Unusable(_) = slot.number {
+                let number = slot.number.clone();
+                // A campaign's messages wait: the campaign pauses on the number and sends
+                // them after resume.
+                let items = self.claim(&pnid, batch, true).await?;
+                round.claimed += items.len();
+                round.more_due |= items.len() == batch;
+                for item in items {
+                    let o = self.shared.attempt(&item, &number).await;
+                    self.report.count(o);
                 }
-                NumberState::Ready { token, bucket, .. } => {
-                    let now = Instant::now();
-                    let available = bucket.available(now);
-                    if available == 0 {
-                        let w = bucket.wait_for_one(now);
-                        round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
-                        continue;
-                    }
-                    let (token, org) = (token.clone(), slot.org_id);
-                    let ask = available.min(batch).min(free);
-                    let items = self.claim(&pnid, ask, false).await?;
-                    if let Some(NumberState::Ready { bucket, .. }) =
-                        self.numbers.get_mut(&pnid).map(|s| &mut s.state)
-                    {
-                        bucket.take(items.len());
-                    }
-                    round.claimed += items.len();
-                    if items.len() == ask {
-                        // Maybe more due: what held this claim back?
-                        if ask == batch {
-                            round.more_due = true;
-                        } else if ask == free {
-                            round.slot_limited = true;
-                        } else if let Some(NumberState::Ready { bucket, .. }) =
-                            self.numbers.get_mut(&pnid).map(|s| &mut s.state)
-                        {
-                            let w = bucket.wait_for_one(Instant::now());
-                            round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
-                        }
-                    }
-                    for item in items {
-                        if Some(item.org_id) != org {
-                            // The number was moved to another organisation.
-                            let o = self
-                                .shared
-                                .fail_unsendable(
-                                    &item,
-                                    FAILURE_NUMBER_NOT_CONNECTED,
-                                    "The sending number is no longer connected to this organisation.",
-                                )
-                                .await;
-                            self.report.count(o);
-                            continue;
-                        }
-                        let shared = self.shared.clone();
-                        let token = token.clone();
-                        self.tasks
-                            .spawn(async move { shared.deliver(item, token).await });
-                    }
+                continue;
+            }
+            let now = Instant::now();
+            let available = slot.bucket.available(now);
+            if available == 0 {
+                let w = slot.bucket.wait_for_one(now);
+                round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
+                continue;
+            }
+            let number = slot.number.clone();
+            let ask = available.min(batch).min(free);
+            let items = self.claim(&pnid, ask, false).await?;
+            let mut bucket = self.numbers.get_mut(&pnid).map(|s| &mut s.bucket);
+            if let Some(b) = bucket.as_deref_mut() {
+                b.take(items.len());
+            }
+            round.claimed += items.len();
+            if items.len() == ask {
+                // Maybe more due: what held this claim back?
+                if ask == batch {
+                    round.more_due = true;
+                } else if ask == free {
+                    round.slot_limited = true;
+                } else if let Some(b) = bucket {
+                    let w = b.wait_for_one(Instant::now());
+                    round.pacing_wait = Some(round.pacing_wait.map_or(w, |p| p.min(w)));
                 }
+            }
+            for item in items {
+                let shared = self.shared.clone();
+                let number = number.clone();
+                self.tasks
+                    .spawn(async move { shared.attempt(&item, &number).await });
             }
         }
         Ok(round)
@@ -580,7 +543,7 @@ impl Dispatcher {
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let started = Instant::now();
         let claimed = status::claim(
-            &self.shared.db,
+            &self.shared.core.db,
             &DispatchClaim {
                 phone_number_id: Some(pnid),
                 api_only,
@@ -606,170 +569,43 @@ impl Dispatcher {
         {
             return Ok(());
         }
-        let number = self.shared.db.get_phone_number(pnid).await?;
-        let old = self.numbers.remove(pnid);
-        let org_id = number.as_ref().map(|n| n.org_id);
-        let state = match number {
-            None => NumberState::Unusable {
-                code: FAILURE_NUMBER_NOT_CONNECTED,
-                explanation: "The sending number is not connected to Tern any more.".into(),
-            },
-            Some(n) if !numbers::can_send(&n) => NumberState::Unusable {
-                code: FAILURE_NUMBER_NOT_CONNECTED,
-                explanation: format!(
-                    "The sending number {} is {}, so it cannot send.",
-                    n.display_phone_number, n.status
-                ),
-            },
-            Some(n) => match numbers::access_token(&self.key, &n) {
-                None => NumberState::Unusable {
-                    code: FAILURE_TOKEN_UNREADABLE,
-                    explanation: format!(
-                        "The network access token of the sending number {} cannot be read \
-                         with the service's current secret key; an operator must store it again.",
-                        n.display_phone_number
-                    ),
-                },
-                Some(token) => {
-                    let mps = u32::try_from(n.throughput_mps)
-                        .ok()
-                        .filter(|m| *m > 0)
-                        .unwrap_or(self.shared.config.default_mps)
-                        .max(1);
-                    // Keep the bucket (and its state) unless the throughput changed.
-                    let bucket = match old.map(|s| s.state) {
-                        Some(NumberState::Ready { bucket, .. }) if bucket.mps == mps => bucket,
-                        _ => Bucket::new(mps),
-                    };
-                    NumberState::Ready {
-                        token: token.into(),
-                        bucket,
-                    }
-                }
-            },
+        let read = self.shared.core.db.get_phone_number(pnid).await?;
+        let number = dispatch::number(&self.shared.core.key, read.as_ref());
+        let mps = read
+            .and_then(|n| u32::try_from(n.throughput_mps).ok())
+            .filter(|m| *m > 0)
+            .unwrap_or(self.shared.config.default_mps)
+            .max(1);
+        // Keep the bucket (and its state) unless the throughput changed.
+        let bucket = match self.numbers.remove(pnid) {
+            Some(old) if old.bucket.mps == mps => old.bucket,
+            _ => Bucket::new(mps),
         };
         self.numbers.insert(
             pnid.to_string(),
             NumberSlot {
                 fetched: Instant::now(),
-                org_id,
-                state,
+                number,
+                bucket,
             },
         );
         Ok(())
     }
 }
 
-/// How a claim ends.
-enum Final {
-    Sent {
-        wamid: String,
-    },
-    /// Every failure the dispatcher decides is one where the network did not take the
-    /// message, so a template's wallet debit is refunded.
-    Failed(Failure),
-}
-
 impl Shared {
-    /// Sends one claimed message and records the outcome.
-    async fn deliver(self: Arc<Self>, item: DispatchItem, token: Arc<str>) -> Outcome {
-        let request = match item.media_id {
-            None => std::borrow::Cow::Borrowed(&item.request),
-            Some(media_id) => match self.network_media(&item, media_id, &token).await {
-                Ok(id) => std::borrow::Cow::Owned(tern_cloudapi::send::with_network_media(
-                    &item.request,
-                    &id,
-                )),
-                Err(outcome) => return outcome,
-            },
-        };
-        let payload = match tern_cloudapi::send::build_payload(&item.id.to_string(), &request) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::error!(message_id = %item.id, error = %e, "stored request cannot be sent");
-                let explanation = format!("Tern could not build the network request ({e}).");
-                let fin = Final::Failed(Failure::tern(FAILURE_PAYLOAD_INVALID, explanation));
-                return self.record_final(&item, fin).await;
+    /// One attempt of a claimed message (`tern_core::messages::dispatch`: prepare → send →
+    /// decide), its decision recorded.
+    async fn attempt(&self, item: &DispatchItem, number: &Number) -> Outcome {
+        let core = &self.core;
+        let decision = match dispatch::prepare(core, item, number, &self.policy).await {
+            Err(decided) => decided,
+            Ok(ready) => {
+                let answer = ready.send(&core.cloud, item, &self.policy).await;
+                dispatch::decide(core, item, answer, &self.policy).await
             }
         };
-        let send = self
-            .cloud
-            .send_message(&item.phone_number_id, &token, &payload);
-        let started = Instant::now();
-        let result = match tokio::time::timeout(self.config.send_timeout(), send).await {
-            Ok(r) => {
-                // The network's answer time as this process sees it (scheduling included).
-                metrics::histogram!("tern_dispatch_send_seconds")
-                    .record(started.elapsed().as_secs_f64());
-                r
-            }
-            Err(_) => Err(SendError::OutcomeUnknown {
-                reason: "no answer before the dispatch lease ran out".into(),
-            }),
-        };
-        let result = match (result, item.media_id) {
-            // The network no longer knows the id Tern kept: forget it, so the retry uploads
-            // the file again (the network did not take this send).
-            (Err(e), Some(media_id)) if e.is_unknown_media() => {
-                if let Err(fe) =
-                    media::forget_network_media_id(&self.db, media_id, &item.phone_number_id).await
-                {
-                    tracing::warn!(error = %fe, "cannot forget a network media id");
-                }
-                Err(SendError::NotSent {
-                    reason: format!("the network's media id was unknown ({e}); uploading again"),
-                })
-            }
-            (r, _) => r,
-        };
-        self.record(&item, result).await
-    }
-
-    /// The network's id of a media message's file (uploaded now when the network has no
-    /// valid copy); or the outcome already recorded when there is none.
-    async fn network_media(
-        &self,
-        item: &DispatchItem,
-        media_id: Uuid,
-        token: &str,
-    ) -> Result<String, Outcome> {
-        let gone = |explanation: &str| {
-            Final::Failed(Failure::tern(FAILURE_MEDIA_UNAVAILABLE, explanation))
-        };
-        let Some(media) = &self.media else {
-            let fin = gone("This server has no media store configured.");
-            return Err(self.record_final(item, fin).await);
-        };
-        let got = media::network_media_id(
-            &self.db,
-            &self.cloud,
-            media,
-            media_id,
-            &item.phone_number_id,
-            token,
-            now_ms(),
-        )
-        .await;
-        let e = match got {
-            Ok(id) => return Ok(id),
-            Err(NetworkMediaError::Gone) => {
-                let fin = gone("The message's media expired or were deleted before it was sent.");
-                return Err(self.record_final(item, fin).await);
-            }
-            // An upload repeated is harmless (unlike a send): an unknown outcome is retried.
-            Err(NetworkMediaError::Network(SendError::OutcomeUnknown { reason })) => {
-                SendError::NotSent { reason }
-            }
-            Err(NetworkMediaError::Network(e)) => e,
-            Err(NetworkMediaError::Store(e)) => SendError::NotSent {
-                reason: format!("database: {e}"),
-            },
-            Err(NetworkMediaError::Blob(e)) => SendError::NotSent {
-                reason: format!("media store: {e}"),
-            },
-        };
-        tracing::info!(message_id = %item.id, error = %e, "media upload to the network failed");
-        Err(self.record(item, Err(e)).await)
+        self.record(item, decision).await
     }
 }
 

@@ -11,68 +11,23 @@ pub(super) struct Waiting {
 }
 
 impl Shared {
-    pub(super) async fn record(
-        &self,
-        item: &DispatchItem,
-        result: Result<tern_cloudapi::SendAccepted, SendError>,
-    ) -> Outcome {
+    /// Records what was decided for a claimed message: a final status through the status
+    /// writer (in batches), a retry or an unknown outcome as a queue write.
+    pub(super) async fn record(&self, item: &DispatchItem, decision: Decision) -> Outcome {
         let lease = item.lease();
-        let e = match result {
-            Ok(accepted) => {
-                let fin = Final::Sent {
-                    wamid: accepted.wamid,
-                };
-                return self.record_final(item, fin).await;
-            }
-            Err(e) => e,
-        };
-        match e.retry_class() {
-            RetryClass::OutcomeUnknown => {
-                tracing::warn!(message_id = %item.id, error = %e,
-                    "send outcome unknown; waiting for the network's status");
-                let grace =
-                    i64::try_from(self.config.unknown_grace.as_millis()).unwrap_or(i64::MAX);
-                let deadline = now_ms().saturating_add(grace);
-                let error = e.to_string();
-                let r = retrying(|| {
-                    self.db
-                        .mark_dispatch_unknown(item.id, &lease, deadline, &error)
-                })
-                .await;
+        let db = &self.core.db;
+        match decision {
+            Decision::Final(fin) => self.record_final(item, fin).await,
+            Decision::Unknown { deadline, error } => {
+                let r =
+                    retrying(|| db.mark_dispatch_unknown(item.id, &lease, deadline, &error)).await;
                 finish_queue_write(item, r, Outcome::Unknown)
             }
-            RetryClass::RetrySoon | RetryClass::RetryLater
-                if item.attempts < i64::from(self.config.max_attempts) =>
-            {
-                let delay = self.config.backoff(item.attempts);
-                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
-                    retry_in_ms = delay.as_millis() as u64, "network did not take the message; will retry");
-                let at = now_ms().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0));
-                let error = e.to_string();
-                let r = retrying(|| self.db.retry_dispatch(item.id, &lease, at, &error)).await;
+            Decision::Retry { at, error } => {
+                let r = retrying(|| db.retry_dispatch(item.id, &lease, at, &error)).await;
                 finish_queue_write(item, r, Outcome::Retried)
             }
-            class => {
-                let gave_up = (class != RetryClass::Never).then_some(item.attempts);
-                tracing::info!(message_id = %item.id, attempts = item.attempts, error = %e,
-                    "message failed");
-                let failure = failure::from_send_error(&e, gave_up);
-                self.record_final(item, Final::Failed(failure)).await
-            }
         }
-    }
-
-    /// Fails a claimed message that cannot be sent at all (number or token unusable).
-    pub(super) async fn fail_unsendable(
-        &self,
-        item: &DispatchItem,
-        code: &'static str,
-        explanation: &str,
-    ) -> Outcome {
-        tracing::warn!(message_id = %item.id, phone_number_id = %item.phone_number_id, code,
-            "message cannot be sent from its number");
-        let fin = Final::Failed(Failure::tern(code, explanation));
-        self.record_final(item, fin).await
     }
 
     /// Writes the final status through the status writer (the domain's monotonic rule
@@ -141,14 +96,15 @@ impl Shared {
             .zip(reports)
             .map(|(w, r)| (&w.item, r))
             .collect();
-        let together = retrying(|| status::record_sends(&self.db, &pairs)).await;
+        let db = &self.core.db;
+        let together = retrying(|| status::record_sends(db, &pairs)).await;
         let results = match together {
             Ok(results) => results.into_iter().map(Ok).collect(),
             Err(e) => {
                 tracing::warn!(error = %e, n = pairs.len(), "send outcomes recorded one by one");
                 let mut results = Vec::with_capacity(pairs.len());
                 for (item, report) in &pairs {
-                    results.push(retrying(|| status::record_send(&self.db, item, report)).await);
+                    results.push(retrying(|| status::record_send(db, item, report)).await);
                 }
                 results
             }
@@ -157,28 +113,6 @@ impl Shared {
         for (w, r) in batch.into_iter().zip(results) {
             // The waiter is gone only if its task was cancelled: nothing to answer.
             let _ = w.done.send(r);
-        }
-    }
-}
-
-impl Final {
-    /// The status report of this outcome, at `at`.
-    fn report(&self, at: i64) -> Report<'_> {
-        match self {
-            Final::Sent { wamid } => Report {
-                status: Status::Sent,
-                at,
-                precision: Precision::Millis,
-                wamid: Some(wamid),
-                failure: None,
-            },
-            Final::Failed(f) => Report {
-                status: Status::Failed,
-                at,
-                precision: Precision::Millis,
-                wamid: None,
-                failure: Some(f),
-            },
         }
     }
 }

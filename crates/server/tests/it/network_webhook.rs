@@ -127,7 +127,7 @@ async fn signatures(app: &TestApp) {
     let (s, b) = app.post_network(&body).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(app.db.count_unprocessed_inbox().await.unwrap(), 1);
-    let report = tern_engine::inbox::drain(&app.db).await.unwrap();
+    let report = app.settle().await.inbox;
     assert_eq!(report.inbound_stored, 1);
     assert_eq!(app.db.count_unprocessed_inbox().await.unwrap(), 0);
     let contact = app
@@ -158,7 +158,7 @@ async fn inbound_is_idempotent_and_builds_contacts(app: &TestApp) {
     // The network delivers the same batch twice (its retry), then the worker runs.
     assert_eq!(app.post_network(&body).await.0, 200);
     assert_eq!(app.post_network(&body).await.0, 200);
-    let report = tern_engine::inbox::drain(&app.db).await.unwrap();
+    let report = app.settle().await.inbox;
     assert_eq!(report.inbound_stored, 4);
     assert_eq!(report.inbound_duplicates, 4);
     let contact = app
@@ -545,12 +545,10 @@ async fn without_app_secret_deliveries_are_refused(app: &TestApp) {
             app.db.clone(),
             app.key.clone(),
             tern_cloudapi::CloudApiClient::new(Default::default()).unwrap(),
-            Default::default(),
         ),
         public_url: "http://x".into(),
         metrics: None,
         network: tern_api::NetworkWebhook::default(),
-        inbox_wakeup: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -126,7 +126,7 @@ impl Db {
         });
         if n == 1 {
             if lease.is_none() {
-                self.deliveries_queued.notify_one();
+                self.wakeups.deliveries.notify_one();
             }
             Ok(delivery_id)
         } else {
@@ -298,6 +298,9 @@ impl Db {
             .execute(pool)
             .await
             .map(|r| r.rows_affected()))?;
+        if n > 0 {
+            self.wakeups.deliveries.notify_one();
+        }
         Ok(n)
     }
 

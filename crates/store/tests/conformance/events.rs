@@ -548,14 +548,14 @@ mod batches_and_leases {
             assert!(tx.webhook_subscribers(org.id, "contact.consent").await.unwrap().is_empty());
             tx.commit().await.unwrap();
             let s = sub(&db, org.id, key.id, &["contact.consent"]).await;
-            let wakeup = db.deliveries_queued();
+            let wakeup = db.wakeups();
             let mut tx = db.begin().await.unwrap();
             let subs = tx.webhook_subscribers(org.id, "contact.consent").await.unwrap();
             assert_eq!(subs, [s.id]);
             tx.insert_event(&event(org.id, "contact.consent", T0), &subs).await.unwrap();
             tx.commit().await.unwrap();
             // The commit woke this process's workers.
-            tokio::time::timeout(std::time::Duration::from_secs(1), wakeup.notified()).await.unwrap();
+            tokio::time::timeout(std::time::Duration::from_secs(1), wakeup.deliveries.notified()).await.unwrap();
             assert_eq!(db.webhook_delivery_states().await.unwrap().len(), 1);
         },
 

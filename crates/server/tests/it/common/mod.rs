@@ -33,6 +33,8 @@ pub struct TestApp {
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     workers: Option<tern::app::Workers>,
+    /// The workers' one-pass functions ([`TestApp::settle`]).
+    passes: tern::app::Passes,
     _tmp: Option<tempfile::TempDir>,
     /// Where this app's media files are (`TERN_MEDIA_STORE=file://…`).
     pub media_dir: std::path::PathBuf,
@@ -149,6 +151,7 @@ impl TestApp {
         configure(&mut config);
         let cloud = tern::app::cloud_client(&config).unwrap();
         let state = tern::app::state(db.clone(), key.clone(), &config);
+        let passes = tern::app::Passes::new(state.core.clone(), &config);
         let workers = with_workers.then(|| {
             tern::app::Workers::start_full(
                 &db,
@@ -186,6 +189,7 @@ impl TestApp {
             shutdown: Some(tx),
             server: Some(server),
             workers,
+            passes,
             _tmp: tmp,
             media_dir: media_tmp.path().to_path_buf(),
             _media_tmp: media_tmp,
@@ -199,6 +203,16 @@ impl TestApp {
         app.owner_id = acme.members[0].id.to_string();
         app.developer_id = acme.members[1].id.to_string();
         app
+    }
+
+    /// Runs each worker's one pass until nothing moves (see `tern::app::Passes::settle`):
+    /// for an app started without background workers.
+    pub async fn settle(&self) -> tern::app::Settled {
+        assert!(
+            self.workers.is_none(),
+            "settle is for an app without background workers"
+        );
+        self.passes.settle().await.unwrap()
     }
 
     pub async fn admin(&self, args: &[&str]) -> anyhow::Result<Value> {
