@@ -135,3 +135,54 @@ pub async fn events(db: &Db) -> Vec<(String, serde_json::Value)> {
 pub async fn event_types(db: &Db) -> Vec<String> {
     events(db).await.into_iter().map(|(t, _)| t).collect()
 }
+
+/// An outbound text to `phone`, `sent` at `t0` with `wamid` (or without one: the send's
+/// answer was lost).
+pub async fn sent_message(
+    db: &Db,
+    org: &Org,
+    phone: &str,
+    wamid: Option<&str>,
+    t0: i64,
+) -> tern_store::Message {
+    let (contact, _) = db
+        .upsert_contact_by_wa_id(org.id, phone, None, None, tern_domain::new_id(), t0)
+        .await
+        .unwrap();
+    let conv = db
+        .get_or_create_conversation(org.id, contact.id, PNID, tern_domain::new_id(), t0)
+        .await
+        .unwrap();
+    let m = tern_store::Message {
+        id: tern_domain::new_id(),
+        org_id: org.id,
+        conversation_id: conv.id,
+        contact_id: contact.id,
+        phone_number_id: PNID.into(),
+        direction: tern_domain::message::Direction::Outbound,
+        r#type: "text".into(),
+        status: tern_domain::message::Status::Sent,
+        template_name: None,
+        template_language: None,
+        text: Some("hi".into()),
+        media_id: None,
+        wamid: wamid.map(str::to_string),
+        request: serde_json::json!({}),
+        campaign_id: None,
+        created_at: t0,
+        sent_at: Some(t0),
+        delivered_at: None,
+        read_at: None,
+        failed_at: None,
+        failure_code: None,
+        failure: None,
+        updated_at: t0,
+        content: None,
+        reply_to: None,
+        referral: None,
+        edited_at: None,
+        revoked_at: None,
+    };
+    assert!(db.insert_message(&m).await.unwrap());
+    m
+}

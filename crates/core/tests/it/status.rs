@@ -3,7 +3,7 @@
 use serde_json::json;
 use tern_core::messages::failure::Failure;
 use tern_core::messages::status::{self, Applied, Report};
-use tern_domain::message::{Direction, Precision, Status};
+use tern_domain::message::{Precision, Status};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Message, Org};
 use uuid::Uuid;
@@ -12,46 +12,7 @@ use crate::fixtures::{self, PNID};
 
 /// An outbound message already `sent` with `wamid`, created at `t0`.
 async fn sent_message(db: &Db, org: &Org, wamid: &str, t0: i64) -> Message {
-    let (contact, _) = db
-        .upsert_contact_by_wa_id(org.id, "4915550009", None, None, new_id(), t0)
-        .await
-        .unwrap();
-    let conv = db
-        .get_or_create_conversation(org.id, contact.id, PNID, new_id(), t0)
-        .await
-        .unwrap();
-    let m = Message {
-        id: new_id(),
-        org_id: org.id,
-        conversation_id: conv.id,
-        contact_id: contact.id,
-        phone_number_id: PNID.into(),
-        direction: Direction::Outbound,
-        r#type: "text".into(),
-        status: Status::Sent,
-        template_name: None,
-        template_language: None,
-        text: Some("hi".into()),
-        media_id: None,
-        wamid: Some(wamid.into()),
-        request: json!({}),
-        campaign_id: None,
-        created_at: t0,
-        sent_at: Some(t0),
-        delivered_at: None,
-        read_at: None,
-        failed_at: None,
-        failure_code: None,
-        failure: None,
-        updated_at: t0,
-        content: None,
-        reply_to: None,
-        referral: None,
-        edited_at: None,
-        revoked_at: None,
-    };
-    assert!(db.insert_message(&m).await.unwrap());
-    m
+    fixtures::sent_message(db, org, "4915550009", Some(wamid), t0).await
 }
 
 fn report(status: Status, at: i64) -> Report<'static> {

@@ -136,46 +136,7 @@ async fn inbound(db: &Db, org: &Org, c: &Contact) -> Vec<Message> {
 /// An outbound message to `PHONE`, `sent` at `t0` with `wamid` (or without one: the send's
 /// answer was lost).
 async fn sent_message(db: &Db, org: &Org, wamid: Option<&str>, t0: i64) -> Message {
-    let (contact, _) = db
-        .upsert_contact_by_wa_id(org.id, PHONE, None, None, new_id(), t0)
-        .await
-        .unwrap();
-    let conv = db
-        .get_or_create_conversation(org.id, contact.id, PNID, new_id(), t0)
-        .await
-        .unwrap();
-    let m = Message {
-        id: new_id(),
-        org_id: org.id,
-        conversation_id: conv.id,
-        contact_id: contact.id,
-        phone_number_id: PNID.into(),
-        direction: Direction::Outbound,
-        r#type: "text".into(),
-        status: Status::Sent,
-        template_name: None,
-        template_language: None,
-        text: Some("hi".into()),
-        media_id: None,
-        wamid: wamid.map(str::to_string),
-        request: json!({}),
-        campaign_id: None,
-        created_at: t0,
-        sent_at: Some(t0),
-        delivered_at: None,
-        read_at: None,
-        failed_at: None,
-        failure_code: None,
-        failure: None,
-        updated_at: t0,
-        content: None,
-        reply_to: None,
-        referral: None,
-        edited_at: None,
-        revoked_at: None,
-    };
-    assert!(db.insert_message(&m).await.unwrap());
-    m
+    fixtures::sent_message(db, org, PHONE, wamid, t0).await
 }
 
 async fn message(db: &Db, org: &Org, id: Uuid) -> Message {
