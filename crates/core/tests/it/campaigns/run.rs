@@ -418,6 +418,63 @@ async fn at_expiry_pending_recipients_end_expired(db: Db) {
     assert!(w.recipients(id).await[0].message_id.is_none());
 }
 
+/// Fails `n` of campaign `id`'s queued messages through the status writer, as the
+/// dispatcher records a network refusal.
+async fn fail_queued(w: &World, n: i64) {
+    use tern_core::messages::status;
+    use tern_domain::message::Precision;
+    let items = status::claim(
+        &w.db,
+        &tern_store::DispatchClaim {
+            phone_number_id: Some(PNID),
+            api_only: false,
+            limit: n,
+            owner: "test",
+            now: now_ms(),
+            lease_ms: 60_000,
+            grace_ms: 60_000,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(items.len() as i64, n);
+    let failure = tern_domain::failure::Failure::tern("network_error", "refused in a test");
+    let report = status::Report {
+        status: MessageStatus::Failed,
+        at: now_ms(),
+        precision: Precision::Millis,
+        wamid: None,
+        failure: Some(&failure),
+    };
+    let outcomes: Vec<_> = items.iter().map(|i| (i, report.clone())).collect();
+    status::record_sends(&w.db, &outcomes).await.unwrap();
+}
+
+async fn a_step_pauses_the_campaign_at_the_error_threshold(db: Db) {
+    let w = world(&db).await;
+    for i in 0..25 {
+        w.contact(
+            &format!("141555504{i:02}"),
+            Some("Ada"),
+            Some("London"),
+            &["vip"],
+        )
+        .await;
+    }
+    let id = in_status(&w, Status::Running).await;
+    assert_eq!(w.step(id, now_ms()).await.accepted, 25);
+    // 19 failures of 19 outcomes: under the threshold's floor of 20, the campaign runs on.
+    fail_queued(&w, 19).await;
+    assert_eq!(w.step(id, now_ms()).await.status, Some(Status::Running));
+    // The 20th: at least 20 failures, at least 20 % of the last outcomes.
+    fail_queued(&w, 1).await;
+    assert_eq!(w.step(id, now_ms()).await.status, Some(Status::Paused));
+    assert_eq!(
+        w.get(id).await.pause_reason,
+        Some(PauseReason::ErrorThreshold)
+    );
+}
+
 async fn a_campaign_with_nobody_left_to_message_completes(db: Db) {
     let w = world(&db).await;
     w.contact("14155550301", Some("Ada"), Some("London"), &["vip"])
@@ -448,5 +505,6 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     a_step_pauses_the_campaign_when_its_template_is_paused,
     at_expiry_queued_messages_end_campaign_expired_and_the_campaign_completes,
     at_expiry_pending_recipients_end_expired,
+    a_step_pauses_the_campaign_at_the_error_threshold,
     a_campaign_with_nobody_left_to_message_completes,
 }
