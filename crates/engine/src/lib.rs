@@ -7,5 +7,6 @@ pub mod dispatch;
 pub mod housekeeping;
 pub mod inbox;
 pub mod media;
+pub mod retry;
 pub mod templates;
 pub mod webhooks;

@@ -383,16 +383,9 @@ async fn record(core: &Core, owner: &str, made: &[Made]) {
         return;
     }
     let recordings: Vec<_> = made.iter().map(|m| m.recording(owner)).collect();
-    let mut delay = Duration::from_millis(50);
-    for _ in 0..5 {
-        match core.db.record_webhook_attempts(&recordings).await {
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, n = made.len(), "recording webhook attempts failed");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
-        }
+    if let Err(e) = crate::retry::store_write(|| core.db.record_webhook_attempts(&recordings)).await
+    {
+        tracing::warn!(error = %e, n = made.len(), "recording webhook attempts failed");
     }
 }
 

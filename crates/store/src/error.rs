@@ -62,6 +62,21 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// True when the same statement may well succeed if run again: the database is
+    /// unavailable ([`StoreError::is_unavailable`]), or PostgreSQL gave up on this
+    /// transaction for another's sake (40001 serialization failure, 40P01 deadlock).
+    pub fn is_transient(&self) -> bool {
+        if self.is_unavailable() {
+            return true;
+        }
+        match self {
+            Self::Backend(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("40001" | "40P01"))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Tables whose primary key is not the single column `id`, so a SQLite unique-violation

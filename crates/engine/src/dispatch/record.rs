@@ -1,6 +1,7 @@
 //! Recording send outcomes: through the single status writer, in batches (group commit).
 
 use super::*;
+use crate::retry::store_write;
 
 /// A send outcome waiting for the next batch.
 pub(super) struct Waiting {
@@ -19,12 +20,12 @@ impl Shared {
         match decision {
             Decision::Final(fin) => self.record_final(item, fin).await,
             Decision::Unknown { deadline, error } => {
-                let r =
-                    retrying(|| db.mark_dispatch_unknown(item.id, &lease, deadline, &error)).await;
+                let r = store_write(|| db.mark_dispatch_unknown(item.id, &lease, deadline, &error))
+                    .await;
                 finish_queue_write(item, r, Outcome::Unknown)
             }
             Decision::Retry { at, error } => {
-                let r = retrying(|| db.retry_dispatch(item.id, &lease, at, &error)).await;
+                let r = store_write(|| db.retry_dispatch(item.id, &lease, at, &error)).await;
                 finish_queue_write(item, r, Outcome::Retried)
             }
         }
@@ -97,14 +98,14 @@ impl Shared {
             .map(|(w, r)| (&w.item, r))
             .collect();
         let db = &self.core.db;
-        let together = retrying(|| status::record_sends(db, &pairs)).await;
+        let together = store_write(|| status::record_sends(db, &pairs)).await;
         let results = match together {
             Ok(results) => results.into_iter().map(Ok).collect(),
             Err(e) => {
                 tracing::warn!(error = %e, n = pairs.len(), "send outcomes recorded one by one");
                 let mut results = Vec::with_capacity(pairs.len());
                 for (item, report) in &pairs {
-                    results.push(retrying(|| status::record_send(db, item, report)).await);
+                    results.push(store_write(|| status::record_send(db, item, report)).await);
                 }
                 results
             }
@@ -139,23 +140,4 @@ fn finish_queue_write(item: &DispatchItem, r: Result<bool, StoreError>, ok: Outc
     };
     metrics::counter!("tern_dispatch_outcomes_total", "outcome" => o.label()).increment(1);
     o
-}
-
-/// Runs a store write, retrying a few times while the database is unavailable.
-async fn retrying<T, F, Fut>(mut f: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    let mut delay = Duration::from_millis(50);
-    for _ in 0..4 {
-        match f().await {
-            Err(e) if e.is_unavailable() => {
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-            }
-            other => return other,
-        }
-    }
-    f().await
 }
