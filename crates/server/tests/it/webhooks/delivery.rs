@@ -129,9 +129,12 @@ async fn attempts(app: &TestApp, key: &str, sub: &str, query: &str) -> Value {
 
 async fn every_event_type_fires_where_it_should(backend: Backend) {
     let files = FileServer::start().await;
-    let sim = tern_simulator::start(tern_simulator::SimArgs::local(APP_SECRET))
-        .await
-        .unwrap();
+    let mut args = tern_simulator::SimArgs::local(APP_SECRET);
+    // `read` well after `delivered`, so each is applied by its own settle, in the network's
+    // order: one settle applies its notifications concurrently (on PostgreSQL), and a `read`
+    // written first leaves `delivered` no step of its own (no event).
+    args.read_delay_ms = 600;
+    let sim = tern_simulator::start(args).await.unwrap();
     let app = app_for(backend, &files, "0,0")
         .graph(&sim.base_url())
         .start()
@@ -196,7 +199,9 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     .await;
     assert_eq!(s, 202, "{m}");
     let id = m["id"].as_str().unwrap().to_string();
-    // Sent; the network's three statuses come back (sent, delivered, read).
+    // Sent; the network's three statuses come back (sent, delivered, then read).
+    app.settle().await;
+    sim_delivered(&sim, 3).await;
     app.settle().await;
     sim_delivered(&sim, 4).await;
     app.settle().await;
