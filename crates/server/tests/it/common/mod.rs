@@ -470,6 +470,26 @@ where
     }
 }
 
+/// Waits (bounded: 10 s) until Tern has accepted `n` of `sim`'s webhooks in all (an attempt
+/// that failed, e.g. timed out on a busy machine, is retried by the simulator and counts
+/// once it is accepted). The network delivers on its own time; what it delivered is then in
+/// Tern's inbox, for [`TestApp::settle`] to apply.
+pub async fn sim_delivered(sim: &tern_simulator::SimHandle, n: usize) {
+    eventually_within(
+        std::time::Duration::from_secs(10),
+        &format!("the simulator's delivery {n}"),
+        || async {
+            let accepted = sim
+                .deliveries()
+                .iter()
+                .filter(|d| d.response_status.is_some_and(|s| (200..300).contains(&s)))
+                .count();
+            (accepted >= n).then_some(())
+        },
+    )
+    .await;
+}
+
 /// A free port below Linux's ephemeral range (32768–60999): no outgoing connection of the
 /// (parallel) test suite can take it while a killed server is down, so a restart on the same
 /// port (the simulator's callback URL) works.

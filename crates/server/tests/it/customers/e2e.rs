@@ -2,23 +2,16 @@
 //! both directions: they write in, Tern answers by BSUID and follows the message to `read`,
 //! their edit reaches the original, the network's BSUID change and a template's new
 //! category reach Tern.
+//!
+//! The network delivers on its own time: each step waits for the simulator's delivery, then
+//! Tern's worker passes apply it (`settle`).
 
-use crate::common::{APP_SECRET, Backend, TestApp, send};
+use crate::common::{APP_SECRET, Backend, TestApp, send, sim_delivered};
 use serde_json::{Value, json};
-use std::time::Duration;
 use tern_simulator::{CustomerSpec, IdentityChangeRequest, NumberSpec, TemplateSeed};
 
 const PN: &str = "555000222";
 const API: &str = "/api/public/v1";
-
-/// Polls `probe` (bounded: 8 s) until it gives `Some`.
-async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    crate::common::eventually_within(Duration::from_secs(8), what, probe).await
-}
 
 async fn get(app: &TestApp, key: &str, path: &str) -> Value {
     app.get(&format!("{API}{path}"), Some(key)).await.2
@@ -30,7 +23,6 @@ async fn username_customer_end_to_end(backend: Backend) {
         .unwrap();
     let app = TestApp::builder(backend)
         .graph(&sim.base_url())
-        .workers()
         .start()
         .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
@@ -58,11 +50,10 @@ async fn username_customer_end_to_end(backend: Backend) {
     let sent = sim
         .inject_inbound(json!({"phone_number_id": PN, "username": "zoe.tern", "type": "text", "text": {"body": "Hi!"}}))
         .unwrap();
-    let contact = eventually("the contact", || async {
-        let page = get(&app, &key, "/contacts?q=zoe").await;
-        page["data"].get(0).cloned()
-    })
-    .await;
+    sim_delivered(&sim, 1).await;
+    app.settle().await;
+    let page = get(&app, &key, "/contacts?q=zoe").await;
+    let contact = page["data"][0].clone();
     assert_eq!(
         (
             contact["user_id"].as_str(),
@@ -84,13 +75,12 @@ async fn username_customer_end_to_end(backend: Backend) {
     .await;
     assert_eq!(s, 202, "{m}");
     let id = m["id"].as_str().unwrap().to_string();
-    let read = eventually("read", || async {
-        let got = get(&app, &key, &format!("/messages/{id}")).await;
-        (got["status"] == "read").then_some(got)
-    })
-    .await;
+    app.settle().await;
+    sim_delivered(&sim, 4).await;
+    app.settle().await;
+    let read = get(&app, &key, &format!("/messages/{id}")).await;
     assert!(
-        read["sent_at"].is_string() && read["delivered_at"].is_string(),
+        read["status"] == "read" && read["sent_at"].is_string() && read["delivered_at"].is_string(),
         "{read}"
     );
     let on_network = sim
@@ -111,20 +101,19 @@ async fn username_customer_end_to_end(backend: Backend) {
         "edit": {"original_message_id": original, "message": {"type": "text", "text": {"body": "Hi again!"}}}}))
         .unwrap();
     let conv = m["conversation_id"].as_str().unwrap().to_string();
-    let edited = eventually("the edit", || async {
-        let page = get(
-            &app,
-            &key,
-            &format!("/conversations/{conv}/messages?direction=inbound"),
-        )
-        .await;
-        page["data"].as_array().and_then(|a| {
-            a.iter()
-                .find(|m| m["wamid"] == original && m["edited_at"].is_string())
-                .cloned()
-        })
-    })
+    sim_delivered(&sim, 5).await;
+    app.settle().await;
+    let page = get(
+        &app,
+        &key,
+        &format!("/conversations/{conv}/messages?direction=inbound"),
+    )
     .await;
+    let edited = page["data"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["wamid"] == original))
+        .unwrap_or_else(|| panic!("her message: {page}"));
+    assert!(edited["edited_at"].is_string(), "{edited}");
     assert_eq!(
         (edited["text"].as_str(), edited["content"].clone()),
         (Some("Hi again!"), json!({"body": "Hi again!"}))
@@ -141,11 +130,10 @@ async fn username_customer_end_to_end(backend: Backend) {
     let new_id = update["user_id"].as_str().unwrap().to_string();
     assert_ne!(new_id, zoe.user_id);
     let cid = contact["id"].as_str().unwrap();
-    eventually("the new BSUID", || async {
-        let c = get(&app, &key, &format!("/contacts/{cid}")).await;
-        (c["user_id"] == new_id.as_str()).then_some(())
-    })
-    .await;
+    sim_delivered(&sim, 6).await;
+    app.settle().await;
+    let c = get(&app, &key, &format!("/contacts/{cid}")).await;
+    assert_eq!(c["user_id"], new_id.as_str(), "{c}");
     // …and no second contact was made for her under the new one.
     let all = get(&app, &key, "/contacts").await;
     assert_eq!(all["data"].as_array().map(Vec::len), Some(1), "{all}");
@@ -164,11 +152,10 @@ async fn username_customer_end_to_end(backend: Backend) {
         .await
         .unwrap();
     sim.set_template_category(&tpl.id, "MARKETING").unwrap();
-    eventually("the new category", || async {
-        let list = get(&app, &key, "/templates").await;
-        (list["data"][0]["category"] == "marketing").then_some(())
-    })
-    .await;
+    sim_delivered(&sim, 7).await;
+    app.settle().await;
+    let list = get(&app, &key, "/templates").await;
+    assert_eq!(list["data"][0]["category"], "marketing", "{list}");
 
     assert!(
         sim.deliveries()

@@ -1,5 +1,6 @@
-//! Event webhooks delivered, on both backends, to a loopback HTTPS receiver by the real
-//! delivery workers; every delivery checked with the official Standard Webhooks library.
+//! Event webhooks delivered, on both backends, to a loopback HTTPS receiver by the delivery
+//! workers' passes (`settle`); every delivery checked with the official Standard Webhooks
+//! library.
 //!
 //! * every event type fires where DESIGN.md says, through the real flows (the simulator's
 //!   statuses, inbound messages and edits, a template review, a consent change), once per
@@ -7,11 +8,14 @@
 //! * a failing receiver is retried on the schedule until it recovers, an exhausted delivery
 //!   fails and can be replayed, `410 Gone` disables the subscription, a deleted subscription
 //!   stops its deliveries;
-//! * a hanging receiver holds only its own slots while another keeps receiving;
+//! * a hanging receiver holds only its own slots while another keeps receiving (the running
+//!   workers: that test is about their concurrency);
 //! * test sends (`webhook.test` and samples), the deliveries log, signatures after a rotation.
 
 use super::python_verifies_all;
-use crate::common::{APP_SECRET, Backend, TestApp, assert_error, send};
+use crate::common::{
+    APP_SECRET, Backend, TestApp, TestAppBuilder, assert_error, send, sim_delivered,
+};
 use crate::media::fixture::FileServer;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
@@ -26,7 +30,7 @@ const SUBS: &str = "/api/public/v1/webhook-subscriptions";
 const PN: &str = "555000333";
 
 /// Polls `probe` (bounded: 30 s) until it gives `Some`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
+async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -34,25 +38,16 @@ where
     crate::common::eventually_within(Duration::from_secs(30), what, probe).await
 }
 
-/// An app with workers whose deliveries may reach the receiver (its CA trusted, loopback
-/// allowed) and are retried on `schedule`.
-pub(super) async fn app_for(
-    backend: Backend,
-    files: &FileServer,
-    schedule: &str,
-    graph: Option<&str>,
-) -> TestApp {
+/// An app whose deliveries may reach the receiver (its CA trusted, loopback allowed) and are
+/// retried on `schedule` (`"0,0"`: each retry due at once, so one `settle` makes them all).
+pub(super) fn app_for(backend: Backend, files: &FileServer, schedule: &str) -> TestAppBuilder {
     let ca = files.ca_file.path().to_path_buf();
     let schedule = RetrySchedule::parse(schedule).unwrap();
-    let mut app = TestApp::builder(backend).workers().configure(move |c| {
+    TestApp::builder(backend).configure(move |c| {
         c.extra_ca_file = Some(ca);
         c.allow_networks = vec!["127.0.0.1/32".parse().unwrap()];
         c.webhook_retry_schedule = schedule;
-    });
-    if let Some(url) = graph {
-        app = app.graph(url);
-    }
-    app.start().await
+    })
 }
 
 /// A subscription of `key` to `events` at `url`: (id, secret).
@@ -134,10 +129,16 @@ async fn attempts(app: &TestApp, key: &str, sub: &str, query: &str) -> Value {
 
 async fn every_event_type_fires_where_it_should(backend: Backend) {
     let files = FileServer::start().await;
-    let sim = tern_simulator::start(tern_simulator::SimArgs::local(APP_SECRET))
-        .await
-        .unwrap();
-    let app = app_for(backend, &files, "1,1", Some(&sim.base_url())).await;
+    let mut args = tern_simulator::SimArgs::local(APP_SECRET);
+    // `read` well after `delivered`, so each is applied by its own settle, in the network's
+    // order: one settle applies its notifications concurrently (on PostgreSQL), and a `read`
+    // written first leaves `delivered` no step of its own (no event).
+    args.read_delay_ms = 600;
+    let sim = tern_simulator::start(args).await.unwrap();
+    let app = app_for(backend, &files, "0,0")
+        .graph(&sim.base_url())
+        .start()
+        .await;
     sim.set_callback_url(Some(app.url("/webhooks/whatsapp")));
     app.add_number(&app.org_id, PN, "+14155550333").await;
     sim.register_number(NumberSpec {
@@ -183,11 +184,11 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     let written = sim
         .inject_inbound(json!({"phone_number_id": PN, "from": ada_phone, "type": "text", "text": {"body": "Hi!"}}))
         .unwrap();
-    let contact = eventually("the contact", || async {
-        let page = app.get(&format!("{API}/contacts"), Some(&key)).await.2;
-        page["data"].get(0).cloned()
-    })
-    .await;
+    sim_delivered(&sim, 1).await;
+    app.settle().await;
+    let page = app.get(&format!("{API}/contacts"), Some(&key)).await.2;
+    let contact = page["data"][0].clone();
+    assert!(contact["id"].is_string(), "{page}");
     let (s, _, m) = send(
         app.http
             .post(app.url(&format!("{API}/messages")))
@@ -198,14 +199,18 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     .await;
     assert_eq!(s, 202, "{m}");
     let id = m["id"].as_str().unwrap().to_string();
-    let read = eventually("read", || async {
-        let got = app.get(&format!("{API}/messages/{id}"), Some(&key)).await.2;
-        (got["status"] == "read").then_some(got)
-    })
-    .await;
+    // Sent; the network's three statuses come back (sent, delivered, then read).
+    app.settle().await;
+    sim_delivered(&sim, 3).await;
+    app.settle().await;
+    sim_delivered(&sim, 4).await;
+    app.settle().await;
+    let read = app.get(&format!("{API}/messages/{id}"), Some(&key)).await.2;
+    assert_eq!(read["status"], "read", "{read}");
     sim.inject_inbound(json!({"phone_number_id": PN, "from": ada_phone, "type": "edit",
         "edit": {"original_message_id": written["wamid"], "message": {"type": "text", "text": {"body": "Hi again!"}}}}))
         .unwrap();
+    sim_delivered(&sim, 5).await;
     // Consent, and a template's review.
     consent(&app, &key, contact["id"].as_str().unwrap(), "opted_in").await;
     let tpl = sim.seed_template(TemplateSeed {
@@ -221,6 +226,7 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
         .await
         .unwrap();
     sim.set_template_status(&tpl.id, "APPROVED", None).unwrap();
+    sim_delivered(&sim, 6).await;
     // A draft submitted for review: draft → pending.
     let (s, _, draft) = send(
         app.http
@@ -244,28 +250,25 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     )
     .await;
     assert_eq!(s, 200, "{submitted}");
+    // The simulator reviews the submission: approved.
+    sim_delivered(&sim, 7).await;
 
-    let got = eventually("every event", || async {
-        let got = received(&files, "/hook/204");
-        let kinds: BTreeMap<String, usize> =
-            got.iter().fold(BTreeMap::new(), |mut m, (_, _, v)| {
-                *m.entry(v["type"].as_str().unwrap().to_string())
-                    .or_default() += 1;
-                m
-            });
-        (kinds.get("message.status") == Some(&3)
-            && kinds.get("message.received") == Some(&1)
-            && kinds.get("message.updated") == Some(&1)
-            && kinds.get("contact.consent") == Some(&1)
-            && got.iter().any(|(_, _, v)| {
-                v["type"] == "template.status" && v["data"]["name"] == "order_update"
-            })
-            && got.iter().any(|(_, _, v)| {
-                v["type"] == "template.status" && v["data"]["name"] == "welcome_note"
-            }))
-        .then_some(got)
-    })
-    .await;
+    app.settle().await;
+    let got = received(&files, "/hook/204");
+    let kinds: BTreeMap<&str, usize> = got.iter().fold(BTreeMap::new(), |mut m, (_, _, v)| {
+        *m.entry(v["type"].as_str().unwrap()).or_default() += 1;
+        m
+    });
+    assert_eq!(
+        (
+            kinds.get("message.status"),
+            kinds.get("message.received"),
+            kinds.get("message.updated"),
+            kinds.get("contact.consent")
+        ),
+        (Some(&3), Some(&1), Some(&1), Some(&1)),
+        "{kinds:?}"
+    );
     assert_signed(&all_secret, &got);
     // Once per status reached; the last is the Message exactly as the API shows it now.
     let statuses: Vec<&str> = got
@@ -328,11 +331,7 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     );
 
     // The other subscription got the same inbound event (same id, same bytes).
-    let inbound = eventually("the second subscription's event", || async {
-        let got = received(&files, "/hook/200");
-        (!got.is_empty()).then_some(got)
-    })
-    .await;
+    let inbound = received(&files, "/hook/200");
     assert_signed(&inbound_secret, &inbound);
     let ours = got
         .iter()
@@ -368,14 +367,17 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     )
     .await;
     assert_eq!(s, 202, "{m}");
-    let failed = eventually("the failed status", || async {
-        received(&files, "/hook/204").into_iter().find(|(_, _, v)| {
+    app.settle().await;
+    sim_delivered(&sim, 8).await;
+    app.settle().await;
+    let failed = received(&files, "/hook/204")
+        .into_iter()
+        .find(|(_, _, v)| {
             v["type"] == "message.status"
                 && v["data"]["id"] == m["id"]
                 && v["data"]["status"] == "failed"
         })
-    })
-    .await;
+        .expect("the failed status");
     assert_eq!(
         (
             failed.2["data"]["status"].as_str(),
@@ -386,12 +388,8 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
     let got = received(&files, "/hook/204");
 
     // Every attempt is in the log, succeeded at the first try.
-    let log = eventually("the attempt log", || async {
-        let log = attempts(&app, &key, &all_id, "").await;
-        let n = log["data"].as_array().unwrap().len();
-        (n >= got.len()).then_some(log)
-    })
-    .await;
+    let log = attempts(&app, &key, &all_id, "").await;
+    assert_eq!(log["data"].as_array().unwrap().len(), got.len(), "{log}");
     for a in log["data"].as_array().unwrap() {
         assert_eq!(
             (
@@ -410,7 +408,7 @@ async fn every_event_type_fires_where_it_should(backend: Backend) {
 
 async fn failing_receivers(backend: Backend) {
     let files = FileServer::start().await;
-    let app = app_for(backend, &files, "1,1", None).await;
+    let app = app_for(backend, &files, "0,0").start().await;
     let key = app.owner_key("full_access").await.1;
     let flaky_path = format!("/flaky/{}/2", uuid::Uuid::new_v4().simple());
     let ev = ["contact.consent"];
@@ -419,13 +417,11 @@ async fn failing_receivers(backend: Backend) {
     let (gone, _) = subscribe(&app, &key, &files.url("/hook/410"), &ev).await;
     let contact = new_contact(&app, &key, "+447700900123").await;
     consent(&app, &key, &contact, "opted_out").await;
+    app.settle().await;
 
     // 500, 500, then 204: three attempts of one event, under one webhook-id.
-    let got = eventually("the flaky receiver's recovery", || async {
-        let got = received(&files, &flaky_path);
-        (got.len() == 3).then_some(got)
-    })
-    .await;
+    let got = received(&files, &flaky_path);
+    assert_eq!(got.len(), 3);
     assert_signed(&flaky_secret, &got);
     let ids: HashSet<_> = got
         .iter()
@@ -433,11 +429,7 @@ async fn failing_receivers(backend: Backend) {
         .collect();
     assert_eq!(ids.len(), 1);
     assert!(got.windows(2).all(|w| w[0].1 == w[1].1), "the same bytes");
-    let log = eventually("three recorded attempts", || async {
-        let log = attempts(&app, &key, &flaky, "").await;
-        (log["data"].as_array().unwrap().len() == 3).then_some(log)
-    })
-    .await;
+    let log = attempts(&app, &key, &flaky, "").await;
     let brief: Vec<(i64, String, Option<i64>)> = log["data"]
         .as_array()
         .unwrap()
@@ -475,11 +467,9 @@ async fn failing_receivers(backend: Backend) {
     assert_error(s, &h, &b, 400, "validation_failed");
 
     // A receiver that never recovers: the schedule is spent (3 attempts), the delivery fails.
-    eventually("the dead receiver's last attempt", || async {
-        let log = attempts(&app, &key, &dead, "?status=failed").await;
-        (log["data"].as_array().unwrap().len() == 3).then_some(())
-    })
-    .await;
+    let log = attempts(&app, &key, &dead, "?status=failed").await;
+    assert_eq!(log["data"].as_array().unwrap().len(), 3, "{log}");
+    assert_eq!(received(&files, "/hook/500").len(), 3);
     // … and is replayed on request, with the whole schedule again.
     let since = tern_domain::time::format_ms(tern_domain::time::now_ms() - 60_000);
     let replay = |sub: String, body: Value, k: String| {
@@ -496,10 +486,8 @@ async fn failing_receivers(backend: Backend) {
     };
     let (s, _, b) = replay(dead.clone(), json!({"since": since}), key.clone()).await;
     assert_eq!((s, b["count"].as_u64()), (202, Some(1)), "{b}");
-    eventually("the replayed attempts", || async {
-        (received(&files, "/hook/500").len() >= 6).then_some(())
-    })
-    .await;
+    app.settle().await;
+    assert_eq!(received(&files, "/hook/500").len(), 6);
     let (s, h, b) = replay(
         dead.clone(),
         json!({"since": "2999-01-01T00:00:00Z"}),
@@ -513,26 +501,55 @@ async fn failing_receivers(backend: Backend) {
     assert_eq!(s, 404);
 
     // 410 Gone: one attempt, and the subscription is disabled.
-    let sub = eventually("the gone subscription disabled", || async {
-        let page = app.get(SUBS, Some(&key)).await.2;
-        page["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == gone.as_str() && s["enabled"] == false)
-            .cloned()
-    })
-    .await;
-    assert_eq!(sub["disabled_reason"], "gone");
+    let page = app.get(SUBS, Some(&key)).await.2;
+    let sub = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == gone.as_str())
+        .unwrap();
+    assert_eq!(
+        (&sub["enabled"], sub["disabled_reason"].as_str()),
+        (&json!(false), Some("gone")),
+        "{sub}"
+    );
     assert_eq!(received(&files, "/hook/410").len(), 1);
+    files.stop();
+    app.stop().await;
+}
 
-    // A deleted subscription's pending deliveries stop; the workers go on for the others.
+/// Makes every delivery waiting for a retry due now: the clock moved past the schedule.
+async fn retries_due_now(app: &TestApp) {
+    app.db
+        .execute_test_sql(
+            "UPDATE webhook_deliveries SET next_attempt_at = 0 \
+             WHERE status = 'pending' AND next_attempt_at IS NOT NULL",
+        )
+        .await
+        .unwrap();
+}
+
+async fn deleted_subscription(backend: Backend) {
+    let files = FileServer::start().await;
+    // Retries due a minute later (the 503's `Retry-After: 7` is within the schedule), so one
+    // is waiting when the subscription is deleted; the test moves the clock past it.
+    let app = app_for(backend, &files, "60,60").start().await;
+    let key = app.owner_key("full_access").await.1;
+    let ev = ["contact.consent"];
     let (doomed, _) = subscribe(&app, &key, &files.url("/hook/503"), &ev).await;
+    subscribe(&app, &key, &files.url("/hook/204"), &ev).await;
+    let contact = new_contact(&app, &key, "+447700900125").await;
     consent(&app, &key, &contact, "opted_in").await;
-    eventually("the doomed subscription's first attempt", || async {
-        (!received(&files, "/hook/503").is_empty()).then_some(())
-    })
-    .await;
+    app.settle().await;
+    assert_eq!(received(&files, "/hook/503").len(), 1);
+    // Not yet due: nothing is retried; once due, it is.
+    app.settle().await;
+    assert_eq!(received(&files, "/hook/503").len(), 1);
+    retries_due_now(&app).await;
+    app.settle().await;
+    assert_eq!(received(&files, "/hook/503").len(), 2);
+
+    // Deleted, its waiting retry is never made; the others go on.
     let (s, _, _) = send(
         app.http
             .delete(app.url(&format!("{SUBS}/{doomed}")))
@@ -540,22 +557,21 @@ async fn failing_receivers(backend: Backend) {
     )
     .await;
     assert_eq!(s, 204);
-    let at_delete = received(&files, "/hook/503").len();
+    retries_due_now(&app).await;
     consent(&app, &key, &contact, "opted_out").await;
-    eventually("the flaky receiver's next events", || async {
-        (received(&files, &flaky_path).len() >= 5).then_some(())
-    })
-    .await;
-    // Its 503 asked for 7 s, capped at twice the 1 s step: any retry would be due by now.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    assert!(received(&files, "/hook/503").len() <= at_delete + 1);
+    app.settle().await;
+    assert_eq!(received(&files, "/hook/503").len(), 2);
+    assert_eq!(received(&files, "/hook/204").len(), 2);
     files.stop();
     app.stop().await;
 }
 
+/// Kept on the running workers, with their polling waits: the subject is their concurrency
+/// (a hanging receiver holds its slots while the workers go on), which one `settle` pass,
+/// waiting for every attempt it starts, cannot show.
 async fn hanging_receiver(backend: Backend) {
     let files = FileServer::start().await;
-    let app = app_for(backend, &files, "1,1", None).await;
+    let app = app_for(backend, &files, "1,1").workers().start().await;
     let key = app.owner_key("full_access").await.1;
     let ev = ["contact.consent"];
     let (_, _) = subscribe(&app, &key, &files.url("/hold-hook"), &ev).await;
@@ -601,7 +617,8 @@ async fn hanging_receiver(backend: Backend) {
 
 async fn test_sends(backend: Backend) {
     let files = FileServer::start().await;
-    let app = app_for(backend, &files, "1", None).await;
+    // A retry would be due at once: the `settle` below would make it.
+    let app = app_for(backend, &files, "0").start().await;
     let key = app.owner_key("full_access").await.1;
     let (id, secret) = subscribe(&app, &key, &files.url("/hook/204"), &["message.status"]).await;
     let test = |sub: String, body: Option<Value>, k: String| {
@@ -715,7 +732,7 @@ async fn test_sends(backend: Backend) {
         ),
         (200, Some("failed"), Some(500), Some("HTTP 500"))
     );
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    app.settle().await;
     assert_eq!(received(&files, "/hook/500").len(), 1);
     let log = attempts(&app, &key, &bad, "").await;
     assert_eq!(log["data"].as_array().unwrap().len(), 1);
@@ -726,6 +743,7 @@ async fn test_sends(backend: Backend) {
 tern_store::both_backends! { Backend;
     every_event_type_fires_where_it_should,
     failing_receivers_are_retried_failed_replayed_or_disabled => failing_receivers,
+    a_deleted_subscription_stops_its_retries => deleted_subscription,
     a_hanging_receiver_does_not_hold_up_others => hanging_receiver,
     test_sends_rotation_and_samples => test_sends,
 }

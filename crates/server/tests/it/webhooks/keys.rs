@@ -2,14 +2,14 @@
 //! subscriptions (`key_revoked`) so its receivers get nothing more; rotating the key moves
 //! them to the new key, which sees them and whose receivers keep receiving.
 
-use super::delivery::{app_for, consent, eventually, new_contact, received, subscribe};
+use super::delivery::{app_for, consent, new_contact, received, subscribe};
 use crate::common::{Backend, send};
 use crate::media::fixture::FileServer;
 use uuid::Uuid;
 
 async fn subscriptions_follow_their_key(backend: Backend) {
     let files = FileServer::start().await;
-    let app = app_for(backend, &files, "1,1", None).await;
+    let app = app_for(backend, &files, "0,0").start().await;
     let org: Uuid = app.org_id.parse().unwrap();
     let (revoked_id, revoked) = app.owner_key("full_access").await;
     let (rotated_id, rotated) = app.owner_key("full_access").await;
@@ -20,13 +20,10 @@ async fn subscriptions_follow_their_key(backend: Backend) {
     subscribe(&app, &kept, &files.url("/flaky/kept/0"), &ev).await;
     let contact = new_contact(&app, &kept, "+447700900124").await;
     consent(&app, &kept, &contact, "opted_out").await;
-    eventually("the first event at every receiver", || async {
-        ["/flaky/revoked/0", "/flaky/rotated/0", "/flaky/kept/0"]
-            .iter()
-            .all(|p| received(&files, p).len() == 1)
-            .then_some(())
-    })
-    .await;
+    app.settle().await;
+    for path in ["/flaky/revoked/0", "/flaky/rotated/0", "/flaky/kept/0"] {
+        assert_eq!(received(&files, path).len(), 1, "{path}");
+    }
 
     app.admin(&["key", "revoke", "--key-id", &revoked_id])
         .await
@@ -69,15 +66,9 @@ async fn subscriptions_follow_their_key(backend: Backend) {
     // The next event reaches the kept and the moved subscription, and is not even queued
     // for the revoked key's.
     consent(&app, &kept, &contact, "opted_in").await;
-    eventually(
-        "the second event at the kept and rotated receivers",
-        || async {
-            (received(&files, "/flaky/kept/0").len() == 2
-                && received(&files, "/flaky/rotated/0").len() == 2)
-                .then_some(())
-        },
-    )
-    .await;
+    app.settle().await;
+    assert_eq!(received(&files, "/flaky/kept/0").len(), 2);
+    assert_eq!(received(&files, "/flaky/rotated/0").len(), 2);
     let second = &received(&files, "/flaky/kept/0")[1].2;
     let deliveries = app
         .db
