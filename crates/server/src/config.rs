@@ -379,6 +379,8 @@ mod tests {
         assert_eq!(c.graph_url, "https://graph.facebook.com");
         assert_eq!(c.graph_version, "v25.0");
         assert_eq!((c.webhook_send_nice, c.webhook_busy_rest), (10, 19));
+        // The contract's URL import limit (PD10).
+        assert_eq!(c.media_import_timeout, std::time::Duration::from_secs(30));
         let rest = Raw {
             webhook_busy_rest: Some(NumberOrText::Text(" 0 ".into())),
             ..Default::default()

@@ -575,3 +575,12 @@ pub(crate) fn template_content(
     };
     network::template_object(name, language, components)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The contract's value (PM3); the expiry itself is tested in the store.
+    #[test]
+    fn an_idempotency_key_is_remembered_24_hours() {
+        assert_eq!(super::IDEMPOTENCY_TTL_MS, 24 * 3_600_000);
+    }
+}

@@ -64,6 +64,10 @@ async fn billing_checks(app: &TestApp) {
         (Some(0), Some(80))
     );
     assert_eq!(e["details"]["wallet_category"], "marketing");
+    assert_eq!(
+        e["details"]["top_up_path"], "/settings/billing/wallet",
+        "{e}"
+    );
     let (s, _, _) = post(
         app,
         &c.key,

@@ -161,6 +161,9 @@ async fn text_in_window_then_read_back(app: &TestApp) {
     )
     .await;
     assert_error(s, &h, &e, 409, "duplicate_request");
+    // The details name the key and when it was first used: the first message's acceptance.
+    assert_eq!(e["details"]["idempotency_key"], k.as_str(), "{e}");
+    assert_eq!(e["details"]["first_used_at"], m["created_at"], "{e}");
 
     // The conversation lists both messages, newest first, and filters by direction.
     let (s, _, convs) = app.get(&format!("{API}/conversations"), Some(&c.key)).await;
