@@ -131,6 +131,18 @@ impl World {
         fanout::step(&self.core, self.org.id, id, at).await.unwrap()
     }
 
+    /// The contacts a campaign with `audience` (and the usual variables) resolves to, in
+    /// contact order.
+    async fn resolved_audience(&self, audience: Value) -> Vec<Uuid> {
+        let c = self.create(&body(audience, vars())).await.unwrap();
+        self.act(c.id, Action::Resolve, json!({})).await.unwrap();
+        self.recipients(c.id)
+            .await
+            .iter()
+            .map(|r| r.contact_id)
+            .collect()
+    }
+
     async fn recipients(&self, id: Uuid) -> Vec<RecipientRow> {
         self.db
             .list_campaign_recipients(id, None, None, 100)
@@ -283,20 +295,9 @@ async fn an_audience_by_tags_takes_any_tag_less_the_excluded_tags(db: Db) {
         .await;
     w.contact("14155550304", Some("Dee"), Some("Bath"), &[])
         .await;
-    let c = w
-        .create(&body(
-            json!({"tags": ["vip", "uk"], "exclude_tags": ["blocked"]}),
-            vars(),
-        ))
-        .await
-        .unwrap();
-    w.act(c.id, Action::Resolve, json!({})).await.unwrap();
-    let got: Vec<Uuid> = w
-        .recipients(c.id)
-        .await
-        .iter()
-        .map(|r| r.contact_id)
-        .collect();
+    let got = w
+        .resolved_audience(json!({"tags": ["vip", "uk"], "exclude_tags": ["blocked"]}))
+        .await;
     assert_eq!(got, sorted(vec![ada, bob]));
 }
 
@@ -307,20 +308,9 @@ async fn an_audience_by_tags_with_tag_match_all_takes_contacts_with_every_tag(db
         .await;
     w.contact("14155550302", Some("Bob"), Some("Leeds"), &["uk"])
         .await;
-    let c = w
-        .create(&body(
-            json!({"tags": ["vip", "uk"], "tag_match": "all"}),
-            vars(),
-        ))
-        .await
-        .unwrap();
-    w.act(c.id, Action::Resolve, json!({})).await.unwrap();
-    let got: Vec<Uuid> = w
-        .recipients(c.id)
-        .await
-        .iter()
-        .map(|r| r.contact_id)
-        .collect();
+    let got = w
+        .resolved_audience(json!({"tags": ["vip", "uk"], "tag_match": "all"}))
+        .await;
     assert_eq!(got, [ada]);
 }
 
