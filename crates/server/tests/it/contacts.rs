@@ -32,34 +32,8 @@ async fn full_key(app: &TestApp) -> String {
 
 async fn create_and_update(app: &TestApp) {
     let key = full_key(app).await;
-    app.admin(&[
-        "contact-field",
-        "add",
-        "--org",
-        &app.org_id,
-        "--key",
-        "tier",
-        "--label",
-        "Tier",
-        "--type",
-        "text",
-    ])
-    .await
-    .unwrap();
-    app.admin(&[
-        "contact-field",
-        "add",
-        "--org",
-        &app.org_id,
-        "--key",
-        "score",
-        "--label",
-        "Score",
-        "--type",
-        "number",
-    ])
-    .await
-    .unwrap();
+    app.add_contact_field("tier", "Tier", "text").await;
+    app.add_contact_field("score", "Score", "number").await;
     let (s, _, c) = app
         .post_json(C, &key, json!({"phone": "+1 415-555-0123", "name": "Ada", "custom_fields": {"tier": "gold"}, "tags": ["vip", " vip ", "new"]}))
         .await;
@@ -106,20 +80,7 @@ async fn create_and_update(app: &TestApp) {
 
 async fn validation_errors(app: &TestApp) {
     let key = full_key(app).await;
-    app.admin(&[
-        "contact-field",
-        "add",
-        "--org",
-        &app.org_id,
-        "--key",
-        "score",
-        "--label",
-        "Score",
-        "--type",
-        "number",
-    ])
-    .await
-    .unwrap();
+    app.add_contact_field("score", "Score", "number").await;
     let (s, h, b) = app
         .post_json(C, &key, json!({"phone": "14155550123"}))
         .await;
@@ -479,20 +440,7 @@ async fn search_and_sync(app: &TestApp) {
 async fn fields_and_plan_limit(app: &TestApp) {
     let key = full_key(app).await;
     for k in ["b_field", "a_field"] {
-        app.admin(&[
-            "contact-field",
-            "add",
-            "--org",
-            &app.org_id,
-            "--key",
-            k,
-            "--label",
-            k,
-            "--type",
-            "boolean",
-        ])
-        .await
-        .unwrap();
+        app.add_contact_field(k, k, "boolean").await;
     }
     let (s, _, f) = app.get("/api/public/v1/contact-fields", Some(&key)).await;
     assert_eq!(s, 200);

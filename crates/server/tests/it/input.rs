@@ -71,20 +71,7 @@ async fn nul_is_refused_by_field_path(app: &TestApp) {
         "utility",
     )
     .await;
-    app.admin(&[
-        "contact-field",
-        "add",
-        "--org",
-        &app.org_id,
-        "--key",
-        "tier",
-        "--label",
-        "Tier",
-        "--type",
-        "text",
-    ])
-    .await
-    .unwrap();
+    app.add_contact_field("tier", "Tier", "text").await;
     let to = format!("+{CUSTOMER}");
     let cases: Vec<Case> = vec![
         (

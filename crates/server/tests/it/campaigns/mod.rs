@@ -378,20 +378,7 @@ async fn every_action_in_every_state(app: &TestApp) {
 
 async fn audiences_variables_and_recipients(app: &TestApp) {
     let key = setup(app).await;
-    app.admin(&[
-        "contact-field",
-        "add",
-        "--org",
-        &app.org_id,
-        "--key",
-        "city",
-        "--label",
-        "City",
-        "--type",
-        "text",
-    ])
-    .await
-    .unwrap();
+    app.add_contact_field("city", "City", "text").await;
     approved_template(app, "promo", 2).await;
     let ada = contact(app, &key, json!({"phone": "+14155550301", "name": "Ada", "tags": ["vip", "uk"], "custom_fields": {"city": "London"}})).await;
     let bob = contact(app, &key, json!({"phone": "+14155550302", "tags": ["vip"]})).await;

@@ -271,6 +271,25 @@ impl TestApp {
         )
     }
 
+    /// Defines the custom contact field `key` of type `kind` for this app's organisation,
+    /// through `tern admin` as an operator does.
+    pub async fn add_contact_field(&self, key: &str, label: &str, kind: &str) {
+        self.admin(&[
+            "contact-field",
+            "add",
+            "--org",
+            &self.org_id,
+            "--key",
+            key,
+            "--label",
+            label,
+            "--type",
+            kind,
+        ])
+        .await
+        .unwrap();
+    }
+
     pub async fn add_number(&self, org: &str, pnid: &str, display: &str) {
         self.admin(&[
             "number",
