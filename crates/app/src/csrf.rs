@@ -151,10 +151,15 @@ fn expected(req: &Request) -> Option<String> {
         .map(pre_session_token)
 }
 
+/// Whether the body is a form, and only that (two `Content-Type` headers are refused: the
+/// handler's reading could differ from ours).
 fn is_form(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(one), None) = (types.next(), types.next()) else {
+        return false;
+    };
+    one.to_str()
+        .ok()
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| {
             v.trim()

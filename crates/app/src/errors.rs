@@ -234,6 +234,13 @@ mod tests {
     }
 
     #[test]
+    fn a_panic_is_the_500_page_without_its_message() {
+        let res = finish(panic_page(Box::new("secret=boom")), "req-789");
+        assert_eq!(res.status(), 500);
+        assert!(res.extensions().get::<PendingError>().is_none());
+    }
+
+    #[test]
     fn bare_framework_errors_become_pages() {
         let res = finish(StatusCode::PAYLOAD_TOO_LARGE.into_response(), "r");
         assert_eq!(res.status(), 413);
