@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 from conftest import screenshot
 
 
@@ -64,3 +66,30 @@ def test_error_pages_are_in_the_app_style(page):
     assert page.get_by_role("heading", name="Page not found").is_visible()
     page.get_by_role("link", name="Go to the app's home").click()
     assert page.url.endswith("/app/sign-in")
+
+
+def test_keyboard_focus_is_visible(page):
+    page.goto("/app/sign-in")
+    page.locator("#email").focus()
+    page.keyboard.press("Tab")  # keyboard focus, so :focus-visible applies
+    outline = page.evaluate(
+        "() => { const s = getComputedStyle(document.activeElement);"
+        " return [document.activeElement.id, s.outlineStyle, s.outlineWidth]; }"
+    )
+    assert outline == ["password", "solid", "3px"], outline
+
+
+def test_run_admin_shares_the_servers_database(run_admin, base_url):
+    org = run_admin("org", "create", "--name", "Browser check")
+    member = run_admin(
+        "member", "add", "--org", org["id"], "--email", "owner@browser.test", "--role", "owner"
+    )
+    key = run_admin(
+        "key", "create", "--org", org["id"], "--member", member["id"], "--name", "b",
+        "--preset", "read_only",
+    )["key"]
+    req = urllib.request.Request(
+        f"{base_url}/api/public/v1/phone-numbers", headers={"Authorization": f"Bearer {key}"}
+    )
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200

@@ -2,7 +2,7 @@
 //! the refusal of API keys.
 
 use crate::AppState;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -27,11 +27,18 @@ pub async fn frame(mut req: Request, next: Next) -> Response {
     // Always our own id: a client's value could be anything and must not reach a page.
     let request_id = uuid::Uuid::now_v7().to_string();
     req.extensions_mut().insert(RequestId(request_id.clone()));
+    // The route template, never the path: an app address may carry a secret (an
+    // invitation link's token), and no secret reaches a log line.
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_owned();
     let span = tracing::info_span!(
         "app_request",
         request_id = %request_id,
         method = %req.method(),
-        path = %req.uri().path(),
+        route = %route,
     );
     let started = Instant::now();
     let res = next.run(req).instrument(span.clone()).await;
