@@ -93,3 +93,31 @@ def test_run_admin_shares_the_servers_database(run_admin, base_url):
     )
     with urllib.request.urlopen(req, timeout=5) as r:
         assert r.status == 200
+
+
+def submit_sign_in(pg):
+    pg.get_by_label("Email").fill("someone@example.com")
+    pg.get_by_label("Password").fill("not the password")
+    with pg.expect_navigation() as nav:
+        pg.get_by_role("button", name="Sign in").click()
+    return nav.value
+
+
+def test_the_browsers_own_form_passes_the_csrf_guard(page):
+    page.goto("/app/sign-in")
+    response = submit_sign_in(page)
+    # The cookie, token and Origin a real browser sends are accepted (what the sign-in
+    # handler answers is the session layer's business).
+    assert response is not None and response.status != 403, response.status
+
+
+def test_a_form_from_another_origin_is_refused(browser, base_url):
+    # The same server under another name is another origin than TERN_PUBLIC_URL's.
+    other = base_url.replace("127.0.0.1", "localhost")
+    context = browser.new_context()
+    pg = context.new_page()
+    pg.goto(f"{other}/app/sign-in")
+    response = submit_sign_in(pg)
+    assert response is not None and response.status == 403
+    assert "This form expired or came from another site" in pg.content()
+    context.close()

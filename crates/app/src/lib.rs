@@ -12,6 +12,10 @@
 //! 3. the panic catcher ([`errors::panic_page`]): a panic becomes the `500` page;
 //! 4. [`csrf::guard`]: every request other than GET/HEAD is same-origin and carries the
 //!    token, or gets the `403` page before any handler runs.
+//!
+//! The session layer belongs between 3 and 4 (added after the guard in [`router`], so it
+//! runs first): it inserts [`csrf::ExpectedCsrf`] with the session's token, which the guard
+//! then expects instead of the pre-session cookie's.
 
 pub mod assets;
 pub mod csrf;
