@@ -9,9 +9,14 @@ export TERN_TEST_REDIS_URL=${TERN_TEST_REDIS_URL:-redis://127.0.0.1:6379}
 
 # Python tools the tests use: pywa (the third-party client check), moto (the S3 server) and
 # standardwebhooks (the official verifier of event-webhook signatures).
-if ! .venv/bin/python -c 'import importlib.metadata as m, pytest; assert m.version("pywa") == "4.5.0"; assert m.version("moto") == "5.1.18"; assert m.version("standardwebhooks") == "1.1.0"; import flask' 2>/dev/null; then
+# Playwright (pinned) drives the app's browser tests in Debian's Chromium, never a browser of
+# its own (`playwright install` is not run).
+if ! .venv/bin/python -c 'import importlib.metadata as m, pytest; assert m.version("pywa") == "4.5.0"; assert m.version("moto") == "5.1.18"; assert m.version("standardwebhooks") == "1.1.0"; assert m.version("playwright") == "1.65.2"; import flask' 2>/dev/null; then
   python3 -m venv .venv
-  .venv/bin/pip install -q "pywa==4.5.0" pytest "moto[server]==5.1.18" "standardwebhooks==1.1.0"
+  .venv/bin/pip install -q "pywa==4.5.0" pytest "moto[server]==5.1.18" "standardwebhooks==1.1.0" "playwright==1.65.2"
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 fi
 
 # S3 for the media tests: a moto server of our own, unless one is given.
@@ -36,6 +41,8 @@ if [ $# -eq 0 ]; then
   tern_bin="${CARGO_TARGET_DIR:-target}/debug/tern"
   [ -x "$tern_bin" ] || cargo build -p tern --locked
   TERN_BIN="$tern_bin" timeout 300 .venv/bin/python -m pytest -q -p no:cacheprovider tests/pywa
+  # The app in a real browser (Debian's Chromium through Playwright) against tern serve.
+  TERN_BIN="$tern_bin" timeout 300 .venv/bin/python -m pytest -q -p no:cacheprovider tests/browser
   # Typed clients generated from the served OpenAPI document (openapi-python-client,
   # openapi-typescript + openapi-fetch), type-checked strictly and run against tern serve.
   timeout 600 scripts/clients.sh "$tern_bin"

@@ -54,15 +54,7 @@ pub fn problem_response(p: Problem) -> Response {
     res
 }
 
-/// The flat error body of the contract.
+/// The flat error body of the contract (see [`Problem::to_body`]).
 pub fn render_body(p: &Problem, request_id: &str, docs_url: String) -> serde_json::Value {
-    let entry = p.code.entry();
-    serde_json::json!({
-        "code": p.code.as_str(),
-        "message": p.message,
-        "request_id": request_id,
-        "details": p.details,
-        "fix": p.fix.as_deref().unwrap_or(entry.fix),
-        "docs_url": docs_url,
-    })
+    p.to_body(request_id, &docs_url)
 }

@@ -99,13 +99,25 @@ pub fn state(db: Db, key: MasterKey, config: &Config) -> AppState {
     try_state(db, key, config).expect("valid configuration")
 }
 
+/// Everything `tern serve` answers: the public API (with its own frame and fallback) and
+/// the app under `/app` (with its own layers: its errors are pages, not JSON).
+pub fn router(state: &AppState) -> axum::Router {
+    let app = tern_app::AppState::new(
+        state.core.clone(),
+        tern_app::AppConfig {
+            public_url: state.public_url.clone(),
+        },
+    );
+    tern_api::router(state.clone()).merge(tern_app::router(app))
+}
+
 /// Serves until `shutdown` completes, then drains in-flight requests.
 pub async fn serve_on(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let router = tern_api::router(state.clone());
+    let router = router(&state);
     let draining = state.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {

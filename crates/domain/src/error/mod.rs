@@ -474,6 +474,20 @@ impl Problem {
     pub fn status(&self) -> u16 {
         self.code.status()
     }
+
+    /// The flat error body of the contract. Here, not in an HTTP crate, so every adapter
+    /// that answers in JSON (the public API, the app's refusal of API keys) says the same.
+    pub fn to_body(&self, request_id: &str, docs_url: &str) -> Value {
+        let entry = self.code.entry();
+        serde_json::json!({
+            "code": self.code.as_str(),
+            "message": self.message,
+            "request_id": request_id,
+            "details": self.details,
+            "fix": self.fix.as_deref().unwrap_or(entry.fix),
+            "docs_url": docs_url,
+        })
+    }
 }
 
 impl std::fmt::Display for Problem {

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod app;
 mod billing;
 mod campaigns;
 mod cli;

@@ -1,0 +1,110 @@
+//! What the layout of a signed-in page shows around its content: the person, their
+//! organisations (for the switcher), the current one, the active navigation item, flash
+//! messages and the CSRF token of the layout's forms (switcher, sign out). The session
+//! layer fills it; pages only pass it to their template.
+
+/// The main navigation's items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nav {
+    Keys,
+    Webhooks,
+    Members,
+    Audit,
+    /// A page outside the navigation (profile, sessions, the home page).
+    None,
+}
+
+impl Nav {
+    /// The items in order: (item, label, address).
+    pub const ITEMS: [(Nav, &'static str, &'static str); 4] = [
+        (Nav::Keys, "Keys", "/app/keys"),
+        (Nav::Webhooks, "Webhooks", "/app/webhooks"),
+        (Nav::Members, "Members", "/app/members"),
+        (Nav::Audit, "Audit log", "/app/audit"),
+    ];
+}
+
+/// The signed-in person.
+#[derive(Clone, Debug)]
+pub struct Person {
+    pub name: String,
+    pub email: String,
+}
+
+/// One organisation the person belongs to.
+#[derive(Clone, Debug)]
+pub struct OrgChoice {
+    pub id: String,
+    pub name: String,
+    /// `owner`, `admin` or `developer`.
+    pub role: String,
+}
+
+/// The kind of a flash message (its look, and whether screen readers are interrupted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashKind {
+    Success,
+    Error,
+    Info,
+}
+
+impl FlashKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashKind::Success => "success",
+            FlashKind::Error => "error",
+            FlashKind::Info => "info",
+        }
+    }
+}
+
+/// A one-time message shown above the page's content ("Key revoked").
+#[derive(Clone, Debug)]
+pub struct Flash {
+    pub kind: FlashKind,
+    pub text: String,
+}
+
+/// The frame of a signed-in page.
+#[derive(Clone)]
+pub struct Frame {
+    pub person: Person,
+    pub orgs: Vec<OrgChoice>,
+    /// The id of the organisation shown.
+    pub current_org: String,
+    /// The session's CSRF token, for the layout's forms and the page's own.
+    pub csrf_token: String,
+    pub nav: Nav,
+    pub flash: Vec<Flash>,
+}
+
+impl Frame {
+    /// Whether `item` is the page's navigation item (for `aria-current`).
+    pub fn is_current(&self, item: &Nav) -> bool {
+        self.nav == *item
+    }
+
+    /// Whether `org` is the organisation shown (selected in the switcher).
+    pub fn is_current_org(&self, org: &OrgChoice) -> bool {
+        self.current_org == org.id
+    }
+
+    /// The organisation shown, when the person still belongs to it.
+    pub fn current(&self) -> Option<&OrgChoice> {
+        self.orgs.iter().find(|o| o.id == self.current_org)
+    }
+}
+
+/// The token is a secret of the session: never in a log line.
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frame")
+            .field("person", &self.person)
+            .field("orgs", &self.orgs)
+            .field("current_org", &self.current_org)
+            .field("csrf_token", &"<redacted>")
+            .field("nav", &self.nav)
+            .field("flash", &self.flash)
+            .finish()
+    }
+}
