@@ -65,7 +65,9 @@ pub fn require_public_api(org: &Org) -> Result<()> {
         .with_message(format!(
             "the plan {:?} does not include the public API{}",
             org.plan,
-            upgrade.map(|p| format!("; upgrade to {p}")).unwrap_or_default()
+            upgrade
+                .map(|p| format!("; upgrade to {p}"))
+                .unwrap_or_default()
         ))
         .with_detail("feature", Feature::PublicApi.as_str())
         .with_detail("plan", org.plan.clone())
@@ -75,11 +77,9 @@ pub fn require_public_api(org: &Org) -> Result<()> {
 /// The refusal of a grant (see the module's table).
 fn grant_refused(e: KeyGrantError) -> Problem {
     match e {
-        KeyGrantError::ExceedsRole { role, permission } => {
-            Problem::permission_denied(permission)
-                .with_message(e.to_string())
-                .with_detail("role", role)
-        }
+        KeyGrantError::ExceedsRole { role, permission } => Problem::permission_denied(permission)
+            .with_message(e.to_string())
+            .with_detail("role", role),
         KeyGrantError::UnknownPermission(_) | KeyGrantError::Empty => {
             Problem::validation(vec![FieldError::new("permissions", e.to_string())])
         }

@@ -4,10 +4,10 @@
 //! plan feature (402).
 
 use tern_domain::auth::{self, Permission, Role};
+use tern_domain::error::ConflictReason;
 use tern_domain::plan::{self, Effective, Feature, Overrides};
 use tern_domain::time::now_ms;
 use tern_domain::{ErrorCode, Problem};
-use tern_domain::error::ConflictReason;
 use tern_store::{AuthRecord, Db, KeyRow, Org};
 
 use crate::audit::{Actor, Context};

@@ -107,12 +107,15 @@ pub async fn update(
 /// `DELETE /webhook-subscriptions/{id}`: its pending deliveries go with it.
 pub async fn delete(core: &Core, p: &Principal, id: Uuid) -> Result<()> {
     let mut tx = core.db.begin().await?;
-    if !tx.delete_webhook_subscription(p.org_id, p.key_id, id).await? {
+    if !tx
+        .delete_webhook_subscription(p.org_id, p.key_id, id)
+        .await?
+    {
         tx.rollback().await?;
         return Err(Problem::not_found());
     }
-    let entry = Entry::new(Some(p.org_id), audit::SUBSCRIPTION_DELETED)
-        .target(TARGET_SUBSCRIPTION, id);
+    let entry =
+        Entry::new(Some(p.org_id), audit::SUBSCRIPTION_DELETED).target(TARGET_SUBSCRIPTION, id);
     audit::record_in(&mut tx, &p.context(), entry).await?;
     tx.commit().await?;
     Ok(())

@@ -60,8 +60,12 @@ async fn operator_create_rotate_revoke_are_audited(db: Db) {
     let created = keys::create(&db, &op, org.id, new_key(m.id, Some(Preset::ReadOnly), &[]))
         .await
         .unwrap();
-    let rotated = keys::rotate(&db, &op, org.id, created.key.id).await.unwrap();
-    let revoked = keys::revoke(&db, &op, org.id, rotated.key.id).await.unwrap();
+    let rotated = keys::rotate(&db, &op, org.id, created.key.id)
+        .await
+        .unwrap();
+    let revoked = keys::revoke(&db, &op, org.id, rotated.key.id)
+        .await
+        .unwrap();
     assert!(revoked.revoked_at.is_some());
 
     let entries = log(&db, org.id).await;
@@ -95,11 +99,20 @@ async fn a_persons_changes_name_the_person(db: Db) {
         .await;
     let (org, m) = (&seeded.org, seeded.member("dev@acme.test"));
     let ctx = person("dev@acme.test");
-    let created = keys::create(&db, &ctx, org.id, new_key(m.id, Some(Preset::ReadOnly), &[]))
+    let created = keys::create(
+        &db,
+        &ctx,
+        org.id,
+        new_key(m.id, Some(Preset::ReadOnly), &[]),
+    )
+    .await
+    .unwrap();
+    let rotated = keys::rotate(&db, &ctx, org.id, created.key.id)
         .await
         .unwrap();
-    let rotated = keys::rotate(&db, &ctx, org.id, created.key.id).await.unwrap();
-    keys::revoke(&db, &ctx, org.id, rotated.key.id).await.unwrap();
+    keys::revoke(&db, &ctx, org.id, rotated.key.id)
+        .await
+        .unwrap();
     let entries = log(&db, org.id).await;
     assert_eq!(entries.len(), 3);
     let Actor::Person { id, .. } = &ctx.actor else {
@@ -120,9 +133,17 @@ async fn a_persons_changes_name_the_person(db: Db) {
     assert!(rows.iter().all(|r| r.key.revoked_at.is_some()));
     assert_eq!(rows[0].created_by_email, "dev@acme.test");
     assert_eq!(rows[0].creator_role, Some(Role::Developer));
-    let one = keys::get(&db, org.id, created.key.id).await.unwrap().unwrap();
+    let one = keys::get(&db, org.id, created.key.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(one.key.replaced_by, Some(rotated.key.id));
-    assert!(keys::get(&db, new_id(), created.key.id).await.unwrap().is_none());
+    assert!(
+        keys::get(&db, new_id(), created.key.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn another_orgs_key_is_not_found(db: Db) {
@@ -138,7 +159,14 @@ async fn another_orgs_key_is_not_found(db: Db) {
     let e = keys::rotate(&db, &op, b.org.id, id).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
     // Untouched, and nothing recorded anywhere.
-    assert!(db.get_api_key(id).await.unwrap().unwrap().revoked_at.is_none());
+    assert!(
+        db.get_api_key(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at
+            .is_none()
+    );
     assert!(log(&db, b.org.id).await.is_empty());
     // The seed's own key was created by the operator.
     assert_eq!(log(&db, a.org.id).await.len(), 1);
@@ -177,12 +205,22 @@ async fn refusals_are_typed(db: Db) {
     }
 
     // The limit carries limit and used.
-    keys::create(&db, &ctx, org.id, new_key(m.id, Some(Preset::ReadOnly), &[]))
-        .await
-        .unwrap();
-    let e = keys::create(&db, &ctx, org.id, new_key(m.id, Some(Preset::ReadOnly), &[]))
-        .await
-        .unwrap_err();
+    keys::create(
+        &db,
+        &ctx,
+        org.id,
+        new_key(m.id, Some(Preset::ReadOnly), &[]),
+    )
+    .await
+    .unwrap();
+    let e = keys::create(
+        &db,
+        &ctx,
+        org.id,
+        new_key(m.id, Some(Preset::ReadOnly), &[]),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, ErrorCode::PlanLimitReached);
     assert_eq!(e.details["limit"], json!(1));
     assert_eq!(e.details["used"], json!(1));
@@ -241,7 +279,9 @@ async fn the_log_pages_newest_first_and_filters(db: Db) {
             .unwrap();
     }
     let other = audit::Entry::new(Some(org.id), audit::SIGN_IN_SUCCEEDED);
-    audit::record(&db, &person("owner@acme.test"), other).await.unwrap();
+    audit::record(&db, &person("owner@acme.test"), other)
+        .await
+        .unwrap();
 
     let mut seen = Vec::new();
     let mut page = PageRequest {
@@ -257,7 +297,10 @@ async fn the_log_pages_newest_first_and_filters(db: Db) {
         }
     }
     assert_eq!(seen.len(), 4);
-    assert!(seen.windows(2).all(|w| (w[0].at, w[0].id) > (w[1].at, w[1].id)));
+    assert!(
+        seen.windows(2)
+            .all(|w| (w[0].at, w[0].id) > (w[1].at, w[1].id))
+    );
 
     let keys_only = PageRequest {
         action_prefix: Some("key.".into()),

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod audit;
 mod billing;
 mod campaigns;
 mod cli;

@@ -156,7 +156,9 @@ impl Db {
         id: Uuid,
     ) -> Result<bool> {
         let mut tx = self.begin().await?;
-        let done = tx.delete_webhook_subscription(org_id, api_key_id, id).await?;
+        let done = tx
+            .delete_webhook_subscription(org_id, api_key_id, id)
+            .await?;
         tx.commit().await?;
         Ok(done)
     }
@@ -173,7 +175,14 @@ impl Db {
     ) -> Result<Option<Subscription>> {
         let mut tx = self.begin().await?;
         let row = tx
-            .rotate_webhook_secret(org_id, api_key_id, id, new_secret_enc, previous_expires_at, now)
+            .rotate_webhook_secret(
+                org_id,
+                api_key_id,
+                id,
+                new_secret_enc,
+                previous_expires_at,
+                now,
+            )
             .await?;
         tx.commit().await?;
         Ok(row)
