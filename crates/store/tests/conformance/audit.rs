@@ -69,7 +69,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         for r in &rows {
             db.insert_audit(r).await.unwrap();
         }
-        rows.sort_by(|x, y| y.id.cmp(&x.id));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.id));
         let mut seen = Vec::new();
         let mut before = None;
         loop {
