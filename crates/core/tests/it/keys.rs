@@ -5,6 +5,7 @@ use serde_json::json;
 use tern_core::audit::{self, Actor, AuditEntry, Context, PageRequest};
 use tern_core::keys::{self, NewKey};
 use tern_core::testkit::Seed;
+use tern_core::webhooks::subscriptions;
 use tern_domain::ErrorCode;
 use tern_domain::auth::{Preset, Role};
 use tern_domain::new_id;
@@ -311,6 +312,63 @@ async fn the_log_pages_newest_first_and_filters(db: Db) {
     assert!(p.next.is_none());
 }
 
+/// The app creates a subscription for a key the person manages: it belongs to the key, the
+/// audit names the person; the organisation's reads group it by key, another org gets 404.
+async fn a_person_acting_for_a_key(db: Db) {
+    let seeded = Seed::org("Acme")
+        .member("dev@acme.test", Role::Developer)
+        .key("dev@acme.test", Preset::ReadOnly)
+        .create(&db, &fixtures::key())
+        .await;
+    let other = Seed::org("Other").create(&db, &fixtures::key()).await;
+    let core = fixtures::core(&db);
+    let org = &seeded.org;
+    let row = keys::get(&db, org.id, seeded.keys[0].key.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let ctx = person("dev@acme.test");
+    let p = tern_core::Principal::for_key_acting_as(org.clone(), &row, ctx.clone()).unwrap();
+    assert_eq!(p.key_id, row.key.id);
+    assert!(tern_core::Principal::for_key_acting_as(other.org.clone(), &row, ctx.clone()).is_err());
+
+    let body = json!({"url": "https://hooks.example.com/tern", "events": ["message.status"]});
+    let now = tern_domain::time::now_ms();
+    let created = subscriptions::create(&core, &p, &body, now).await.unwrap();
+    assert_eq!(created.subscription.api_key_id, row.key.id);
+    let e = &log(&db, org.id).await[0];
+    assert_eq!(
+        (
+            e.action.as_str(),
+            e.actor_kind.as_str(),
+            e.actor_label.as_str()
+        ),
+        ("subscription.created", "person", "dev@acme.test")
+    );
+    assert!(!format!("{e:?}").contains(&created.secret));
+
+    let listed = subscriptions::list_for_org(&core, org.id).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].0.id, listed[0].1.id),
+        (created.subscription.id, row.key.id)
+    );
+    let (s, k) = subscriptions::get_in_org(&core, org.id, created.subscription.id)
+        .await
+        .unwrap();
+    assert_eq!((s.id, k.name.as_str()), (created.subscription.id, "test"));
+    let e = subscriptions::get_in_org(&core, other.org.id, s.id)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+
+    // A revoked key cannot be acted for.
+    keys::revoke(&db, &ctx, org.id, row.key.id).await.unwrap();
+    let row = keys::get(&db, org.id, row.key.id).await.unwrap().unwrap();
+    let e = tern_core::Principal::for_key_acting_as(org.clone(), &row, ctx).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Conflict);
+}
+
 tern_store::both_backends! { tern_store::testkit::TestDb;
     operator_create_rotate_revoke_are_audited,
     a_persons_changes_name_the_person,
@@ -319,4 +377,5 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     a_plan_without_the_api_names_the_upgrade,
     who_may_manage_a_key,
     the_log_pages_newest_first_and_filters,
+    a_person_acting_for_a_key,
 }
