@@ -1,14 +1,14 @@
-//! Operator writes (`tern admin …`): organisations, members, business numbers, API keys and
-//! custom contact fields. The CLI parses and checks its arguments and prints the result;
+//! Operator writes (`tern admin …`): organisations, members, business numbers and custom
+//! contact fields (API keys: [`crate::keys`]). The CLI parses and checks its arguments and prints the result;
 //! the writes, and the plan limits they must keep (checked atomically), are here.
 
-use tern_domain::auth::{self, Preset, Role};
+use tern_domain::auth::Role;
 use tern_domain::crypto::MasterKey;
 use tern_domain::error::ConflictReason;
 use tern_domain::number::NumberStatus;
-use tern_domain::plan::{self, Effective, Entitlement, Feature, Overrides, SubscriptionStatus};
+use tern_domain::plan::{Effective, Entitlement, Overrides, SubscriptionStatus};
 use tern_domain::{Problem, new_id, time::now_ms};
-use tern_store::{ApiKey, ContactField, Db, Member, Org, PhoneNumber, StoreError};
+use tern_store::{ContactField, Db, Member, Org, PhoneNumber, StoreError};
 use uuid::Uuid;
 
 use crate::{Result, limits, numbers};
@@ -86,11 +86,6 @@ pub struct NewNumber<'a> {
     pub throughput_mps: i64,
 }
 
-fn effective_check(org: &Org, f: impl FnOnce(&Effective<'_>) -> Result<()>) -> Result<()> {
-    let o = Overrides::from_json(&org.overrides);
-    f(&Effective::new(&org.plan, &o))
-}
-
 /// Adds a connected number, within the plan's number limit.
 pub async fn add_number(db: &Db, key: &MasterKey, n: NewNumber<'_>) -> Result<PhoneNumber> {
     let org = get_org(db, n.org_id).await?;
@@ -142,136 +137,6 @@ pub async fn update_number(
             Err(Problem::not_found().with_message(format!("phone number id {pnid} does not exist")))
         }
         r => Ok(r?),
-    }
-}
-
-/// A new key with its plaintext (shown once).
-pub struct CreatedKey {
-    pub key: ApiKey,
-    pub plaintext: String,
-}
-
-/// Creates a key for a member: its permissions are the preset's or the named ones, never
-/// more than the member's role allows; within the plan's key limit.
-pub async fn create_key(
-    db: &Db,
-    org_id: Uuid,
-    member_id: Uuid,
-    name: &str,
-    preset: Option<Preset>,
-    permissions: &[String],
-) -> Result<CreatedKey> {
-    let org = get_org(db, org_id).await?;
-    let member = db
-        .get_member(member_id)
-        .await?
-        .filter(|m| m.org_id == org_id)
-        .ok_or_else(|| {
-            Problem::not_found().with_message(format!(
-                "member {member_id} is not a member of organisation {org_id}"
-            ))
-        })?;
-    effective_check(&org, |eff| {
-        if eff.has_feature(Feature::PublicApi) {
-            return Ok(());
-        }
-        Err(
-            Problem::new(tern_domain::ErrorCode::PlanFeatureUnavailable).with_message(format!(
-                "the plan {:?} does not include the public API{}",
-                org.plan,
-                plan::upgrade_plan_for(&org.plan, Feature::PublicApi)
-                    .map(|p| format!("; upgrade to {p}"))
-                    .unwrap_or_default()
-            )),
-        )
-    })?;
-    let role = member.role;
-    let perms = auth::resolve_grant(role, preset, permissions)
-        .map_err(|e| Problem::permission_denied(&e.to_string()).with_message(e.to_string()))?;
-    let new = auth::generate_key();
-    let key = ApiKey {
-        id: new_id(),
-        org_id,
-        member_id,
-        name: name.to_string(),
-        prefix: new.display_prefix,
-        key_hash: new.hash.to_vec(),
-        permissions: perms.iter().map(|p| p.as_str().to_string()).collect(),
-        created_at: now_ms(),
-        last_used_at: None,
-        revoked_at: None,
-        replaced_by: None,
-    };
-    let mut tx = db.begin().await?;
-    let o = Overrides::from_json(&org.overrides);
-    limits::check_one_more(
-        &mut tx,
-        org_id,
-        &Effective::new(&org.plan, &o),
-        Entitlement::ApiKeys,
-    )
-    .await?;
-    tx.insert_api_key(&key).await?;
-    tx.commit().await?;
-    Ok(CreatedKey {
-        key,
-        plaintext: new.plaintext,
-    })
-}
-
-/// Revokes a key.
-pub async fn revoke_key(db: &Db, id: Uuid) -> Result<ApiKey> {
-    match db.revoke_api_key(id, now_ms()).await {
-        Err(StoreError::NotFound) => {
-            Err(Problem::not_found().with_message(format!("API key {id} does not exist")))
-        }
-        Err(StoreError::Conflict { .. }) => Err(Problem::conflict(ConflictReason::AlreadyRevoked)
-            .with_message(format!("API key {id} is already revoked"))),
-        r => Ok(r?),
-    }
-}
-
-/// Replaces a key by a new one with the same name and permissions (the old one is revoked
-/// in the same transaction).
-pub async fn rotate_key(db: &Db, id: Uuid) -> Result<CreatedKey> {
-    let old = db
-        .get_api_key(id)
-        .await?
-        .ok_or_else(|| Problem::not_found().with_message(format!("API key {id} does not exist")))?;
-    let revoked = || {
-        Problem::conflict(ConflictReason::Revoked)
-            .with_message(format!("API key {id} is revoked; create a new key instead"))
-    };
-    if old.revoked_at.is_some() {
-        return Err(revoked());
-    }
-    let new = auth::generate_key();
-    let now = now_ms();
-    let key = ApiKey {
-        id: new_id(),
-        org_id: old.org_id,
-        member_id: old.member_id,
-        name: old.name.clone(),
-        prefix: new.display_prefix,
-        key_hash: new.hash.to_vec(),
-        permissions: old.permissions.clone(),
-        created_at: now,
-        last_used_at: None,
-        revoked_at: None,
-        replaced_by: None,
-    };
-    match db.rotate_api_key(id, &key, now).await {
-        Ok(()) => Ok(CreatedKey {
-            key,
-            plaintext: new.plaintext,
-        }),
-        Err(StoreError::NotFound | StoreError::Conflict { .. }) => Err(Problem::conflict(
-            ConflictReason::Revoked,
-        )
-        .with_message(format!(
-            "API key {id} was revoked meanwhile; create a new key instead"
-        ))),
-        Err(e) => Err(e.into()),
     }
 }
 

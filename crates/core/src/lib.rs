@@ -22,7 +22,9 @@
 //! | [`rate`] | request quotas (in-process or Redis) and the burst limiter |
 //! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
 //! | [`campaigns`] | create, resolve, schedule, launch, pause, resume; the worker's fan-out step |
-//! | [`admin`] | operator writes: organisations, members, numbers, keys, contact fields |
+//! | [`admin`] | operator writes: organisations, members, numbers, contact fields |
+//! | [`keys`] | API keys: create, rotate, revoke (audited), who may manage one, the keys page's reads |
+//! | [`audit`] | the audit log: who did what, when, from where |
 //! | `testkit` | (feature `testkit`, tests only) the seed of a test: organisation, members, numbers, keys, contacts, templates |
 
 use std::sync::Arc;
@@ -34,11 +36,13 @@ use tern_store::{AcceptQueue, Db, Lookups};
 
 pub mod admin;
 pub mod admission;
+pub mod audit;
 pub mod campaigns;
 pub mod contacts;
 pub mod events;
 mod guarded;
 pub mod inbox;
+pub mod keys;
 pub mod limits;
 pub mod load;
 pub mod media;

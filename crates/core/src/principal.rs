@@ -4,10 +4,13 @@
 //! plan feature (402).
 
 use tern_domain::auth::{self, Permission, Role};
+use tern_domain::error::ConflictReason;
 use tern_domain::plan::{self, Effective, Feature, Overrides};
 use tern_domain::time::now_ms;
 use tern_domain::{ErrorCode, Problem};
-use tern_store::{AuthRecord, Db, Org};
+use tern_store::{AuthRecord, Db, KeyRow, Org};
+
+use crate::audit::{Actor, Context};
 use uuid::Uuid;
 
 /// Who is calling.
@@ -19,9 +22,51 @@ pub struct Principal {
     pub role: Role,
     pub permissions: Vec<Permission>,
     pub overrides: Overrides,
+    /// Who acts, for the audit log: the key itself, or a person acting for a key they
+    /// manage in the app ([`Principal::for_key_acting_as`]).
+    pub actor: Actor,
+    /// The client's address when the adapter knows it (the public API does not).
+    pub address: Option<String>,
 }
 
 impl Principal {
+    /// The audit context of this caller's changes.
+    pub fn context(&self) -> Context {
+        Context {
+            actor: self.actor.clone(),
+            address: self.address.clone(),
+        }
+    }
+
+    /// The caller of key `row` as a person sees it in the app: the key's organisation,
+    /// its permissions within its creator's role, and `ctx` (the person) as the actor. The
+    /// subscriptions such a caller creates belong to the key; the audit names the person.
+    /// `409` for a revoked key; `404` for a key of another organisation.
+    pub fn for_key_acting_as(org: Org, row: &KeyRow, ctx: Context) -> Result<Principal, Problem> {
+        if row.key.org_id != org.id {
+            return Err(Problem::not_found());
+        }
+        if row.key.revoked_at.is_some() {
+            return Err(Problem::conflict(ConflictReason::Revoked)
+                .with_message(format!("API key {} is revoked", row.key.id)));
+        }
+        // A creator whose role no longer parses has no rights (as at authentication).
+        let Some(role) = row.creator_role else {
+            return Err(Problem::conflict(ConflictReason::Revoked)
+                .with_message(format!("API key {} has no rights", row.key.id)));
+        };
+        Ok(Principal {
+            org_id: org.id,
+            key_id: row.key.id,
+            role,
+            permissions: auth::effective_permissions(role, &row.key.permissions),
+            overrides: Overrides::from_json(&org.overrides),
+            org,
+            actor: ctx.actor,
+            address: ctx.address,
+        })
+    }
+
     pub fn effective(&self) -> Effective<'_> {
         Effective::new(&self.org.plan, &self.overrides)
     }
@@ -91,7 +136,14 @@ pub fn from_record(db: &Db, rec: Option<AuthRecord>) -> Result<Principal, Proble
     note_use(db, &rec.key);
     let permissions = auth::effective_permissions(role, &rec.key.permissions);
     let overrides = Overrides::from_json(&rec.org.overrides);
+    let actor = Actor::Key {
+        id: rec.key.id,
+        name: rec.key.name,
+        prefix: rec.key.prefix,
+    };
     Ok(Principal {
+        actor,
+        address: None,
         org_id: rec.org.id,
         key_id: rec.key.id,
         role,

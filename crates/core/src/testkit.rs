@@ -30,7 +30,8 @@ use tern_store::{Contact, Db, Member, Org, PhoneNumber, Template};
 use uuid::Uuid;
 
 use crate::Principal;
-use crate::admin::{self, CreatedKey, NewNumber};
+use crate::admin::{self, NewNumber};
+use crate::keys::CreatedKey;
 
 /// The WABA of seeded numbers and templates unless told otherwise.
 pub const WABA: &str = "102290129340398";
@@ -212,10 +213,15 @@ impl Seed {
                 .iter()
                 .find(|m| m.email == k.member)
                 .expect("seeded above");
-            let created =
-                admin::create_key(db, org.id, member.id, "test", k.preset, &k.permissions)
-                    .await
-                    .expect("seed: create a key");
+            let new = crate::keys::NewKey {
+                member_id: member.id,
+                name: "test",
+                preset: k.preset,
+                permissions: &k.permissions,
+            };
+            let created = crate::keys::create(db, &crate::audit::Context::operator(), org.id, new)
+                .await
+                .expect("seed: create a key");
             keys.push(created);
         }
         let now = now_ms();
@@ -338,9 +344,16 @@ impl Seeded {
 
 /// A caller of `org` with every permission (an owner's key).
 pub fn principal(org: &Org) -> Principal {
+    let key_id = new_id();
     Principal {
         org_id: org.id,
-        key_id: new_id(),
+        key_id,
+        actor: crate::audit::Actor::Key {
+            id: key_id,
+            name: "test".to_string(),
+            prefix: "tern_test".to_string(),
+        },
+        address: None,
         role: Role::Owner,
         permissions: Permission::ALL.to_vec(),
         overrides: Overrides::from_json(&org.overrides),

@@ -5,6 +5,8 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use tern_core::admin;
+use tern_core::audit::Context;
+use tern_core::keys;
 use tern_domain::Problem;
 use tern_domain::auth::{Preset, Role};
 use tern_domain::crypto::MasterKey;
@@ -567,7 +569,7 @@ async fn create_key(
     permissions: &[String],
 ) -> Result<Value> {
     let name = name.trim();
-    if name.is_empty() || name.chars().count() > 100 {
+    if name.is_empty() || name.chars().count() > keys::MAX_NAME_CHARS {
         bail!("--name must be 1 to 100 characters");
     }
     let preset = match preset {
@@ -576,14 +578,33 @@ async fn create_key(
         })?),
         None => None,
     };
-    let k = admin::create_key(db, org_id, member_id, name, preset, permissions)
+    let new = keys::NewKey {
+        member_id,
+        name,
+        preset,
+        permissions,
+    };
+    let k = keys::create(db, &Context::operator(), org_id, new)
         .await
         .map_err(refused)?;
     Ok(json!({"id": k.key.id, "key": k.plaintext, "permissions": k.key.permissions}))
 }
 
+/// The organisation of key `id` (the CLI names the key only), or the use case's 404.
+async fn org_of_key(db: &Db, id: Uuid) -> Result<Uuid> {
+    match db.get_api_key(id).await? {
+        Some(k) => Ok(k.org_id),
+        None => Err(refused(
+            Problem::not_found().with_message(format!("API key {id} does not exist")),
+        )),
+    }
+}
+
 async fn revoke_key(db: &Db, id: Uuid) -> Result<Value> {
-    let k = admin::revoke_key(db, id).await.map_err(refused)?;
+    let org_id = org_of_key(db, id).await?;
+    let k = keys::revoke(db, &Context::operator(), org_id, id)
+        .await
+        .map_err(refused)?;
     Ok(json!({
         "id": k.id,
         "revoked_at": k.revoked_at.map(tern_domain::time::format_ms),
@@ -591,7 +612,10 @@ async fn revoke_key(db: &Db, id: Uuid) -> Result<Value> {
 }
 
 async fn rotate_key(db: &Db, id: Uuid) -> Result<Value> {
-    let k = admin::rotate_key(db, id).await.map_err(refused)?;
+    let org_id = org_of_key(db, id).await?;
+    let k = keys::rotate(db, &Context::operator(), org_id, id)
+        .await
+        .map_err(refused)?;
     Ok(json!({"id": k.key.id, "key": k.plaintext}))
 }
 

@@ -6,7 +6,7 @@ use tern_domain::events::subscription::DisabledReason;
 use tern_domain::plan::SubscriptionStatus;
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, Pool, Tx, with_pool, with_tx};
+use crate::db::{Db, Pool, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::orgs::Org;
 use crate::sql::{Numbered, bump_updated_at};
@@ -153,6 +153,59 @@ impl Tx {
         with_tx!(self, conn => insert_key!(key).execute(&mut **conn).await.map(|r| r.rows_affected()))?;
         Ok(())
     }
+
+    /// Revokes key `id` at `at` unless it already is, disabling its enabled webhook
+    /// subscriptions (`key_revoked`) in this transaction. `None` (nothing written) when it is
+    /// missing or already revoked.
+    pub async fn revoke_api_key(&mut self, id: Uuid, at: i64) -> Result<Option<ApiKey>> {
+        let key = with_tx!(self, conn => sqlx::query_as::<_, ApiKey>(concat!(
+                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
+                 RETURNING ", key_columns!()))
+            .bind(id)
+            .bind(at)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        if key.is_some() {
+            with_tx!(self, conn => sqlx::query(DISABLE_KEY_SUBSCRIPTIONS)
+                .bind(id)
+                .bind(DisabledReason::KeyRevoked.as_str())
+                .bind(at)
+                .execute(&mut **conn)
+                .await
+                .map(|r| r.rows_affected()))?;
+        }
+        Ok(key)
+    }
+
+    /// Replaces `old_id` by `new`: inserts `new`, marks the old key revoked at `at` with
+    /// `replaced_by = new.id` and moves the old key's webhook subscriptions to the new key
+    /// (they keep receiving). `false` when the old key is not an unrevoked key of
+    /// `new.org_id`: the caller then rolls back (the new key was inserted).
+    pub async fn rotate_api_key(&mut self, old_id: Uuid, new: &ApiKey, at: i64) -> Result<bool> {
+        self.insert_api_key(new).await?;
+        // Conditional update: of two concurrent rotations only one matches the row.
+        let done = with_tx!(self, conn => sqlx::query(
+                "UPDATE api_keys SET revoked_at = $2, replaced_by = $3 \
+                 WHERE id = $1 AND org_id = $4 AND revoked_at IS NULL")
+            .bind(old_id)
+            .bind(at)
+            .bind(new.id)
+            .bind(new.org_id)
+            .execute(&mut **conn)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if done != 1 {
+            return Ok(false);
+        }
+        with_tx!(self, conn => sqlx::query(
+                "UPDATE webhook_subscriptions SET api_key_id = $2 WHERE api_key_id = $1")
+            .bind(old_id)
+            .bind(new.id)
+            .execute(&mut **conn)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(true)
+    }
 }
 
 impl Db {
@@ -177,73 +230,29 @@ impl Db {
     /// `NotFound` if missing; `Conflict { "already_revoked" }` if it was already revoked (the
     /// first revocation time is kept).
     pub async fn revoke_api_key(&self, id: Uuid, at: i64) -> Result<ApiKey> {
-        let revoked = with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let key = sqlx::query_as::<_, ApiKey>(concat!(
-                    "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
-                     RETURNING ", key_columns!()))
-                .bind(id)
-                .bind(at)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if key.is_some() {
-                sqlx::query(DISABLE_KEY_SUBSCRIPTIONS)
-                    .bind(id)
-                    .bind(DisabledReason::KeyRevoked.as_str())
-                    .bind(at)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            key
-        });
-        match revoked {
-            Some(key) => Ok(key),
-            // The update is the atomic part; this read only tells the two failures apart.
-            None => match self.get_api_key(id).await? {
-                Some(_) => Err(StoreError::conflict("already_revoked")),
-                None => Err(StoreError::NotFound),
-            },
+        let mut tx = self.begin().await?;
+        if let Some(key) = tx.revoke_api_key(id, at).await? {
+            tx.commit().await?;
+            return Ok(key);
+        }
+        tx.rollback().await?;
+        // The update is the atomic part; this read only tells the two failures apart.
+        match self.get_api_key(id).await? {
+            Some(_) => Err(StoreError::conflict("already_revoked")),
+            None => Err(StoreError::NotFound),
         }
     }
 
-    /// Replaces `old_id` by `new` in one transaction: inserts `new`, marks the old key
-    /// revoked at `at` with `replaced_by = new.id` and moves the old key's webhook
-    /// subscriptions to the new key (they keep receiving). The old key must exist in `new.org_id`
-    /// (`NotFound` otherwise) and not be revoked (`Conflict { "already_revoked" }`); on any
-    /// error nothing is written.
+    /// Replaces `old_id` by `new` in one transaction (see [`Tx::rotate_api_key`]). The old key
+    /// must exist in `new.org_id` (`NotFound` otherwise) and not be revoked
+    /// (`Conflict { "already_revoked" }`); on any error nothing is written.
     pub async fn rotate_api_key(&self, old_id: Uuid, new: &ApiKey, at: i64) -> Result<()> {
-        let replaced = with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            insert_key!(new).execute(&mut *tx).await?;
-            // Conditional update: of two concurrent rotations only one matches the row.
-            let done = sqlx::query(
-                "UPDATE api_keys SET revoked_at = $2, replaced_by = $3 \
-                 WHERE id = $1 AND org_id = $4 AND revoked_at IS NULL")
-                .bind(old_id)
-                .bind(at)
-                .bind(new.id)
-                .bind(new.org_id)
-                .execute(&mut *tx)
-                .await?;
-            if done.rows_affected() == 1 {
-                sqlx::query("UPDATE webhook_subscriptions SET api_key_id = $2 WHERE api_key_id = $1")
-                    .bind(old_id)
-                    .bind(new.id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                true
-            } else {
-                tx.rollback().await?;
-                false
-            }
-        });
-        if replaced {
+        let mut tx = self.begin().await?;
+        if tx.rotate_api_key(old_id, new, at).await? {
+            tx.commit().await?;
             return Ok(());
         }
+        tx.rollback().await?;
         match self.get_api_key(old_id).await? {
             Some(old) if old.org_id == new.org_id => Err(StoreError::conflict("already_revoked")),
             _ => Err(StoreError::NotFound),
@@ -321,5 +330,78 @@ impl Db {
             .await
             .map(|r| r.rows_affected()))?;
         Ok(())
+    }
+}
+
+/// What a list of subscriptions shows of the key that owns each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySummary {
+    pub id: Uuid,
+    pub name: String,
+    pub prefix: String,
+    /// The member who created the key (who may manage it besides owners and admins).
+    pub member_id: Uuid,
+    pub revoked_at: Option<i64>,
+}
+
+/// A key with its creator, as the app's keys page shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRow {
+    pub key: ApiKey,
+    pub created_by_email: String,
+    /// `None` if the stored name is no longer a role.
+    pub creator_role: Option<Role>,
+}
+
+#[derive(sqlx::FromRow)]
+struct KeyRowRaw {
+    #[sqlx(flatten)]
+    key: ApiKey,
+    created_by_email: String,
+    creator_role: String,
+}
+
+impl From<KeyRowRaw> for KeyRow {
+    fn from(r: KeyRowRaw) -> Self {
+        KeyRow {
+            key: r.key,
+            created_by_email: r.created_by_email,
+            creator_role: Role::parse(&r.creator_role),
+        }
+    }
+}
+
+macro_rules! key_row_select {
+    () => {
+        "SELECT k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
+         k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
+         m.email AS created_by_email, m.role AS creator_role \
+         FROM api_keys k JOIN members m ON m.id = k.member_id"
+    };
+}
+
+impl Db {
+    /// Every key of the organisation with its creator, revoked ones included, newest first.
+    pub async fn list_org_api_keys(&self, org_id: Uuid) -> Result<Vec<KeyRow>> {
+        const SQL: &str = concat!(
+            key_row_select!(),
+            " WHERE k.org_id = $1 ORDER BY k.created_at DESC, k.id DESC"
+        );
+        let rows = with_pool!(self, pool => sqlx::query_as::<_, KeyRowRaw>(SQL)
+            .bind(org_id)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows.into_iter().map(KeyRow::from).collect())
+    }
+
+    /// One key of the organisation with its creator; another organisation's is `None`.
+    pub async fn get_org_api_key(&self, org_id: Uuid, id: Uuid) -> Result<Option<KeyRow>> {
+        const SQL: &str = concat!(key_row_select!(), " WHERE k.id = $1 AND k.org_id = $2");
+        let row = with_pool!(self, pool => sqlx::query_as::<_, KeyRowRaw>(SQL)
+            .bind(id)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(row.map(KeyRow::from))
     }
 }

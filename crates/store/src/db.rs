@@ -241,6 +241,15 @@ impl Tx {
         Ok(())
     }
 
+    /// Ends the transaction writing nothing (dropping it does too, a little later).
+    pub async fn rollback(self) -> Result<()> {
+        match self.inner {
+            TxInner::Sqlite(tx) => tx.rollback().await?,
+            TxInner::Postgres(tx) => tx.rollback().await?,
+        }
+        Ok(())
+    }
+
     pub fn backend(&self) -> Backend {
         match self.inner {
             TxInner::Sqlite(_) => Backend::Sqlite,

@@ -9,6 +9,7 @@
 
 mod accept_queue;
 mod api_keys;
+mod audit;
 mod campaign_recipients;
 mod campaigns;
 mod contact_fields;
@@ -38,7 +39,8 @@ pub mod testkit;
 mod usage;
 
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
-pub use api_keys::{ApiKey, AuthRecord, LAST_USED_GRANULARITY_MS};
+pub use api_keys::{ApiKey, AuthRecord, KeyRow, KeySummary, LAST_USED_GRANULARITY_MS};
+pub use audit::AuditRow;
 pub use campaigns::{
     AudienceContact, COUNTER_SHARDS, Campaign, CampaignCounts, NewRecipient, PendingRecipient,
     RecipientRow, counter_shard,

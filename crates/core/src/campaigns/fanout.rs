@@ -362,6 +362,9 @@ impl Principal {
             permissions: tern_domain::auth::Permission::ALL.to_vec(),
             overrides: Overrides::from_json(&org.overrides),
             org,
+            // Work the organisation asked for is audited when it is asked for, not here.
+            actor: crate::audit::Actor::Operator,
+            address: None,
         }
     }
 }

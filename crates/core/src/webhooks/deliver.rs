@@ -24,6 +24,7 @@ use uuid::Uuid;
 use super::samples;
 use super::send::{Attempt, Delivery, Outcome, Sender};
 use super::subscriptions::signing_keys;
+use crate::audit::{self, Entry};
 use crate::{Core, Principal, Result};
 
 /// What became of one claimed delivery, to record.
@@ -259,6 +260,11 @@ pub async fn replay(core: &Core, p: &Principal, id: Uuid, since: i64) -> Result<
         .db
         .replay_failed_deliveries(sub.id, since, now_ms())
         .await?;
-    // The store wakes the delivery workers when it queued some.
+    // The store wakes the delivery workers when it queued some. The replay is one
+    // statement of the store's; its entry follows it (a replay is repeatable, harmless).
+    let entry = Entry::new(Some(p.org_id), audit::SUBSCRIPTION_REPLAYED)
+        .target(audit::TARGET_SUBSCRIPTION, sub.id)
+        .detail(serde_json::json!({"since": since, "replayed": n}));
+    audit::record(&core.db, &p.context(), entry).await?;
     Ok(n)
 }

@@ -1,15 +1,17 @@
 //! Webhook subscriptions: created, changed, rotated and deleted by the key that owns them
 //! (another key, even of the same organisation, sees `404`). The signing secret is shown
-//! once (creation, rotation) and stored encrypted.
+//! once (creation, rotation) and stored encrypted. Every change records its audit entry
+//! (actor: the Principal's) in its transaction; the entry never holds the secret.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tern_domain::crypto::Purpose;
 use tern_domain::events::{self, ROTATION_OVERLAP_MS, subscription};
 use tern_domain::plan::Entitlement;
 use tern_domain::{Problem, new_id};
-use tern_store::{NewSubscription, Subscription, SubscriptionPatch};
+use tern_store::{KeySummary, NewSubscription, Subscription, SubscriptionPatch};
 use uuid::Uuid;
 
+use crate::audit::{self, Entry, TARGET_SUBSCRIPTION};
 use crate::{Core, Principal, Result, limits};
 
 /// A subscription with its secret, as shown once.
@@ -44,6 +46,10 @@ pub async fn create(core: &Core, p: &Principal, body: &Value, now: i64) -> Resul
     )
     .await?;
     let subscription = tx.insert_webhook_subscription(&row).await?;
+    let entry = Entry::new(Some(p.org_id), audit::SUBSCRIPTION_CREATED)
+        .target(TARGET_SUBSCRIPTION, subscription.id)
+        .detail(describe(&subscription));
+    audit::record_in(&mut tx, &p.context(), entry).await?;
     tx.commit().await?;
     Ok(WithSecret {
         subscription,
@@ -68,23 +74,51 @@ pub async fn update(
         enabled: change.enabled,
         description: change.description,
     };
-    core.db
+    let mut tx = core.db.begin().await?;
+    let Some(s) = tx
         .update_webhook_subscription(p.org_id, p.key_id, id, &patch, now)
         .await?
-        .ok_or_else(Problem::not_found)
+    else {
+        tx.rollback().await?;
+        return Err(Problem::not_found());
+    };
+    // What was asked to change, with the values after it.
+    let mut changed = serde_json::Map::new();
+    if patch.url.is_some() {
+        changed.insert("url".into(), json!(s.url));
+    }
+    if patch.event_types.is_some() {
+        changed.insert("event_types".into(), json!(s.event_types));
+    }
+    if patch.enabled.is_some() {
+        changed.insert("enabled".into(), json!(s.enabled));
+    }
+    if patch.description.is_some() {
+        changed.insert("description".into(), json!(s.description));
+    }
+    let entry = Entry::new(Some(p.org_id), audit::SUBSCRIPTION_UPDATED)
+        .target(TARGET_SUBSCRIPTION, s.id)
+        .detail(Value::Object(changed));
+    audit::record_in(&mut tx, &p.context(), entry).await?;
+    tx.commit().await?;
+    Ok(s)
 }
 
 /// `DELETE /webhook-subscriptions/{id}`: its pending deliveries go with it.
 pub async fn delete(core: &Core, p: &Principal, id: Uuid) -> Result<()> {
-    if core
-        .db
+    let mut tx = core.db.begin().await?;
+    if !tx
         .delete_webhook_subscription(p.org_id, p.key_id, id)
         .await?
     {
-        Ok(())
-    } else {
-        Err(Problem::not_found())
+        tx.rollback().await?;
+        return Err(Problem::not_found());
     }
+    let entry =
+        Entry::new(Some(p.org_id), audit::SUBSCRIPTION_DELETED).target(TARGET_SUBSCRIPTION, id);
+    audit::record_in(&mut tx, &p.context(), entry).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// `POST /webhook-subscriptions/{id}/rotate-secret`: a new secret, shown once; the previous
@@ -92,8 +126,8 @@ pub async fn delete(core: &Core, p: &Principal, id: Uuid) -> Result<()> {
 pub async fn rotate(core: &Core, p: &Principal, id: Uuid, now: i64) -> Result<WithSecret> {
     let (key, shown) = events::new_secret();
     let sealed = core.key.seal(Purpose::WebhookSecretEncryption, &key);
-    let subscription = core
-        .db
+    let mut tx = core.db.begin().await?;
+    let rotated = tx
         .rotate_webhook_secret(
             p.org_id,
             p.key_id,
@@ -102,12 +136,45 @@ pub async fn rotate(core: &Core, p: &Principal, id: Uuid, now: i64) -> Result<Wi
             now + ROTATION_OVERLAP_MS,
             now,
         )
-        .await?
-        .ok_or_else(Problem::not_found)?;
+        .await?;
+    let Some(subscription) = rotated else {
+        tx.rollback().await?;
+        return Err(Problem::not_found());
+    };
+    let entry = Entry::new(Some(p.org_id), audit::SUBSCRIPTION_SECRET_ROTATED)
+        .target(TARGET_SUBSCRIPTION, subscription.id);
+    audit::record_in(&mut tx, &p.context(), entry).await?;
+    tx.commit().await?;
     Ok(WithSecret {
         subscription,
         secret: shown,
     })
+}
+
+/// What the audit log keeps of a subscription (never its secret).
+fn describe(s: &Subscription) -> Value {
+    json!({
+        "url": s.url,
+        "event_types": s.event_types,
+        "enabled": s.enabled,
+        "description": s.description,
+    })
+}
+
+/// Every subscription of the organisation with a summary of its key (the app groups them
+/// by key): by key, oldest key first, then by creation. Revoked keys' included.
+pub async fn list_for_org(core: &Core, org_id: Uuid) -> Result<Vec<(Subscription, KeySummary)>> {
+    Ok(core.db.list_org_webhook_subscriptions(org_id).await?)
+}
+
+/// One subscription of the organisation whichever key owns it, with its key; `404` for
+/// another organisation's. Its deliveries and attempts are the store's
+/// `list_webhook_attempts(org_id, key.id, id, …)`, as the API lists them.
+pub async fn get_in_org(core: &Core, org_id: Uuid, id: Uuid) -> Result<(Subscription, KeySummary)> {
+    core.db
+        .get_org_webhook_subscription(org_id, id)
+        .await?
+        .ok_or_else(Problem::not_found)
 }
 
 /// The keys that sign a delivery at `now`: the current secret, and the previous one while

@@ -89,13 +89,16 @@ pub async fn subscribe(db: &Db, org: &Org, types: &[&str]) {
     let m = admin::add_member(db, org.id, "owner@acme.test", Role::Owner)
         .await
         .unwrap();
-    let k = admin::create_key(
+    let k = tern_core::keys::create(
         db,
+        &tern_core::audit::Context::operator(),
         org.id,
-        m.id,
-        "hooks",
-        Some(tern_domain::auth::Preset::ReadOnly),
-        &[],
+        tern_core::keys::NewKey {
+            member_id: m.id,
+            name: "hooks",
+            preset: Some(tern_domain::auth::Preset::ReadOnly),
+            permissions: &[],
+        },
     )
     .await
     .unwrap();

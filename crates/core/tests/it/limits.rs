@@ -127,7 +127,17 @@ async fn keys_at_the_limit_admit_one_creator(db: Db) {
     let preset = Some(Preset::ReadOnly);
     let results = join_all((0..RACERS).map(|i| {
         let db = db.clone();
-        async move { admin::create_key(&db, org.id, m.id, &format!("k{i}"), preset, &[]).await }
+        async move {
+            let name = format!("k{i}");
+            let new = tern_core::keys::NewKey {
+                member_id: m.id,
+                name: &name,
+                preset,
+                permissions: &[],
+            };
+            let ctx = tern_core::audit::Context::operator();
+            tern_core::keys::create(&db, &ctx, org.id, new).await
+        }
     }))
     .await;
     exactly_one(results);

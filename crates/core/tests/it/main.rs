@@ -6,6 +6,7 @@ mod addressing;
 mod campaigns;
 mod fixtures;
 mod inbox;
+mod keys;
 mod limits;
 mod status;
 mod usage;

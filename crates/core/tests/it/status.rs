@@ -197,13 +197,16 @@ async fn status_subscription(db: &Db, org: &Org) {
     let m = tern_core::admin::add_member(db, org.id, "a@acme.test", tern_domain::auth::Role::Owner)
         .await
         .unwrap();
-    let k = tern_core::admin::create_key(
+    let k = tern_core::keys::create(
         db,
+        &tern_core::audit::Context::operator(),
         org.id,
-        m.id,
-        "k",
-        Some(tern_domain::auth::Preset::ReadOnly),
-        &[],
+        tern_core::keys::NewKey {
+            member_id: m.id,
+            name: "k",
+            preset: Some(tern_domain::auth::Preset::ReadOnly),
+            permissions: &[],
+        },
     )
     .await
     .unwrap();

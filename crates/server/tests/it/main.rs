@@ -6,6 +6,7 @@
 mod common;
 
 mod app;
+mod audit;
 mod billing;
 mod campaigns;
 mod cli;

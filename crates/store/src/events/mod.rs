@@ -247,6 +247,9 @@ macro_rules! subscription_columns {
     };
 }
 
+// After `subscription_columns!`, which it uses.
+mod subscriptions;
+
 /// The enabled subscriptions of org `$1` listing type `$2` (PostgreSQL: JSON containment).
 /// No lock: the event names them, and a subscription deleted before the fan-out is skipped
 /// then.
@@ -469,89 +472,6 @@ impl Db {
             .fetch_all(pool)
             .await)?;
         Ok(rows)
-    }
-
-    /// Applies `patch` to the key's subscription at `now`; `None` when it is not the key's.
-    /// Enabling clears `disabled_reason`.
-    pub async fn update_webhook_subscription(
-        &self,
-        org_id: Uuid,
-        api_key_id: Uuid,
-        id: Uuid,
-        patch: &SubscriptionPatch,
-        now: i64,
-    ) -> Result<Option<Subscription>> {
-        const SQL: &str = concat!(
-            "UPDATE webhook_subscriptions SET url = COALESCE($4, url), \
-             event_types = COALESCE($5, event_types), enabled = COALESCE($6, enabled), \
-             disabled_reason = CASE WHEN $6 THEN NULL ELSE disabled_reason END, \
-             description = CASE WHEN $7 THEN $8 ELSE description END, updated_at = ",
-            bump_updated_at!("webhook_subscriptions", "$9"),
-            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 RETURNING ",
-            subscription_columns!()
-        );
-        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
-            .bind(id)
-            .bind(org_id)
-            .bind(api_key_id)
-            .bind(&patch.url)
-            .bind(patch.event_types.as_ref().map(Json))
-            .bind(patch.enabled)
-            .bind(patch.description.is_some())
-            .bind(patch.description.clone().flatten())
-            .bind(now)
-            .fetch_optional(pool)
-            .await)?;
-        Ok(row)
-    }
-
-    /// Deletes the key's subscription with its deliveries and attempts (cascade). `false`
-    /// when it is not the key's.
-    pub async fn delete_webhook_subscription(
-        &self,
-        org_id: Uuid,
-        api_key_id: Uuid,
-        id: Uuid,
-    ) -> Result<bool> {
-        let n = with_pool!(self, pool => sqlx::query(
-                "DELETE FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3")
-            .bind(id)
-            .bind(org_id)
-            .bind(api_key_id)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
-        Ok(n == 1)
-    }
-
-    /// Rotates the key's subscription's secret: the current one becomes the previous one,
-    /// which still signs until `previous_expires_at`. `None` when it is not the key's.
-    pub async fn rotate_webhook_secret(
-        &self,
-        org_id: Uuid,
-        api_key_id: Uuid,
-        id: Uuid,
-        new_secret_enc: &[u8],
-        previous_expires_at: i64,
-        now: i64,
-    ) -> Result<Option<Subscription>> {
-        const SQL: &str = concat!(
-            "UPDATE webhook_subscriptions SET previous_secret_enc = secret_enc, \
-             previous_secret_expires_at = $5, secret_enc = $4, updated_at = ",
-            bump_updated_at!("webhook_subscriptions", "$6"),
-            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 RETURNING ",
-            subscription_columns!()
-        );
-        let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
-            .bind(id)
-            .bind(org_id)
-            .bind(api_key_id)
-            .bind(new_secret_enc)
-            .bind(previous_expires_at)
-            .bind(now)
-            .fetch_optional(pool)
-            .await)?;
-        Ok(row)
     }
 
     /// Disables a subscription for `reason` (the receiver answered `410`: `gone`). `false`

@@ -8,6 +8,7 @@
 //! panics). PostgreSQL tests fail, never skip, when the server is unreachable.
 
 mod api_keys;
+mod audit;
 mod campaigns;
 mod connect;
 mod contact_fields;
