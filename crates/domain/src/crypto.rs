@@ -28,6 +28,8 @@ pub enum Purpose {
     TokenEncryption,
     SignedLinks,
     WebhookSecretEncryption,
+    /// A person's TOTP secret (two-factor), sealed at rest.
+    TotpSecret,
 }
 
 impl Purpose {
@@ -37,6 +39,7 @@ impl Purpose {
             Purpose::TokenEncryption => b"tern/token-encryption/v1",
             Purpose::SignedLinks => b"tern/signed-links/v1",
             Purpose::WebhookSecretEncryption => b"tern/webhook-secret/v1",
+            Purpose::TotpSecret => b"tern/totp-secret/v1",
         }
     }
 }
