@@ -32,6 +32,7 @@ pub async fn create_org(db: &Db, name: &str, plan: &str) -> Result<Org> {
         wallet_currency: "USD".to_string(),
         overrides: Overrides::default().to_json(),
         billing_period_start: now,
+        two_factor_required: false,
         created_at: now,
         updated_at: now,
     };

@@ -11,6 +11,35 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngCore as _;
 use sha2::{Digest as _, Sha256};
 
+use crate::names::name_enum;
+
+name_enum!(
+    /// What a one-time link is for.
+    LinkPurpose {
+        /// A new member sets a name and a password.
+        Invite = "invite",
+        /// The operator's recovery: a new password (two-factor was turned off).
+        Reset = "reset",
+        /// Signs the person in directly (`tern demo`).
+        SignIn = "sign_in",
+    }
+);
+
+name_enum!(
+    /// Why an app session ended.
+    EndReason {
+        SignedOut = "signed_out",
+        SignedOutEverywhere = "signed_out_everywhere",
+        /// Ended from the sessions page.
+        Ended = "ended",
+        PasswordChanged = "password_changed",
+        /// The operator reset the person's access.
+        Reset = "reset",
+        /// The person has no membership left.
+        Removed = "removed",
+    }
+);
+
 pub use password::{MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, PasswordProblem, check_password};
 
 /// A fresh 256-bit random token, base64url without padding (43 characters): session cookies

@@ -22,6 +22,7 @@ mod messages;
 mod network_inbox;
 mod orgs;
 mod parity;
+mod people;
 mod phone_numbers;
 mod settings;
 mod tags;
