@@ -30,6 +30,8 @@ pub enum Purpose {
     WebhookSecretEncryption,
     /// A person's TOTP secret (two-factor), sealed at rest.
     TotpSecret,
+    /// The short-lived token between a sign-in's password and code steps.
+    PendingSignIn,
 }
 
 impl Purpose {
@@ -40,6 +42,7 @@ impl Purpose {
             Purpose::SignedLinks => b"tern/signed-links/v1",
             Purpose::WebhookSecretEncryption => b"tern/webhook-secret/v1",
             Purpose::TotpSecret => b"tern/totp-secret/v1",
+            Purpose::PendingSignIn => b"tern/pending-sign-in/v1",
         }
     }
 }

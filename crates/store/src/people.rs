@@ -79,7 +79,7 @@ pub struct PersonLink {
 }
 
 /// The sign-in throttle's state of a person, written back as a whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failures {
     pub failures: i64,
     pub first_failure_at: Option<i64>,

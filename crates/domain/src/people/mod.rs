@@ -37,6 +37,8 @@ name_enum!(
         Reset = "reset",
         /// The person has no membership left.
         Removed = "removed",
+        /// Idle too long, or past its absolute limit.
+        Expired = "expired",
     }
 );
 
