@@ -7,5 +7,6 @@ mod campaigns;
 mod fixtures;
 mod inbox;
 mod limits;
+mod people;
 mod status;
 mod usage;

@@ -28,6 +28,13 @@ pub fn secret_base32(secret: &[u8]) -> String {
     Secret::from(secret.to_vec()).to_base32()
 }
 
+/// The secret of its base32 form (as [`secret_base32`] shows it).
+pub fn secret_from_base32(b32: &str) -> Option<Vec<u8>> {
+    Secret::try_from_base32(b32.trim())
+        .ok()
+        .map(|s| s.as_bytes().to_vec())
+}
+
 fn totp(secret: &[u8], account: &str) -> Option<Totp> {
     Builder::new()
         .with_algorithm(Algorithm::SHA1)
@@ -150,6 +157,7 @@ mod tests {
         assert_eq!(secret.len(), 20);
         let b32 = secret_base32(&secret);
         assert_eq!(b32.len(), 32);
+        assert_eq!(secret_from_base32(&b32), Some(secret.clone()));
         let url = otpauth_url(&secret, "ada@example.com").unwrap();
         assert!(
             url.starts_with("otpauth://totp/Tern:ada%40example.com?"),
