@@ -175,9 +175,12 @@ pub async fn confirm(core: &Core, session_id: Uuid, person_id: Uuid, secret: &st
     } else {
         ("password", "The password is wrong.")
     };
-    let ok = !is_locked(&person, now) && check_secret(core, &person, secret, now).await?;
-    if !ok {
-        record_failure(core, person.id, now).await?;
+    // A locked account is refused without a check, and the refusal does not extend the lock.
+    let locked = is_locked(&person, now);
+    if locked || !check_secret(core, &person, secret, now).await? {
+        if !locked {
+            record_failure(core, person.id, now).await?;
+        }
         return Err(Problem::field(field, words));
     }
     core.db.confirm_app_session(s.id, now).await?;
@@ -217,10 +220,11 @@ pub async fn change_password(
         .get_person(person_id)
         .await?
         .ok_or_else(Problem::not_found)?;
-    if is_locked(&person, now)
-        || !password::verify(current, person.password_hash.as_deref()).await?
-    {
-        record_failure(core, person.id, now).await?;
+    let locked = is_locked(&person, now);
+    if locked || !password::verify(current, person.password_hash.as_deref()).await? {
+        if !locked {
+            record_failure(core, person.id, now).await?;
+        }
         return Err(Problem::field(
             "current_password",
             "The current password is wrong.",

@@ -392,7 +392,7 @@ mod tests {
         let f = next_failures(&p, now + 7, 900_000);
         assert_eq!(f.locked_until, Some(now + 7 + MAX_LOCKOUT_MS));
         // Failures older than the window start over.
-        let f = next_failures(&p, now + FAILURE_WINDOW_MS, 900_000);
+        let f = next_failures(&p, now + 1 + FAILURE_WINDOW_MS, 900_000);
         assert_eq!((f.failures, f.locked_until), (1, None));
     }
 }
