@@ -119,6 +119,7 @@ pub async fn invite_in(
             })?,
         Err(e) => return Err(e.into()),
     };
+    // audit: `core::audit::record(...)` an invitation (who invited, org, email, role).
     let link = if person.has_password() {
         None
     } else {
@@ -194,6 +195,7 @@ pub async fn reset_in(db: &Db, settings: &PeopleSettings, email: &str) -> Result
     })
     .await?;
     tx.commit().await?;
+    // audit: `core::audit::record(...)` the operator's reset (two-factor off, sessions ended).
     Ok(token)
 }
 

@@ -80,6 +80,7 @@ pub async fn change_role(
         return Err(last_owner());
     }
     tx.set_member_role(m.id, role).await?;
+    // audit: `core::audit::record(...)` the role change (from m.role to role).
     tx.commit().await?;
     Ok(Member { role, ..m })
 }
@@ -99,6 +100,7 @@ pub async fn remove_member(
         return Err(last_owner());
     }
     tx.remove_member(m.id, now).await?;
+    // audit: `core::audit::record(...)` the removal (and the keys it revoked).
     let left = tx.count_memberships(&m.email).await?;
     tx.commit().await?;
     if left == 0

@@ -85,6 +85,7 @@ pub async fn two_factor_finish(core: &Core, person_id: Uuid, code: &str) -> Resu
         return Err(Problem::conflict(ConflictReason::AlreadyExists)
             .with_message("The enrolment changed meanwhile (another page?); start again."));
     }
+    // audit: `core::audit::record(...)` two-factor turned on.
     Ok(codes)
 }
 
@@ -92,6 +93,7 @@ pub async fn two_factor_finish(core: &Core, person_id: Uuid, code: &str) -> Resu
 pub async fn two_factor_disable(core: &Core, person_id: Uuid) -> Result<()> {
     person(core, person_id).await?;
     core.db.disable_two_factor(person_id, now_ms()).await?;
+    // audit: `core::audit::record(...)` two-factor turned off.
     Ok(())
 }
 

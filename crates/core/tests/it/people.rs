@@ -287,6 +287,9 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         let members = people::members(&core, acme.id).await.unwrap();
         assert_eq!(members.len(), 1);
         assert!(members[0].has_password && !members[0].two_factor);
+        // Removed from the last organisation: the person's sessions end.
+        people::remove_member(&core, other.id, Role::Admin, in_other.member.id).await.unwrap();
+        assert!(people::session(&core, &s.token, now_ms()).await.unwrap().is_none());
     },
 
     the_last_owner_stays_and_nobody_grants_above_their_role => async |db| {
