@@ -74,7 +74,7 @@ pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> 
 pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
-    let mut core = Core::with_media(db, key, cloud, media);
+    let mut core = Core::with_media(db, key, cloud, media).with_people(config.people.clone());
     if !config.rate_limits {
         core = core.with_limiter(tern_core::rate::Limiter::off());
     } else if let Some(url) = &config.redis_url {
