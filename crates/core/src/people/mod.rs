@@ -9,9 +9,11 @@
 //! | `sessions.rs` | [`session`], [`switch_org`], [`sign_out`], [`sign_out_everywhere`], [`sessions`], [`end_session`], [`confirm`], [`change_password`] |
 //! | `two_factor.rs` | [`two_factor_begin`], [`two_factor_finish`], [`two_factor_disable`], [`set_two_factor_required`] |
 //! | `members.rs` | [`members`], [`change_role`], [`remove_member`] |
+//! | `audit.rs` | [`record_for_person`], [`record_sign_in`]: entries about a person, in each of their organisations |
 //! | `password.rs` | argon2id hashing on blocking threads, two at a time |
 //! | `throttle.rs` | the per-address failure limit (in-process) |
 
+mod audit;
 mod links;
 mod members;
 mod password;
@@ -20,6 +22,7 @@ mod sign_in;
 mod throttle;
 mod two_factor;
 
+pub use audit::{TARGET_PERSON, record_for_person, record_sign_in};
 pub use links::{
     Invited, Inviter, LinkInfo, invite, invite_in, link_info, reset, reset_in, sign_in_link,
     sign_in_link_in, use_link,
