@@ -1,7 +1,10 @@
 //! The app's pages, one module per page or group of pages.
 
 pub mod home;
+pub mod profile;
+pub mod sessions;
 pub mod sign_in;
+pub mod two_factor;
 
 use axum::response::Redirect;
 

@@ -7,7 +7,7 @@
 //! | `links.rs` | [`invite`], [`reset`], [`sign_in_link`], [`link_info`], [`use_link`] |
 //! | `sign_in.rs` | [`sign_in`], [`sign_in_code`]: refusals that do not tell the person apart |
 //! | `sessions.rs` | [`session`], [`switch_org`], [`sign_out`], [`sign_out_everywhere`], [`sessions`], [`end_session`], [`confirm`], [`change_password`], [`set_name`] |
-//! | `two_factor.rs` | [`two_factor_begin`], [`two_factor_finish`], [`two_factor_disable`], [`set_two_factor_required`] |
+//! | `two_factor.rs` | [`two_factor_begin`], [`two_factor_pending`], [`two_factor_finish`], [`two_factor_disable`], [`set_two_factor_required`] |
 //! | `members.rs` | [`members`], [`change_role`], [`remove_member`] |
 //! | `audit.rs` | [`record_for_person`], [`record_sign_in`]: entries about a person, in each of their organisations |
 //! | `password.rs` | argon2id hashing on blocking threads, two at a time |
@@ -39,6 +39,7 @@ pub use sign_in::{
 pub use throttle::AddressThrottle;
 pub use two_factor::{
     Enrolment, set_two_factor_required, two_factor_begin, two_factor_disable, two_factor_finish,
+    two_factor_pending,
 };
 
 use tern_domain::auth::Role;

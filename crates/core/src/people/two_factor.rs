@@ -43,14 +43,36 @@ pub async fn two_factor_begin(core: &Core, person_id: Uuid) -> Result<Enrolment>
         );
     }
     let secret = totp::new_secret();
-    let otpauth_url = totp::otpauth_url(&secret, &p.email).ok_or_else(Problem::unavailable)?;
-    let qr_svg = totp::qr_svg(&otpauth_url).ok_or_else(Problem::unavailable)?;
+    let shown = enrolment(&secret, &p.email)?;
     let sealed = core.key.seal(Purpose::TotpSecret, &secret);
     core.db
         .set_totp_pending(person_id, &sealed, now_ms())
         .await?;
+    Ok(shown)
+}
+
+/// The enrolment in progress (begun and not finished), shown again: after a wrong code or a
+/// reload, the person keeps the secret they already scanned.
+pub async fn two_factor_pending(core: &Core, person_id: Uuid) -> Result<Option<Enrolment>> {
+    let p = person(core, person_id).await?;
+    let Some(sealed) = p.totp_pending_enc.as_deref() else {
+        return Ok(None);
+    };
+    if p.has_two_factor() {
+        return Ok(None);
+    }
+    let secret = core
+        .key
+        .open(Purpose::TotpSecret, sealed)
+        .ok_or_else(Problem::unavailable)?;
+    enrolment(&secret, &p.email).map(Some)
+}
+
+fn enrolment(secret: &[u8], email: &str) -> Result<Enrolment> {
+    let otpauth_url = totp::otpauth_url(secret, email).ok_or_else(Problem::unavailable)?;
+    let qr_svg = totp::qr_svg(&otpauth_url).ok_or_else(Problem::unavailable)?;
     Ok(Enrolment {
-        secret_base32: totp::secret_base32(&secret),
+        secret_base32: totp::secret_base32(secret),
         otpauth_url,
         qr_svg,
     })

@@ -70,11 +70,23 @@ async fn enrol(core: &Core, s: &Started) -> (Vec<u8>, Vec<String>) {
     let e = people::two_factor_begin(core, s.session.person_id)
         .await
         .unwrap();
+    // Shown again (a reload, a wrong code): the same secret.
+    let again = people::two_factor_pending(core, s.session.person_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.secret_base32, e.secret_base32);
     let secret = totp::secret_from_base32(&e.secret_base32).unwrap();
     let code = totp::code_at(&secret, now_s());
     let codes = people::two_factor_finish(core, &ctx(s), s.session.person_id, &code)
         .await
         .unwrap();
+    assert!(
+        people::two_factor_pending(core, s.session.person_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     (secret, codes)
 }
 
