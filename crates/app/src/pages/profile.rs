@@ -9,6 +9,7 @@
 
 use crate::AppState;
 use crate::errors::AppError;
+use crate::forms::words_for;
 use crate::frame::{FlashKind, Frame, Nav};
 use crate::session::{Signed, redirect_with_flash};
 use askama::Template;
@@ -19,7 +20,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use tern_core::people;
-use tern_domain::{ErrorCode, Problem};
 
 /// The profile's routes.
 pub fn routes() -> Router<AppState> {
@@ -80,7 +80,7 @@ pub async fn save_name(
             "Your name is saved.",
         )),
         Err(p) => {
-            let words = field_message(&p, "name").ok_or_else(|| AppError::from(p))?;
+            let words = words_for(&p, "name").ok_or_else(|| AppError::from(p))?;
             let frame = me.frame(Nav::None);
             let mut page = ProfilePage::new(&frame, &me);
             page.name = &form.name;
@@ -130,8 +130,8 @@ pub async fn change_password(
             &changed_words(ended),
         )),
         Err(p) => {
-            let current_error = field_message(&p, "current_password");
-            let password_error = field_message(&p, "password");
+            let current_error = words_for(&p, "current_password");
+            let password_error = words_for(&p, "password");
             if current_error.is_none() && password_error.is_none() {
                 return Err(p.into());
             }
@@ -157,22 +157,6 @@ fn changed_words(ended: u64) -> String {
 /// it from a success).
 pub(crate) fn refused(page: &impl Template) -> Result<Response, AppError> {
     Ok((StatusCode::UNPROCESSABLE_ENTITY, Html(page.render()?)).into_response())
-}
-
-/// The words of a core refusal about `field` (`validation_failed` naming it), for the page
-/// to show next to that field.
-pub(crate) fn field_message(p: &Problem, field: &str) -> Option<String> {
-    if p.code != ErrorCode::ValidationFailed {
-        return None;
-    }
-    p.details
-        .get("fields")?
-        .as_array()?
-        .iter()
-        .find(|f| f.get("field").and_then(|v| v.as_str()) == Some(field))?
-        .get("message")?
-        .as_str()
-        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -232,17 +216,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn field_words_come_from_the_problem() {
-        let p = Problem::field(
-            "password",
-            "The password is too short: use at least 12 characters.",
-        );
-        assert_eq!(
-            field_message(&p, "password").as_deref(),
-            Some("The password is too short: use at least 12 characters.")
-        );
-        assert_eq!(field_message(&p, "name"), None);
-        assert_eq!(field_message(&Problem::not_found(), "password"), None);
+    fn words_after_a_change_and_no_secret_in_debug() {
         assert!(changed_words(2).contains("2 other sessions"));
         assert!(
             !format!(

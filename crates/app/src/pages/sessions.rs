@@ -10,11 +10,11 @@
 use crate::AppState;
 use crate::errors::AppError;
 use crate::frame::{FlashKind, Frame, Nav};
-use crate::session::{SESSION_COOKIE, Signed, redirect_with_flash};
+use crate::session::{SIGN_IN, Signed, clear_session_cookie, redirect_with_flash};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use tern_core::people;
@@ -103,19 +103,10 @@ pub async fn show(State(state): State<AppState>, me: Signed) -> Result<Html<Stri
     crate::errors::render(&page)
 }
 
-/// The `Set-Cookie` that removes the session cookie (its session has ended).
-fn clear_cookie(state: &AppState) -> HeaderValue {
-    let secure = if state.secure_cookies { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!(
-        "{SESSION_COOKIE}=; Path=/app; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
-    ))
-    .unwrap_or_else(|_| HeaderValue::from_static("tern_session=; Path=/app; Max-Age=0"))
-}
-
 fn to_sign_in(state: &AppState) -> Response {
-    let mut res = Redirect::to("/app/sign-in").into_response();
+    let mut res = Redirect::to(SIGN_IN).into_response();
     res.headers_mut()
-        .append(header::SET_COOKIE, clear_cookie(state));
+        .append(header::SET_COOKIE, clear_session_cookie(state));
     res
 }
 

@@ -12,8 +12,9 @@
 
 use crate::AppState;
 use crate::errors::AppError;
+use crate::forms::words_for;
 use crate::frame::{FlashKind, Frame, Nav};
-use crate::pages::profile::{field_message, refused};
+use crate::pages::profile::refused;
 use crate::session::{Signed, confirm_label, redirect_with_flash, require_confirmation};
 use askama::Template;
 use axum::Router;
@@ -190,7 +191,7 @@ pub async fn finish(
             Ok(Html(page.render()?).into_response())
         }
         Err(p) => {
-            let Some(words) = field_message(&p, "code") else {
+            let Some(words) = words_for(&p, "code") else {
                 // No enrolment in progress any more (finished in another tab, or never begun).
                 return Ok(redirect_with_flash(
                     &state,
