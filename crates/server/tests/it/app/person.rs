@@ -113,7 +113,7 @@ async fn enrol(b: &Browser) -> (Vec<u8>, Vec<String>) {
         !setup.contains("<img"),
         "no data: image (the CSP refuses it)"
     );
-    let grouped = between(&setup, "id=\"totp-secret\" class=\"secret\">", "</code>").unwrap();
+    let grouped = between(&setup, "data-totp-secret>", "</code>").unwrap();
     let secret = totp::secret_from_base32(&grouped.replace(' ', "")).unwrap();
     // A wrong code: the same page, the same secret, the words next to the field.
     let (s, _, again) = b
@@ -131,7 +131,7 @@ async fn enrol(b: &Browser) -> (Vec<u8>, Vec<String>) {
         shown.contains("data-copy=\"#recovery-codes\""),
         "a copy button"
     );
-    let list = between(&shown, "id=\"recovery-codes\">", "</ul>").unwrap();
+    let list = between(&shown, "data-recovery-codes>", "</ul>").unwrap();
     let codes: Vec<String> = list
         .split("<code>")
         .skip(1)
