@@ -128,6 +128,9 @@ pub fn router(state: AppState) -> Router {
             get(pages::links::show).post(pages::links::submit),
         )
         .route("/app/assets/{file}", get(assets::serve))
+        .merge(pages::profile::routes())
+        .merge(pages::two_factor::routes())
+        .merge(pages::sessions::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

@@ -2,7 +2,10 @@
 
 pub mod home;
 pub mod links;
+pub mod profile;
+pub mod sessions;
 pub mod sign_in;
+pub mod two_factor;
 
 use crate::AppState;
 use crate::errors::AppError;
