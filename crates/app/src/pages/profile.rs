@@ -35,6 +35,9 @@ pub struct ProfilePage<'a> {
     /// The name field's value (what was typed, after a refusal).
     pub name: &'a str,
     pub email: &'a str,
+    /// Whether the person has a password (someone signed in by a one-time sign-in link, as
+    /// `tern demo`'s owner, sets their first one without a current one).
+    pub has_password: bool,
     pub name_error: Option<String>,
     pub current_error: Option<String>,
     pub password_error: Option<String>,
@@ -47,6 +50,7 @@ impl<'a> ProfilePage<'a> {
             frame,
             name: &p.name,
             email: &p.email,
+            has_password: p.has_password(),
             name_error: None,
             current_error: None,
             password_error: None,
@@ -199,6 +203,7 @@ pub(crate) mod tests {
             frame: &frame,
             name: EVIL,
             email: "ada@example.com",
+            has_password: true,
             name_error: Some("<i>no</i>".into()),
             current_error: None,
             password_error: Some("The password is too short: use at least 12 characters.".into()),

@@ -225,7 +225,10 @@ pub async fn change_password(
         .await?
         .ok_or_else(Problem::not_found)?;
     let locked = is_locked(&person, now);
-    if locked || !password::verify(current, person.password_hash.as_deref()).await? {
+    // A person signed in by a one-time sign-in link may have no password yet (`tern demo`'s
+    // owner): the session is the proof, and the first password needs no current one.
+    let first = person.password_hash.is_none();
+    if !first && (locked || !password::verify(current, person.password_hash.as_deref()).await?) {
         if !locked {
             record_failure(core, person.id, now).await?;
         }

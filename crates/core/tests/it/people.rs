@@ -113,6 +113,20 @@ async fn pending(core: &Core, email: &str) -> String {
 }
 
 tern_store::both_backends! { tern_store::testkit::TestDb;
+
+    // `tern demo`'s owner signs in by a one-time link and has no password: their first one
+    // needs no current password; after that the current one is asked.
+    first_password_after_a_sign_in_link => async |db| {
+        let (core, org) = setup(&db, PeopleSettings::default()).await;
+        people::invite(&core, org.id, "demo@acme.test", Role::Owner, Inviter::Operator).await.unwrap();
+        let link = people::sign_in_link(&core, "demo@acme.test").await.unwrap();
+        let s = people::use_link(&core, &link, None, None, &client("192.0.2.1")).await.unwrap();
+        assert!(!db.get_person(s.session.person_id).await.unwrap().unwrap().has_password());
+        people::change_password(&core, &ctx(&s), s.session.person_id, s.session.id, "", PASSWORD).await.unwrap();
+        let again = people::change_password(&core, &ctx(&s), s.session.person_id, s.session.id, "", "another passphrase 99").await.unwrap_err();
+        assert_eq!(again.code, tern_domain::ErrorCode::ValidationFailed);
+        started(&core, "demo@acme.test").await;
+    },
     wrong_password_and_unknown_email_get_the_same_refusal => async |db| {
         let (core, org) = setup(&db, PeopleSettings::default()).await;
         join(&core, &org, "ada@acme.test", Role::Owner).await;
