@@ -23,6 +23,7 @@ pub mod errors;
 pub mod frame;
 pub mod headers;
 pub mod pages;
+pub mod session;
 
 pub use errors::AppError;
 pub use frame::Frame;
@@ -106,6 +107,7 @@ pub fn router(state: AppState) -> Router {
         .route("/app/", get(pages::root))
         .route("/app/sign-in", get(pages::sign_in::show))
         .route("/app/assets/{file}", get(assets::serve))
+        .merge(pages::keys::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

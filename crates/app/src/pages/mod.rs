@@ -1,6 +1,8 @@
 //! The app's pages, one module per page or group of pages.
 
+pub mod form;
 pub mod home;
+pub mod keys;
 pub mod sign_in;
 
 use axum::response::Redirect;
