@@ -108,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .route("/app/sign-in", get(pages::sign_in::show))
         .route("/app/assets/{file}", get(assets::serve))
         .merge(pages::keys::routes())
+        .merge(pages::webhooks::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

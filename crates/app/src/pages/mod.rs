@@ -4,6 +4,8 @@ pub mod form;
 pub mod home;
 pub mod keys;
 pub mod sign_in;
+pub mod webhook_detail;
+pub mod webhooks;
 
 use axum::response::Redirect;
 
