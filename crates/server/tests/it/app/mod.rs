@@ -2,6 +2,8 @@
 //! refusal of API keys, error pages, the form size limit, CSRF and the sign-in page.
 
 mod frame;
+mod keys;
+mod webhooks;
 
 use crate::common::TestApp;
 use reqwest::header::HeaderMap;
