@@ -577,3 +577,7 @@ pub async fn rotate(
         Err(p) => Err(p.into()),
     }
 }
+
+#[cfg(test)]
+#[path = "keys_tests.rs"]
+mod tests;
