@@ -53,6 +53,8 @@ pub struct AttemptView {
     pub response_status: Option<i64>,
     pub latency_ms: i64,
     pub error: Option<String>,
+    /// The start of the receiver's answer (at most 1 KiB).
+    pub answer: Option<String>,
 }
 
 impl AttemptView {
@@ -66,6 +68,7 @@ impl AttemptView {
             response_status: a.response_status,
             latency_ms: a.latency_ms,
             error: a.error.clone(),
+            answer: a.response_body.clone().filter(|b| !b.is_empty()),
         }
     }
 }

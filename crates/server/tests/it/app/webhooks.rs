@@ -102,7 +102,7 @@ async fn create_test_replay(backend: Backend) {
     assert!(page.contains("Delivered") && page.contains("answered 204"), "{page}");
     assert!(page.contains("Delivery log"));
     // A failing endpoint, tested, then replayed: the count.
-    let failing = files.url("/hook/500");
+    let failing = files.url("/answer/500");
     let (s, _, page) = b
         .post(
             &format!("/app/webhooks/{id}"),
@@ -114,6 +114,15 @@ async fn create_test_replay(backend: Backend) {
         .post(&format!("/app/webhooks/{id}/test"), &[("event_type", "webhook.test")])
         .await;
     assert!(page.contains("Not delivered") && page.contains("answered 500"), "{page}");
+    // The answer's first 1 KiB, escaped.
+    assert!(page.contains("&lt;b&gt;refused&lt;/b&gt;xxx") || page.contains("&#60;b&#62;refused"), "{page}");
+    assert!(!page.contains("<b>refused"));
+    let log = app
+        .db
+        .list_webhook_attempts(app.org_uuid(), Uuid::parse_str(&key_id).unwrap(), id, None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(log[0].response_body.as_deref().map(str::len), Some(1024));
     let (s, page) = follow(
         &b,
         b.post(&format!("/app/webhooks/{id}/replay"), &[("since", "2020-01-01T00:00")])
