@@ -32,6 +32,7 @@ pub async fn create_org(db: &Db, name: &str, plan: &str) -> Result<Org> {
         wallet_currency: "USD".to_string(),
         overrides: Overrides::default().to_json(),
         billing_period_start: now,
+        two_factor_required: false,
         created_at: now,
         updated_at: now,
     };
@@ -55,24 +56,21 @@ pub async fn update_org(db: &Db, mut org: Org, wallet_target: Option<i64>) -> Re
     Ok(org)
 }
 
-/// Adds a member (`email` lower-cased by the caller).
+/// Adds a member as the operator: [`crate::people::invite_in`] with the default durations
+/// (the person is created when missing; an invite link is made when they have no password,
+/// which this caller does not show: `tern admin member add` calls `invite_in` itself).
 pub async fn add_member(db: &Db, org_id: Uuid, email: &str, role: Role) -> Result<Member> {
-    get_org(db, org_id).await?;
-    let m = Member {
-        id: new_id(),
+    let settings = crate::people::PeopleSettings::default();
+    let invited = crate::people::invite_in(
+        db,
+        &settings,
         org_id,
-        email: email.to_string(),
+        email,
         role,
-        created_at: now_ms(),
-    };
-    match db.insert_member(&m).await {
-        Err(StoreError::Conflict { .. }) => Err(Problem::conflict(ConflictReason::AlreadyExists)
-            .with_message(format!(
-                "{} is already a member of this organisation",
-                m.email
-            ))),
-        r => Ok(r?),
-    }
+        crate::people::Inviter::Operator,
+    )
+    .await?;
+    Ok(invited.member)
 }
 
 /// A business number to add (arguments checked by the caller).

@@ -22,6 +22,7 @@
 //! | [`rate`] | request quotas (in-process or Redis) and the burst limiter |
 //! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
 //! | [`campaigns`] | create, resolve, schedule, launch, pause, resume; the worker's fan-out step |
+//! | [`people`] | the app's accounts: invitations, links, sign-in, sessions, two-factor, members |
 //! | [`admin`] | operator writes: organisations, members, numbers, contact fields |
 //! | [`keys`] | API keys: create, rotate, revoke (audited), who may manage one, the keys page's reads |
 //! | [`audit`] | the audit log: who did what, when, from where |
@@ -48,6 +49,7 @@ pub mod load;
 pub mod media;
 pub mod messages;
 pub mod numbers;
+pub mod people;
 pub mod principal;
 pub mod rate;
 pub mod templates;
@@ -95,6 +97,10 @@ pub struct Inner {
     pub limiter: rate::Limiter,
     /// The `api_requests` meter.
     pub requests: usage::RequestMeter,
+    /// The app's durations (sessions, links, confirmation, lock-out).
+    pub people: people::PeopleSettings,
+    /// The per-address sign-in failure limit.
+    pub people_throttle: people::AddressThrottle,
 }
 
 impl Core {
@@ -135,6 +141,8 @@ impl Core {
             lookups: Lookups::start(db.clone()),
             key,
             cloud,
+            people: people::PeopleSettings::default(),
+            people_throttle: people::AddressThrottle::default(),
         });
         Core { db, inner }
     }
@@ -155,6 +163,18 @@ impl Core {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.limiter = limiter,
             None => tracing::error!("with_limiter on a shared core: limiter not replaced"),
+        }
+        self
+    }
+}
+
+impl Core {
+    /// The same core with these app durations. Call right after construction, before the
+    /// core is shared.
+    pub fn with_people(mut self, settings: people::PeopleSettings) -> Core {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.people = settings,
+            None => tracing::error!("with_people on a shared core: settings not replaced"),
         }
         self
     }

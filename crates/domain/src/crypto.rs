@@ -28,6 +28,10 @@ pub enum Purpose {
     TokenEncryption,
     SignedLinks,
     WebhookSecretEncryption,
+    /// A person's TOTP secret (two-factor), sealed at rest.
+    TotpSecret,
+    /// The short-lived token between a sign-in's password and code steps.
+    PendingSignIn,
 }
 
 impl Purpose {
@@ -37,6 +41,8 @@ impl Purpose {
             Purpose::TokenEncryption => b"tern/token-encryption/v1",
             Purpose::SignedLinks => b"tern/signed-links/v1",
             Purpose::WebhookSecretEncryption => b"tern/webhook-secret/v1",
+            Purpose::TotpSecret => b"tern/totp-secret/v1",
+            Purpose::PendingSignIn => b"tern/pending-sign-in/v1",
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod media;
 pub mod message;
 pub mod net_guard;
 pub mod number;
+pub mod people;
 pub mod phone;
 pub mod plan;
 pub mod quota;

@@ -88,6 +88,7 @@ impl Env {
             wallet_currency: "EUR".into(),
             overrides: json!({}),
             billing_period_start: now,
+            two_factor_required: false,
             created_at: now,
             updated_at: now,
         };

@@ -122,6 +122,7 @@ pub enum NumberCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum MemberCmd {
+    /// Adds a member; answers `invite_url` when the person has no password yet.
     Add {
         #[arg(long)]
         org: Uuid,
@@ -130,6 +131,35 @@ pub enum MemberCmd {
         #[arg(long)]
         role: String,
     },
+    /// Operator recovery: a new one-time link to set a password; turns two-factor off and
+    /// ends every session of the person.
+    Reset {
+        #[arg(long)]
+        email: String,
+    },
+}
+
+/// What the member commands need to print a link: the public URL and the link validity.
+#[derive(Debug, Clone)]
+pub struct LinkSettings {
+    pub public_url: String,
+    pub people: tern_core::people::PeopleSettings,
+}
+
+impl LinkSettings {
+    pub fn from_config(c: &crate::config::Config) -> Self {
+        Self {
+            public_url: c.public_url.clone(),
+            people: c.people.clone(),
+        }
+    }
+
+    fn url(&self, kind: &str, token: &str) -> String {
+        format!(
+            "{}/app/{kind}/{token}",
+            self.public_url.trim_end_matches('/')
+        )
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -196,6 +226,31 @@ pub async fn run_with_cloud(
         AdminCmd::Template(TemplateCmd::Sync { org }) => sync_templates(db, key, cloud, org).await,
         other => run(db, key, other).await,
     }
+}
+
+/// Like [`run_with_cloud`], with the configuration the links are printed with (`tern
+/// admin` itself; the other entry points read it from the environment when needed).
+pub async fn run_configured(
+    db: &Db,
+    key: &MasterKey,
+    cloud: Option<&tern_cloudapi::CloudApiClient>,
+    config: &crate::config::Config,
+    cmd: AdminCmd,
+) -> Result<Value> {
+    let links = LinkSettings::from_config(config);
+    match cmd {
+        AdminCmd::Member(MemberCmd::Add { org, email, role }) => {
+            add_member(db, &links, org, &email, &role).await
+        }
+        AdminCmd::Member(MemberCmd::Reset { email }) => reset_member(db, &links, &email).await,
+        other => run_with_cloud(db, key, cloud, other).await,
+    }
+}
+
+fn env_links() -> Result<LinkSettings> {
+    Ok(LinkSettings::from_config(&crate::config::Config::load(
+        None,
+    )?))
 }
 
 async fn sync_templates(
@@ -268,7 +323,10 @@ pub async fn run(db: &Db, key: &MasterKey, cmd: AdminCmd) -> Result<Value> {
             throughput_mps,
         }) => update_number(db, &phone_number_id, status.as_deref(), throughput_mps).await,
         AdminCmd::Member(MemberCmd::Add { org, email, role }) => {
-            add_member(db, org, &email, &role).await
+            add_member(db, &env_links()?, org, &email, &role).await
+        }
+        AdminCmd::Member(MemberCmd::Reset { email }) => {
+            reset_member(db, &env_links()?, &email).await
         }
         AdminCmd::Key(KeyCmd::Create {
             org,
@@ -544,7 +602,13 @@ async fn update_number(
     Ok(number_json(&n))
 }
 
-async fn add_member(db: &Db, org_id: Uuid, email: &str, role: &str) -> Result<Value> {
+async fn add_member(
+    db: &Db,
+    links: &LinkSettings,
+    org_id: Uuid,
+    email: &str,
+    role: &str,
+) -> Result<Value> {
     let role = Role::parse(role)
         .ok_or_else(|| anyhow!("--role must be owner, admin or developer, got {role:?}"))?;
     let email = email.trim().to_lowercase();
@@ -554,10 +618,30 @@ async fn add_member(db: &Db, org_id: Uuid, email: &str, role: &str) -> Result<Va
     if !valid || email.contains(char::is_whitespace) {
         bail!("--email {email:?} is not an e-mail address");
     }
-    let m = admin::add_member(db, org_id, &email, role)
+    let invited = tern_core::people::invite_in(
+        db,
+        &links.people,
+        org_id,
+        &email,
+        role,
+        tern_core::people::Inviter::Operator,
+    )
+    .await
+    .map_err(refused)?;
+    let m = invited.member;
+    let mut out = json!({"id": m.id, "org_id": m.org_id, "email": m.email, "role": m.role});
+    if let Some(token) = invited.link {
+        out["invite_url"] = json!(links.url("invite", &token));
+    }
+    Ok(out)
+}
+
+async fn reset_member(db: &Db, links: &LinkSettings, email: &str) -> Result<Value> {
+    let email = email.trim().to_lowercase();
+    let token = tern_core::people::reset_in(db, &links.people, &email)
         .await
         .map_err(refused)?;
-    Ok(json!({"id": m.id, "org_id": m.org_id, "email": m.email, "role": m.role}))
+    Ok(json!({"email": email, "reset_url": links.url("reset", &token)}))
 }
 
 async fn create_key(

@@ -74,7 +74,7 @@ pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> 
 pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
-    let mut core = Core::with_media(db, key, cloud, media);
+    let mut core = Core::with_media(db, key, cloud, media).with_people(config.people.clone());
     if !config.rate_limits {
         core = core.with_limiter(tern_core::rate::Limiter::off());
     } else if let Some(url) = &config.redis_url {
@@ -119,14 +119,18 @@ pub async fn serve_on(
 ) -> Result<()> {
     let router = router(&state);
     let draining = state.clone();
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            draining.start_draining();
-            tracing::info!("shutting down: finishing in-flight requests");
-        })
-        .await
-        .context("server error")?;
+    // The peer address: the app's sessions page and sign-in limit use it.
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        draining.start_draining();
+        tracing::info!("shutting down: finishing in-flight requests");
+    })
+    .await
+    .context("server error")?;
     Ok(())
 }
 

@@ -34,6 +34,11 @@ struct Raw {
     webhook_send_nice: Option<NumberOrText>,
     webhook_busy_rest: Option<NumberOrText>,
     rate_limits: Option<String>,
+    app_session_idle_secs: Option<NumberOrText>,
+    app_session_max_secs: Option<NumberOrText>,
+    app_invite_secs: Option<NumberOrText>,
+    app_confirm_secs: Option<NumberOrText>,
+    app_lockout_secs: Option<NumberOrText>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -100,6 +105,9 @@ pub struct Config {
     /// rest of this many times its length (`TERN_WEBHOOK_BUSY_REST`, 0–1000, 0 = never):
     /// higher leaves more of the database to the API while deliveries run.
     pub webhook_busy_rest: u32,
+    /// The app's durations (`TERN_APP_SESSION_IDLE_SECS`, `TERN_APP_SESSION_MAX_SECS`,
+    /// `TERN_APP_INVITE_SECS`, `TERN_APP_CONFIRM_SECS`, `TERN_APP_LOCKOUT_SECS`; APP.md §7).
+    pub people: tern_core::people::PeopleSettings,
 }
 
 impl std::fmt::Debug for Config {
@@ -115,6 +123,7 @@ impl std::fmt::Debug for Config {
             .field("rate_limits", &self.rate_limits)
             .field("media_store", &self.media_store)
             .field("allow_networks", &self.allow_networks)
+            .field("people", &self.people)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +153,7 @@ impl Config {
     }
 
     fn validate(raw: Raw) -> Result<Config> {
+        let people = people_settings(&raw)?;
         let database_url = raw
             .database_url
             .unwrap_or_else(|| "sqlite://tern.db".into());
@@ -319,6 +329,7 @@ impl Config {
             Some(v) => bail!("TERN_RATE_LIMITS must be on or off, got {v:?}"),
         };
         Ok(Config {
+            people,
             rate_limits,
             dispatch_unknown_grace,
             webhook_retry_schedule,
@@ -342,6 +353,52 @@ impl Config {
             log_format,
         })
     }
+}
+
+/// Longest accepted app duration: ten years (no overflow in milliseconds, no surprise).
+const MAX_APP_SECS: i64 = 10 * 365 * 86_400;
+
+/// An app duration in milliseconds: `default_secs` when unset, else a whole number of
+/// seconds from 1 to [`MAX_APP_SECS`].
+fn app_secs(v: Option<&NumberOrText>, name: &str, default_secs: i64) -> Result<i64> {
+    let Some(v) = v.map(NumberOrText::text) else {
+        return Ok(default_secs * 1000);
+    };
+    match v.trim().parse::<i64>() {
+        Ok(n) if (1..=MAX_APP_SECS).contains(&n) => Ok(n * 1000),
+        _ => bail!("{name} must be a whole number of seconds from 1 to {MAX_APP_SECS}, got {v:?}"),
+    }
+}
+
+fn people_settings(raw: &Raw) -> Result<tern_core::people::PeopleSettings> {
+    let d = tern_core::people::PeopleSettings::default();
+    Ok(tern_core::people::PeopleSettings {
+        session_idle_ms: app_secs(
+            raw.app_session_idle_secs.as_ref(),
+            "TERN_APP_SESSION_IDLE_SECS",
+            d.session_idle_ms / 1000,
+        )?,
+        session_max_ms: app_secs(
+            raw.app_session_max_secs.as_ref(),
+            "TERN_APP_SESSION_MAX_SECS",
+            d.session_max_ms / 1000,
+        )?,
+        invite_ms: app_secs(
+            raw.app_invite_secs.as_ref(),
+            "TERN_APP_INVITE_SECS",
+            d.invite_ms / 1000,
+        )?,
+        confirm_ms: app_secs(
+            raw.app_confirm_secs.as_ref(),
+            "TERN_APP_CONFIRM_SECS",
+            d.confirm_ms / 1000,
+        )?,
+        lockout_ms: app_secs(
+            raw.app_lockout_secs.as_ref(),
+            "TERN_APP_LOCKOUT_SECS",
+            d.lockout_ms / 1000,
+        )?,
+    })
 }
 
 fn check_http_url(u: &str) -> Result<()> {
@@ -386,6 +443,27 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Config::validate(rest).unwrap().webhook_busy_rest, 0);
+        let p = &c.people;
+        assert_eq!(
+            (
+                p.session_idle_ms,
+                p.session_max_ms,
+                p.invite_ms,
+                p.confirm_ms,
+                p.lockout_ms
+            ),
+            (43_200_000, 1_209_600_000, 604_800_000, 300_000, 900_000)
+        );
+        let short = Raw {
+            app_session_idle_secs: Some(NumberOrText::Number(5)),
+            app_lockout_secs: Some(NumberOrText::Text(" 2 ".into())),
+            ..Default::default()
+        };
+        let p = Config::validate(short).unwrap().people;
+        assert_eq!(
+            (p.session_idle_ms, p.lockout_ms, p.invite_ms),
+            (5_000, 2_000, 604_800_000)
+        );
         assert_eq!(
             c.media_store,
             tern_core::media::Location::File(PathBuf::from("./tern-media"))
@@ -464,6 +542,41 @@ mod tests {
                     ..Default::default()
                 },
                 "TERN_EXTRA_CA_FILE",
+            ),
+            (
+                Raw {
+                    app_session_idle_secs: Some(NumberOrText::Number(0)),
+                    ..Default::default()
+                },
+                "TERN_APP_SESSION_IDLE_SECS",
+            ),
+            (
+                Raw {
+                    app_session_max_secs: Some(NumberOrText::Text("soon".into())),
+                    ..Default::default()
+                },
+                "TERN_APP_SESSION_MAX_SECS",
+            ),
+            (
+                Raw {
+                    app_invite_secs: Some(NumberOrText::Number(-1)),
+                    ..Default::default()
+                },
+                "TERN_APP_INVITE_SECS",
+            ),
+            (
+                Raw {
+                    app_confirm_secs: Some(NumberOrText::Text("1.5".into())),
+                    ..Default::default()
+                },
+                "TERN_APP_CONFIRM_SECS",
+            ),
+            (
+                Raw {
+                    app_lockout_secs: Some(NumberOrText::Number(MAX_APP_SECS + 1)),
+                    ..Default::default()
+                },
+                "TERN_APP_LOCKOUT_SECS",
             ),
             (
                 Raw {

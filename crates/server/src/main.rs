@@ -110,7 +110,7 @@ async fn run(cli: Cli) -> Result<()> {
             let db = app::open_db(&config).await?;
             let key = app::master_key(&db, &config).await?;
             let cloud = app::cloud_client(&config)?;
-            let out = admin::run_with_cloud(&db, &key, Some(&cloud), cmd).await?;
+            let out = admin::run_configured(&db, &key, Some(&cloud), &config, cmd).await?;
             println!("{}", serde_json::to_string(&out)?);
             Ok(())
         }

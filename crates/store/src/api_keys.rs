@@ -48,7 +48,8 @@ pub struct ApiKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuthRecord {
     pub key: ApiKey,
-    /// The creator's role; `None` if the stored name is no longer a role (no rights).
+    /// The creator's role; `None` if the stored name is no longer a role or the creator was
+    /// removed from the organisation (no rights either way).
     pub member_role: Option<Role>,
     pub org: Org,
 }
@@ -69,13 +70,14 @@ macro_rules! auth_select {
             $extra,
             "k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
              k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
-             m.role AS member_role, \
+             CASE WHEN m.removed_at IS NULL THEN m.role ELSE '' END AS member_role, \
              o.name AS o_name, o.plan AS o_plan, \
              o.subscription_status AS o_subscription_status, \
              o.wallet_balance_minor AS o_wallet_balance_minor, \
              o.wallet_currency AS o_wallet_currency, o.overrides AS o_overrides, \
              o.billing_period_start AS o_billing_period_start, \
-             o.created_at AS o_created_at, o.updated_at AS o_updated_at \
+             o.created_at AS o_created_at, o.updated_at AS o_updated_at, \
+             o.two_factor_required AS o_two_factor_required \
              FROM api_keys k \
              JOIN members m ON m.id = k.member_id \
              JOIN organisations o ON o.id = k.org_id"
@@ -100,6 +102,7 @@ pub(crate) struct AuthRow {
     o_billing_period_start: i64,
     o_created_at: i64,
     o_updated_at: i64,
+    o_two_factor_required: bool,
 }
 
 impl From<AuthRow> for AuthRecord {
@@ -115,6 +118,7 @@ impl From<AuthRow> for AuthRecord {
             billing_period_start: r.o_billing_period_start,
             created_at: r.o_created_at,
             updated_at: r.o_updated_at,
+            two_factor_required: r.o_two_factor_required,
         };
         AuthRecord {
             key: r.key,

@@ -92,6 +92,8 @@ const COMPOSITE_PRIMARY_KEYS: &[(&str, &str)] = &[
     ("media_import_slots", "org_id_slot"),
     ("inbound_media", "org_id_wamid"),
     ("network_inbox_set_aside", "inbox_id_kind_item_key"),
+    ("person_links", "token_hash"),
+    ("recovery_codes", "person_id_code_hash"),
 ];
 
 /// SQLite reports `UNIQUE constraint failed: members.org_id, members.email` instead of a

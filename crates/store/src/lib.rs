@@ -9,6 +9,7 @@
 
 mod accept_queue;
 mod api_keys;
+mod app_sessions;
 mod audit;
 mod campaign_recipients;
 mod campaigns;
@@ -23,10 +24,12 @@ mod identity;
 mod limits;
 mod lookups;
 mod media;
+mod memberships;
 mod messages;
 mod network_inbox;
 mod orgs;
 mod outbound;
+mod people;
 mod phone_numbers;
 mod send_options;
 mod settings;
@@ -40,6 +43,7 @@ mod usage;
 
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
 pub use api_keys::{ApiKey, AuthRecord, KeyRow, KeySummary, LAST_USED_GRANULARITY_MS};
+pub use app_sessions::{AppSession, SEEN_GRANULARITY_MS};
 pub use audit::AuditRow;
 pub use campaigns::{
     AudienceContact, COUNTER_SHARDS, Campaign, CampaignCounts, NewRecipient, PendingRecipient,
@@ -63,10 +67,12 @@ pub use identity::{Identity, Observed};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use media::{InboundMediaJob, InboundMediaState, Media, MediaSource, NewInboundMedia};
+pub use memberships::{MemberPerson, Membership};
 pub use messages::{Inserted, Message, ReplyTo, StatusChange, Touched};
 pub use network_inbox::{InboxItem, SetAside};
 pub use orgs::{Member, Org};
 pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};
+pub use people::{Failures, Person, PersonLink};
 pub use phone_numbers::PhoneNumber;
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 /// JSON columns' wrapper (campaigns' audience and parameters).

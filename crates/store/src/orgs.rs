@@ -27,6 +27,8 @@ pub struct Org {
     pub billing_period_start: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Members must use two-factor authentication in the app (an owner's setting).
+    pub two_factor_required: bool,
 }
 
 /// A person in an organisation. `email` is stored lower-cased.
@@ -43,7 +45,7 @@ pub struct Member {
 macro_rules! org_columns {
     () => {
         "id, name, plan, subscription_status, wallet_balance_minor, wallet_currency, overrides, \
-         billing_period_start, created_at, updated_at"
+         billing_period_start, created_at, updated_at, two_factor_required"
     };
 }
 
@@ -52,7 +54,7 @@ impl Db {
     pub async fn insert_org(&self, org: &Org) -> Result<()> {
         with_pool!(self, pool => sqlx::query(concat!(
                 "INSERT INTO organisations (", org_columns!(), ") \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"))
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
             .bind(org.id)
             .bind(&org.name)
             .bind(&org.plan)
@@ -63,6 +65,7 @@ impl Db {
             .bind(org.billing_period_start)
             .bind(org.created_at)
             .bind(org.updated_at)
+            .bind(org.two_factor_required)
             .execute(pool)
             .await
             .map(|r| r.rows_affected()))?;
@@ -166,9 +169,11 @@ impl Db {
         Ok(stored)
     }
 
+    /// A current member (`None` for a removed one).
     pub async fn get_member(&self, id: Uuid) -> Result<Option<Member>> {
         let member = with_pool!(self, pool => sqlx::query_as::<_, Member>(
-                "SELECT id, org_id, email, role, created_at FROM members WHERE id = $1")
+                "SELECT id, org_id, email, role, created_at FROM members \
+                 WHERE id = $1 AND removed_at IS NULL")
             .bind(id)
             .fetch_optional(pool)
             .await)?;

@@ -75,22 +75,7 @@ pub struct FieldProblems(Vec<(String, String)>);
 
 impl FieldProblems {
     pub fn from_problem(p: &Problem) -> FieldProblems {
-        let list = p
-            .details
-            .get("fields")
-            .and_then(|f| f.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|f| {
-                        Some((
-                            f.get("field")?.as_str()?.to_string(),
-                            f.get("message")?.as_str()?.to_string(),
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        FieldProblems(list)
+        FieldProblems(crate::forms::field_problems(p))
     }
 
     pub fn push(&mut self, field: &str, words: impl Into<String>) {

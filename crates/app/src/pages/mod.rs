@@ -3,13 +3,29 @@
 pub mod form;
 pub mod home;
 pub mod keys;
+pub mod links;
 pub mod sign_in;
 pub mod webhook_detail;
 pub mod webhooks;
 
-use axum::response::Redirect;
+use crate::AppState;
+use crate::errors::AppError;
+use crate::frame::Nav;
+use crate::session::{OrgMember, SIGN_IN, Signed};
+use axum::extract::State;
+use axum::response::{Html, IntoResponse, Redirect, Response};
 
-/// `GET /app`: the sign-in page until the session layer knows who is asking.
-pub async fn root() -> Redirect {
-    Redirect::to("/app/sign-in")
+/// `GET /app`: the home page of a signed-in person, else the sign-in page.
+pub async fn root(State(state): State<AppState>, signed: Option<Signed>) -> Response {
+    let Some(signed) = signed else {
+        return Redirect::to(SIGN_IN).into_response();
+    };
+    let me = match OrgMember::of(signed, &state).await {
+        Ok(me) => me,
+        Err(res) => return res,
+    };
+    match home::render(&me.frame(Nav::None)) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => AppError::into_response(e),
+    }
 }

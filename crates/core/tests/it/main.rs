@@ -8,5 +8,6 @@ mod fixtures;
 mod inbox;
 mod keys;
 mod limits;
+mod people;
 mod status;
 mod usage;

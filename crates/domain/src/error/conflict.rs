@@ -18,6 +18,7 @@ name_enum!(
         PhoneNumberRequired = "phone_number_required",
         TemplateExists = "template_exists",
         TemplateNotDraft = "template_not_draft",
+        LastOwner = "last_owner",
     }
 );
 
@@ -50,6 +51,9 @@ impl ConflictReason {
             }
             TemplateExists => {
                 "A template with this name and language already exists in the business account."
+            }
+            LastOwner => {
+                "The organisation's last owner can be neither removed nor demoted; make another member owner first."
             }
             TemplateNotDraft => {
                 "Only a draft or rejected template can be submitted (details.status names its status)."

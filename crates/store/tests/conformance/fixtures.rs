@@ -16,6 +16,7 @@ pub fn org() -> Org {
         wallet_currency: "EUR".into(),
         overrides: serde_json::json!({}),
         billing_period_start: T0,
+        two_factor_required: false,
         created_at: T0,
         updated_at: T0,
     }

@@ -23,6 +23,7 @@ mod messages;
 mod network_inbox;
 mod orgs;
 mod parity;
+mod people;
 mod phone_numbers;
 mod settings;
 mod tags;

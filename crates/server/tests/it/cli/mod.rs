@@ -297,8 +297,8 @@ fn provisioning_flow_and_refusals() {
         .contains("does not exist")
     );
 
-    // members
-    let owner = id(&cli.ok(&[
+    // members: a person without a password gets a one-time invite link.
+    let added = cli.ok(&[
         "admin",
         "member",
         "add",
@@ -308,7 +308,13 @@ fn provisioning_flow_and_refusals() {
         "Owner@Acme.test",
         "--role",
         "owner",
-    ]));
+    ]);
+    let invite_url = added["invite_url"].as_str().unwrap();
+    assert!(
+        invite_url.starts_with("http://127.0.0.1:8080/app/invite/") && invite_url.len() > 40,
+        "{added}"
+    );
+    let owner = id(&added);
     let dev = id(&cli.ok(&[
         "admin",
         "member",
@@ -339,6 +345,20 @@ fn provisioning_flow_and_refusals() {
             "admin", "member", "add", "--org", &org_id, "--email", "x@y.z", "--role", "boss"
         ])
         .contains("boss")
+    );
+    // The operator's recovery link for a person; an unknown email is refused.
+    let reset = cli.ok(&["admin", "member", "reset", "--email", "OWNER@acme.test"]);
+    assert_eq!(reset["email"], "owner@acme.test");
+    assert!(
+        reset["reset_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:8080/app/reset/"),
+        "{reset}"
+    );
+    assert!(
+        cli.refused(&["admin", "member", "reset", "--email", "nobody@acme.test"])
+            .contains("nobody@acme.test")
     );
 
     // keys: developer cannot get sending; owner can.

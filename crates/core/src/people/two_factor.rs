@@ -1,0 +1,112 @@
+//! Two-factor enrolment: a pending secret shown as a QR code and base32, confirmed by one
+//! valid code, which turns it on and makes ten recovery codes (shown once, stored hashed).
+
+use tern_domain::Problem;
+use tern_domain::crypto::Purpose;
+use tern_domain::error::ConflictReason;
+use tern_domain::people::{recovery, totp};
+use tern_domain::time::now_ms;
+use uuid::Uuid;
+
+use crate::{Core, Result};
+
+/// What the enrolment page shows. Secret: never logged.
+#[derive(Clone)]
+pub struct Enrolment {
+    pub secret_base32: String,
+    pub otpauth_url: String,
+    pub qr_svg: String,
+}
+
+impl std::fmt::Debug for Enrolment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Enrolment(<redacted>)")
+    }
+}
+
+async fn person(core: &Core, person_id: Uuid) -> Result<tern_store::Person> {
+    core.db
+        .get_person(person_id)
+        .await?
+        .ok_or_else(Problem::not_found)
+}
+
+/// Starts (or restarts) an enrolment with a new secret.
+pub async fn two_factor_begin(core: &Core, person_id: Uuid) -> Result<Enrolment> {
+    let p = person(core, person_id).await?;
+    if p.has_two_factor() {
+        return Err(
+            Problem::conflict(ConflictReason::AlreadyExists).with_message(
+                "Two-factor authentication is already on; turn it off first to enrol again.",
+            ),
+        );
+    }
+    let secret = totp::new_secret();
+    let otpauth_url = totp::otpauth_url(&secret, &p.email).ok_or_else(Problem::unavailable)?;
+    let qr_svg = totp::qr_svg(&otpauth_url).ok_or_else(Problem::unavailable)?;
+    let sealed = core.key.seal(Purpose::TotpSecret, &secret);
+    core.db
+        .set_totp_pending(person_id, &sealed, now_ms())
+        .await?;
+    Ok(Enrolment {
+        secret_base32: totp::secret_base32(&secret),
+        otpauth_url,
+        qr_svg,
+    })
+}
+
+/// Completes the enrolment with a valid code; returns the ten recovery codes (shown once).
+pub async fn two_factor_finish(core: &Core, person_id: Uuid, code: &str) -> Result<Vec<String>> {
+    let p = person(core, person_id).await?;
+    let pending = p.totp_pending_enc.as_deref().ok_or_else(|| {
+        Problem::conflict(ConflictReason::AlreadyExists)
+            .with_message("There is no enrolment in progress; start again.")
+    })?;
+    let secret = core
+        .key
+        .open(Purpose::TotpSecret, pending)
+        .ok_or_else(Problem::unavailable)?;
+    let now = now_ms();
+    let now_s = u64::try_from(now / 1000).unwrap_or_default();
+    let step = totp::verify(&secret, code, now_s, None).ok_or_else(|| {
+        Problem::field(
+            "code",
+            "The code is wrong. Check that the app shows Tern, and that this device's clock is right.",
+        )
+    })?;
+    let codes = recovery::new_codes();
+    let hashes: Vec<Vec<u8>> = codes.iter().filter_map(|c| recovery::hash(c)).collect();
+    let step = i64::try_from(step).unwrap_or(i64::MAX);
+    if !core
+        .db
+        .enable_two_factor(person_id, pending, step, &hashes, now)
+        .await?
+    {
+        return Err(Problem::conflict(ConflictReason::AlreadyExists)
+            .with_message("The enrolment changed meanwhile (another page?); start again."));
+    }
+    // audit: `core::audit::record(...)` two-factor turned on.
+    Ok(codes)
+}
+
+/// Turns two-factor off (the caller checked a recent confirmation).
+pub async fn two_factor_disable(core: &Core, person_id: Uuid) -> Result<()> {
+    person(core, person_id).await?;
+    core.db.disable_two_factor(person_id, now_ms()).await?;
+    // audit: `core::audit::record(...)` two-factor turned off.
+    Ok(())
+}
+
+/// An owner's setting: members must use two-factor (those without it are taken to enrolment).
+pub async fn set_two_factor_required(core: &Core, org_id: Uuid, required: bool) -> Result<()> {
+    if !core
+        .db
+        .set_two_factor_required(org_id, required, now_ms())
+        .await?
+    {
+        return Err(
+            Problem::not_found().with_message(format!("organisation {org_id} does not exist"))
+        );
+    }
+    Ok(())
+}
