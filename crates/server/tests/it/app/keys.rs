@@ -2,7 +2,7 @@
 //! once that works against the public API, role-bounded permissions, the plan explained,
 //! identity confirmation, revoke and rotate, another organisation's key, escaping.
 
-use super::{Browser, PASSWORD, signed_in};
+use super::{Browser, PASSWORD, cookie_value, signed_in, text};
 use crate::common::TestApp;
 use uuid::Uuid;
 
@@ -17,13 +17,27 @@ pub fn shown_value(html: &str, id: &str) -> String {
     rest[start..end].trim().to_string()
 }
 
-/// Follows a 303 with a GET (the flash shows on the next page).
-pub async fn follow(b: &Browser, answer: (u16, reqwest::header::HeaderMap, String)) -> (u16, String) {
+/// Follows a 303 with a GET, with the flash cookie it set (the message shows on the next
+/// page).
+pub async fn follow(
+    b: &Browser,
+    answer: (u16, reqwest::header::HeaderMap, String),
+) -> (u16, String) {
     let (s, h, body) = answer;
-    if s == 303 {
-        let to = h["location"].to_str().unwrap().to_string();
-        return b.get(&to).await;
+    if s != 303 {
+        return (s, body);
     }
+    let to = h["location"].to_str().unwrap().to_string();
+    let mut cookie = format!("tern_session={}", b.session);
+    if let Some(flash) = cookie_value(&h, "tern_flash") {
+        cookie.push_str(&format!("; tern_flash={flash}"));
+    }
+    let (s, _, body) = text(
+        b.http
+            .get(format!("{}{to}", b.base))
+            .header("cookie", cookie),
+    )
+    .await;
     (s, body)
 }
 
@@ -78,7 +92,10 @@ async fn created_once(app: &TestApp) {
         assert!(form.contains(&format!("value=\"{v}\"")), "{v}");
         assert!(form.contains(label), "{label}");
     }
-    assert!(form.contains("name=\"confirm\""), "a fresh sign-in is not a confirmation");
+    assert!(
+        form.contains("name=\"confirm\""),
+        "a fresh sign-in is not a confirmation"
+    );
     let (page, value) = create_key(&b, "Orders", "send_messages").await;
     assert!(value.starts_with("tern_"), "{value}");
     assert!(page.contains("data-copy=\"#key-value\""));
@@ -114,21 +131,49 @@ async fn developer_bounds(app: &TestApp) {
     let (_, form) = b.get("/app/keys/new").await;
     assert!(form.contains("Developers cannot send messages"), "{form}");
     assert!(form.contains("Developers cannot send campaigns"));
-    for id in ["preset-send_messages", "perm-messages.send", "perm-campaigns.send"] {
+    for id in [
+        "preset-send_messages",
+        "perm-messages.send",
+        "perm-campaigns.send",
+    ] {
         let at = form.find(&format!("id=\"{id}\"")).unwrap();
         let tag = &form[at..at + form[at..].find('>').unwrap()];
         assert!(tag.contains(" disabled"), "{id}: {tag}");
     }
-    let before = app.db.list_org_api_keys(app.org_uuid()).await.unwrap().len();
+    let before = app
+        .db
+        .list_org_api_keys(app.org_uuid())
+        .await
+        .unwrap()
+        .len();
     for crafted in [
-        vec![("name", "Sneaky"), ("preset", "custom"), ("permissions", "messages.send"), ("confirm", PASSWORD)],
-        vec![("name", "Sneaky"), ("preset", "send_messages"), ("confirm", PASSWORD)],
+        vec![
+            ("name", "Sneaky"),
+            ("preset", "custom"),
+            ("permissions", "messages.send"),
+            ("confirm", PASSWORD),
+        ],
+        vec![
+            ("name", "Sneaky"),
+            ("preset", "send_messages"),
+            ("confirm", PASSWORD),
+        ],
     ] {
         let (s, _, page) = b.post("/app/keys", &crafted).await;
         assert_eq!(s, 403, "{page}");
-        assert!(page.contains("cannot give a key the permission messages.send"), "{page}");
+        assert!(
+            page.contains("cannot give a key the permission messages.send"),
+            "{page}"
+        );
     }
-    assert_eq!(app.db.list_org_api_keys(app.org_uuid()).await.unwrap().len(), before);
+    assert_eq!(
+        app.db
+            .list_org_api_keys(app.org_uuid())
+            .await
+            .unwrap()
+            .len(),
+        before
+    );
     // Full access is what the role holds.
     let (page, value) = create_key(&b, "Dev key", "full_access").await;
     assert!(!page.contains("messages.send"));
@@ -142,7 +187,14 @@ async fn plan_explained(app: &TestApp) {
     assert!(list.contains("does not include the public API"), "{list}");
     assert!(list.contains("starter"), "names the upgrade");
     let (s, _, page) = b
-        .post("/app/keys", &[("name", "x"), ("preset", "read_only"), ("confirm", PASSWORD)])
+        .post(
+            "/app/keys",
+            &[
+                ("name", "x"),
+                ("preset", "read_only"),
+                ("confirm", PASSWORD),
+            ],
+        )
         .await;
     assert_eq!(s, 402, "{page}");
     assert!(page.contains("does not include the public API"));
@@ -157,12 +209,25 @@ async fn plan_explained(app: &TestApp) {
     create_key(&b, "Only", "read_only").await;
     let (_, list) = b.get("/app/keys").await;
     assert!(list.contains("1 of 1"), "{list}");
-    assert!(list.contains("The plan allows 1 active keys and 1 are in use"), "{list}");
+    assert!(
+        list.contains("The plan allows 1 active keys and 1 are in use"),
+        "{list}"
+    );
     let (s, _, page) = b
-        .post("/app/keys", &[("name", "Two"), ("preset", "read_only"), ("confirm", PASSWORD)])
+        .post(
+            "/app/keys",
+            &[
+                ("name", "Two"),
+                ("preset", "read_only"),
+                ("confirm", PASSWORD),
+            ],
+        )
         .await;
-    assert_eq!(s, 403, "{page}");
-    assert!(page.contains("The plan allows 1 active keys and 1 are in use"), "{page}");
+    assert_eq!(s, 402, "plan_limit_reached: {page}");
+    assert!(
+        page.contains("The plan allows 1 active keys and 1 are in use"),
+        "{page}"
+    );
 }
 
 async fn confirmation_asked(app: &TestApp) {
@@ -175,7 +240,10 @@ async fn confirmation_asked(app: &TestApp) {
         }
         let (s, _, page) = b.post("/app/keys", &form).await;
         assert_eq!(s, 422, "{page}");
-        assert!(page.contains("<label for=\"confirm\">Your password</label>"), "{page}");
+        assert!(
+            page.contains("<label for=\"confirm\">Your password</label>"),
+            "{page}"
+        );
         assert!(page.contains("field-error"), "the words next to the field");
         assert!(n().await.is_empty(), "nothing created");
     }
@@ -215,7 +283,9 @@ async fn revoke_and_rotate(app: &TestApp) {
 }
 
 async fn other_keys_are_404(app: &TestApp) {
-    let (other, _) = app.other_org("Beta", tern_domain::auth::Preset::FullAccess).await;
+    let (other, _) = app
+        .other_org("Beta", tern_domain::auth::Preset::FullAccess)
+        .await;
     let theirs = app
         .db
         .list_org_api_keys(Uuid::parse_str(&other).unwrap())
@@ -235,9 +305,16 @@ async fn other_keys_are_404(app: &TestApp) {
         assert_eq!(owner.get(&path).await.0, 404, "{path}");
         assert_eq!(owner.post(&path, &[]).await.0, 404, "{path}");
     }
-    for path in [format!("/app/keys/{mine}/revoke"), format!("/app/keys/{mine}/rotate")] {
+    for path in [
+        format!("/app/keys/{mine}/revoke"),
+        format!("/app/keys/{mine}/rotate"),
+    ] {
         assert_eq!(dev.get(&path).await.0, 404, "{path}");
-        assert_eq!(dev.post(&path, &[("confirm", PASSWORD)]).await.0, 404, "{path}");
+        assert_eq!(
+            dev.post(&path, &[("confirm", PASSWORD)]).await.0,
+            404,
+            "{path}"
+        );
         assert_eq!(owner.get(&path).await.0, 200, "{path}");
     }
     // The developer sees the key, without its actions.
