@@ -51,9 +51,11 @@ def free_port() -> int:
 
 
 class Server:
-    """A ``tern serve`` on a free loopback port over a temporary SQLite database."""
+    """A ``tern serve`` on a free loopback port over a temporary SQLite database. It trusts
+    the CA of the test's webhook receiver and may deliver to loopback (as an operator's
+    ``TERN_ALLOW_NETWORKS`` would allow)."""
 
-    def __init__(self, workdir: pathlib.Path):
+    def __init__(self, workdir: pathlib.Path, ca_file: pathlib.Path):
         self.bin = tern_bin()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -64,9 +66,12 @@ class Server:
             "TERN_LISTEN": f"127.0.0.1:{self.port}",
             "TERN_PUBLIC_URL": self.base_url,
             "TERN_MEDIA_STORE": f"file://{workdir}/media",
-            "TERN_LOG": "warn",
+            # Everything tern logs at info and debug: a test reads the log for secrets.
+            "TERN_LOG": "debug,sqlx=warn,hyper=info,h2=info,rustls=info",
             # Never the real network.
             "TERN_GRAPH_URL": "http://127.0.0.1:9",
+            "TERN_ALLOW_NETWORKS": "127.0.0.1/32",
+            "TERN_EXTRA_CA_FILE": str(ca_file),
         }
         self.proc: subprocess.Popen | None = None
 
@@ -113,9 +118,22 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server():
+def receiver():
+    """An HTTPS webhook receiver on loopback (see receiver.py)."""
+    from receiver import Receiver
+
+    with tempfile.TemporaryDirectory(prefix="tern-receiver-") as tmp:
+        r = Receiver(pathlib.Path(tmp))
+        try:
+            yield r
+        finally:
+            r.stop()
+
+
+@pytest.fixture(scope="session")
+def server(receiver):
     with tempfile.TemporaryDirectory(prefix="tern-browser-") as tmp:
-        s = Server(pathlib.Path(tmp))
+        s = Server(pathlib.Path(tmp), receiver.ca_file)
         try:
             s.start()
             yield s
