@@ -4,6 +4,7 @@ add an endpoint, its page; no sideways scrolling at 375 px; screenshots in docs/
 from __future__ import annotations
 
 import itertools
+import re
 
 from conftest import screenshot
 
@@ -65,7 +66,7 @@ def test_keys_and_webhooks_pages(page, run_admin, viewport_width):
     no_sideways_scrolling(page, viewport_width)
     screenshot(page, f"webhooks-new-{viewport_width}")
     with page.expect_navigation():
-        page.get_by_role("button", name="Add the endpoint").click()
+        page.get_by_role("button", name="Add endpoint").click()
     assert page.locator("#secret-value").inner_text().startswith("whsec_")
     page.get_by_role("link", name="Done: back to the endpoint").click()
     assert page.get_by_role("heading", name="Delivery log").is_visible()
@@ -95,3 +96,34 @@ def test_keys_pages_work_from_the_keyboard(page, run_admin):
     with page.expect_navigation():
         page.keyboard.press("Enter")
     assert page.locator("#key-value").is_visible()
+
+
+def test_revoke_from_the_keys_row(page, run_admin, base_url):
+    import urllib.error
+    import urllib.request
+
+    signed_in_owner(page, run_admin)
+    page.goto("/app/keys/new")
+    page.get_by_label("Name").fill("Nightly job")
+    page.get_by_label("Read only").check()
+    page.get_by_label("Your password").fill(PASSWORD)
+    page.get_by_role("button", name="Create key").click()
+    value = page.locator("[data-key-value]").inner_text().strip()
+
+    def status() -> int:
+        req = urllib.request.Request(
+            f"{base_url}/api/public/v1/phone-numbers", headers={"Authorization": f"Bearer {value}"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    assert status() == 200
+    page.goto("/app/keys")
+    # Confirmed a moment ago: the row's button revokes at once, and says so.
+    page.get_by_role("row", name=re.compile("Nightly job")).get_by_role("button", name="Revoke").click()
+    page.wait_for_load_state()
+    assert "is revoked" in page.content()
+    assert status() == 401

@@ -92,7 +92,8 @@ pub struct ShowPage {
     pub edit_summary: Option<String>,
     pub problems: FieldProblems,
     /// The test form's types and the attempt of a test just sent.
-    pub test_types: Vec<&'static str>,
+    /// (type, selected): the endpoint's first event type is chosen first (what it receives).
+    pub test_types: Vec<(&'static str, bool)>,
     pub test_result: Option<AttemptView>,
     pub replay_error: Option<String>,
     pub need_confirm: bool,
@@ -171,7 +172,16 @@ async fn show_page(
         edit_description: sub.description.clone().unwrap_or_default(),
         edit_summary: None,
         problems: FieldProblems::default(),
-        test_types: EventType::ALL.iter().map(|e| e.as_str()).collect(),
+        test_types: {
+            let first = sub
+                .event_types
+                .first()
+                .map_or(EventType::WebhookTest.as_str(), String::as_str);
+            EventType::ALL
+                .iter()
+                .map(|e| (e.as_str(), e.as_str() == first))
+                .collect()
+        },
         test_result: None,
         replay_error: None,
         need_confirm: !me.confirmed(state),
