@@ -128,6 +128,9 @@ pub fn router(state: AppState) -> Router {
             get(pages::links::show).post(pages::links::submit),
         )
         .route("/app/assets/{file}", get(assets::serve))
+        .merge(pages::profile::routes())
+        .merge(pages::two_factor::routes())
+        .merge(pages::sessions::routes())
         .merge(pages::keys::routes())
         .merge(pages::webhooks::routes())
         .route("/app/{*rest}", any(errors::not_found))

@@ -4,7 +4,10 @@ pub mod form;
 pub mod home;
 pub mod keys;
 pub mod links;
+pub mod profile;
+pub mod sessions;
 pub mod sign_in;
+pub mod two_factor;
 pub mod webhook_detail;
 pub mod webhooks;
 

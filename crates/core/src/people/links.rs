@@ -268,13 +268,10 @@ pub async fn use_link(
         .get_person(link.person_id)
         .await?
         .ok_or_else(link_gone)?;
-    let name = name.map(str::trim).filter(|n| !n.is_empty());
-    if name.is_some_and(|n| n.chars().count() > 100) {
-        return Err(Problem::field(
-            "name",
-            "The name is too long: use at most 100 characters.",
-        ));
-    }
+    let name = match name {
+        Some(n) => super::check_name(n)?,
+        None => None,
+    };
     let new_hash = match link.purpose {
         LinkPurpose::SignIn => None,
         LinkPurpose::Invite | LinkPurpose::Reset => {

@@ -6,8 +6,8 @@
 //! |---|---|
 //! | `links.rs` | [`invite`], [`reset`], [`sign_in_link`], [`link_info`], [`use_link`] |
 //! | `sign_in.rs` | [`sign_in`], [`sign_in_code`]: refusals that do not tell the person apart |
-//! | `sessions.rs` | [`session`], [`switch_org`], [`sign_out`], [`sign_out_everywhere`], [`sessions`], [`end_session`], [`confirm`], [`change_password`] |
-//! | `two_factor.rs` | [`two_factor_begin`], [`two_factor_finish`], [`two_factor_disable`], [`set_two_factor_required`] |
+//! | `sessions.rs` | [`session`], [`switch_org`], [`sign_out`], [`sign_out_everywhere`], [`sessions`], [`end_session`], [`confirm`], [`change_password`], [`set_name`] |
+//! | `two_factor.rs` | [`two_factor_begin`], [`two_factor_pending`], [`two_factor_finish`], [`two_factor_disable`], [`set_two_factor_required`] |
 //! | `members.rs` | [`members`], [`change_role`], [`remove_member`] |
 //! | `audit.rs` | [`record_for_person`], [`record_sign_in`]: entries about a person, in each of their organisations |
 //! | `password.rs` | argon2id hashing on blocking threads, two at a time |
@@ -29,8 +29,8 @@ pub use links::{
 };
 pub use members::{MemberView, change_role, members, remove_member};
 pub use sessions::{
-    SessionView, change_password, confirm, end_session, is_confirmed, session, sessions, sign_out,
-    sign_out_everywhere, switch_org,
+    SessionView, change_password, confirm, end_session, is_confirmed, session, sessions, set_name,
+    sign_out, sign_out_everywhere, switch_org,
 };
 pub use sign_in::{
     FailureReason, PendingSignIn, SignIn, SignInMethod, SignInOutcome, SignInRefused, SignInResult,
@@ -39,6 +39,7 @@ pub use sign_in::{
 pub use throttle::AddressThrottle;
 pub use two_factor::{
     Enrolment, set_two_factor_required, two_factor_begin, two_factor_disable, two_factor_finish,
+    two_factor_pending,
 };
 
 use tern_domain::auth::Role;
@@ -115,6 +116,21 @@ impl std::fmt::Debug for Started {
 /// [`tern_domain::people::csrf_matches`].
 pub fn csrf_token(session_token: &str) -> String {
     tern_domain::people::csrf_token(session_token)
+}
+
+/// Most characters of a person's display name.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// A display name as typed: trimmed, `None` when blank, refused when too long.
+pub(crate) fn check_name(name: &str) -> crate::Result<Option<&str>> {
+    let name = name.trim();
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(Problem::field(
+            "name",
+            "The name is too long: use at most 100 characters.",
+        ));
+    }
+    Ok((!name.is_empty()).then_some(name))
 }
 
 /// A role's rank: nobody grants a role above their own.

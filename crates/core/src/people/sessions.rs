@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::sign_in::{is_locked, record_failure};
 use super::{PeopleSettings, end_all, password};
+use crate::audit::{self, Context};
 use crate::{Core, Result};
 
 /// Everything a page needs about who is looking.
@@ -206,14 +207,17 @@ async fn check_secret(core: &Core, person: &Person, secret: &str, now: i64) -> R
     password::verify(secret, person.password_hash.as_deref()).await
 }
 
-/// Changes the password (the current one is required) and ends the person's other sessions.
+/// Changes the password (the current one is required) and ends the person's other sessions;
+/// answers how many were ended. Recorded as `password.changed` in each of the person's
+/// organisations.
 pub async fn change_password(
     core: &Core,
+    ctx: &Context,
     person_id: Uuid,
     current_session_id: Uuid,
     current: &str,
     new: &str,
-) -> Result<()> {
+) -> Result<u64> {
     let now = now_ms();
     let person = core
         .db
@@ -234,13 +238,35 @@ pub async fn change_password(
     let hash = password::hash(new).await?;
     let mut tx = core.db.begin().await?;
     tx.set_password(person.id, None, &hash, now).await?;
-    tx.end_person_sessions(
-        person.id,
-        Some(current_session_id),
-        EndReason::PasswordChanged,
-        now,
+    let ended = tx
+        .end_person_sessions(
+            person.id,
+            Some(current_session_id),
+            EndReason::PasswordChanged,
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    super::record_for_person(
+        core,
+        ctx,
+        &person.email,
+        Some(person.id),
+        audit::PASSWORD_CHANGED,
+        Some(serde_json::json!({ "sessions_ended": ended })),
     )
     .await?;
-    tx.commit().await?;
+    Ok(ended)
+}
+
+/// Sets the person's display name (trimmed; 1 to [`super::MAX_NAME_CHARS`] characters).
+pub async fn set_name(core: &Core, person_id: Uuid, name: &str) -> Result<()> {
+    let name =
+        super::check_name(name)?.ok_or_else(|| Problem::field("name", "Enter your name."))?;
+    core.db
+        .get_person(person_id)
+        .await?
+        .ok_or_else(Problem::not_found)?;
+    core.db.set_person_name(person_id, name, now_ms()).await?;
     Ok(())
 }

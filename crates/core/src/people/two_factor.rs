@@ -8,6 +8,7 @@ use tern_domain::people::{recovery, totp};
 use tern_domain::time::now_ms;
 use uuid::Uuid;
 
+use crate::audit::{self, Context};
 use crate::{Core, Result};
 
 /// What the enrolment page shows. Secret: never logged.
@@ -42,21 +43,49 @@ pub async fn two_factor_begin(core: &Core, person_id: Uuid) -> Result<Enrolment>
         );
     }
     let secret = totp::new_secret();
-    let otpauth_url = totp::otpauth_url(&secret, &p.email).ok_or_else(Problem::unavailable)?;
-    let qr_svg = totp::qr_svg(&otpauth_url).ok_or_else(Problem::unavailable)?;
+    let shown = enrolment(&secret, &p.email)?;
     let sealed = core.key.seal(Purpose::TotpSecret, &secret);
     core.db
         .set_totp_pending(person_id, &sealed, now_ms())
         .await?;
+    Ok(shown)
+}
+
+/// The enrolment in progress (begun and not finished), shown again: after a wrong code or a
+/// reload, the person keeps the secret they already scanned.
+pub async fn two_factor_pending(core: &Core, person_id: Uuid) -> Result<Option<Enrolment>> {
+    let p = person(core, person_id).await?;
+    let Some(sealed) = p.totp_pending_enc.as_deref() else {
+        return Ok(None);
+    };
+    if p.has_two_factor() {
+        return Ok(None);
+    }
+    let secret = core
+        .key
+        .open(Purpose::TotpSecret, sealed)
+        .ok_or_else(Problem::unavailable)?;
+    enrolment(&secret, &p.email).map(Some)
+}
+
+fn enrolment(secret: &[u8], email: &str) -> Result<Enrolment> {
+    let otpauth_url = totp::otpauth_url(secret, email).ok_or_else(Problem::unavailable)?;
+    let qr_svg = totp::qr_svg(&otpauth_url).ok_or_else(Problem::unavailable)?;
     Ok(Enrolment {
-        secret_base32: totp::secret_base32(&secret),
+        secret_base32: totp::secret_base32(secret),
         otpauth_url,
         qr_svg,
     })
 }
 
 /// Completes the enrolment with a valid code; returns the ten recovery codes (shown once).
-pub async fn two_factor_finish(core: &Core, person_id: Uuid, code: &str) -> Result<Vec<String>> {
+/// Recorded as `two_factor.enabled` in each of the person's organisations.
+pub async fn two_factor_finish(
+    core: &Core,
+    ctx: &Context,
+    person_id: Uuid,
+    code: &str,
+) -> Result<Vec<String>> {
     let p = person(core, person_id).await?;
     let pending = p.totp_pending_enc.as_deref().ok_or_else(|| {
         Problem::conflict(ConflictReason::AlreadyExists)
@@ -85,16 +114,51 @@ pub async fn two_factor_finish(core: &Core, person_id: Uuid, code: &str) -> Resu
         return Err(Problem::conflict(ConflictReason::AlreadyExists)
             .with_message("The enrolment changed meanwhile (another page?); start again."));
     }
-    // audit: `core::audit::record(...)` two-factor turned on.
+    super::record_for_person(
+        core,
+        ctx,
+        &p.email,
+        Some(person_id),
+        audit::TWO_FACTOR_ENABLED,
+        None,
+    )
+    .await?;
     Ok(codes)
 }
 
-/// Turns two-factor off (the caller checked a recent confirmation).
-pub async fn two_factor_disable(core: &Core, person_id: Uuid) -> Result<()> {
-    person(core, person_id).await?;
+/// Turns two-factor off (the caller checked a recent confirmation). Refused while one of
+/// the person's organisations requires two-factor: they would be sent straight back to
+/// enrolment (the operator's `tern admin member reset` still turns it off). Recorded as
+/// `two_factor.disabled` in each of the person's organisations.
+pub async fn two_factor_disable(core: &Core, ctx: &Context, person_id: Uuid) -> Result<()> {
+    let p = person(core, person_id).await?;
+    if !p.has_two_factor() {
+        return Ok(());
+    }
+    let requiring: Vec<String> = core
+        .db
+        .memberships_of(&p.email)
+        .await?
+        .into_iter()
+        .filter(|m| m.two_factor_required)
+        .map(|m| m.org_name)
+        .collect();
+    if !requiring.is_empty() {
+        return Err(super::forbidden(&format!(
+            "Two-factor authentication cannot be turned off: {} requires it of its members.",
+            requiring.join(", ")
+        )));
+    }
     core.db.disable_two_factor(person_id, now_ms()).await?;
-    // audit: `core::audit::record(...)` two-factor turned off.
-    Ok(())
+    super::record_for_person(
+        core,
+        ctx,
+        &p.email,
+        Some(person_id),
+        audit::TWO_FACTOR_DISABLED,
+        None,
+    )
+    .await
 }
 
 /// An owner's setting: members must use two-factor (those without it are taken to enrolment).

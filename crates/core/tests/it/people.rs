@@ -70,12 +70,35 @@ async fn enrol(core: &Core, s: &Started) -> (Vec<u8>, Vec<String>) {
     let e = people::two_factor_begin(core, s.session.person_id)
         .await
         .unwrap();
+    // Shown again (a reload, a wrong code): the same secret.
+    let again = people::two_factor_pending(core, s.session.person_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.secret_base32, e.secret_base32);
     let secret = totp::secret_from_base32(&e.secret_base32).unwrap();
     let code = totp::code_at(&secret, now_s());
-    let codes = people::two_factor_finish(core, s.session.person_id, &code)
+    let codes = people::two_factor_finish(core, &ctx(s), s.session.person_id, &code)
         .await
         .unwrap();
+    assert!(
+        people::two_factor_pending(core, s.session.person_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     (secret, codes)
+}
+
+/// The person of `s` acting in the app.
+fn ctx(s: &Started) -> tern_core::audit::Context {
+    tern_core::audit::Context {
+        actor: tern_core::audit::Actor::Person {
+            id: s.session.person_id,
+            email: s.outcome.email.clone(),
+        },
+        address: Some("192.0.2.9".into()),
+    }
 }
 
 fn now_s() -> u64 {
@@ -249,9 +272,9 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         }
         let d = started(&core, "ada@acme.test").await;
         let e = started(&core, "ada@acme.test").await;
-        let wrong = people::change_password(&core, d.session.person_id, d.session.id, "nope nope nope", "a brand new passphrase").await.unwrap_err();
+        let wrong = people::change_password(&core, &ctx(&d), d.session.person_id, d.session.id, "nope nope nope", "a brand new passphrase").await.unwrap_err();
         assert_eq!(wrong.code, tern_domain::ErrorCode::ValidationFailed);
-        people::change_password(&core, d.session.person_id, d.session.id, PASSWORD, "a brand new passphrase").await.unwrap();
+        people::change_password(&core, &ctx(&d), d.session.person_id, d.session.id, PASSWORD, "a brand new passphrase").await.unwrap();
         assert!(people::session(&core, &d.token, now_ms()).await.unwrap().is_some());
         assert!(people::session(&core, &e.token, now_ms()).await.unwrap().is_none());
         assert!(is_wrong(&sign_in(&core, "ada@acme.test", PASSWORD, "192.0.2.5").await));
@@ -361,6 +384,38 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         let link = people::sign_in_link(&core, "ada@acme.test").await.unwrap();
         people::use_link(&core, &link, None, None, &client("192.0.2.1")).await.unwrap();
         assert!(people::use_link(&core, &link, None, None, &client("192.0.2.1")).await.is_err());
-        people::two_factor_disable(&core, s.session.person_id).await.unwrap();
+        people::two_factor_disable(&core, &ctx(&s), s.session.person_id).await.unwrap();
+    },
+
+    two_factor_and_password_changes_are_audited_and_the_requirement_keeps_two_factor_on => async |db| {
+        let (core, org) = setup(&db, PeopleSettings::default()).await;
+        let s = join(&core, &org, "ada@acme.test", Role::Owner).await;
+        let actions = |core: Core| async move {
+            core.db.list_audit(org.id, None, None, 50).await.unwrap()
+                .into_iter()
+                .filter(|r| r.actor_label == "ada@acme.test" && r.address.as_deref() == Some("192.0.2.9"))
+                .map(|r| r.action)
+                .collect::<Vec<_>>()
+        };
+        enrol(&core, &s).await;
+        people::set_two_factor_required(&core, org.id, true).await.unwrap();
+        let refused = people::two_factor_disable(&core, &ctx(&s), s.session.person_id).await.unwrap_err();
+        assert_eq!(refused.code, tern_domain::ErrorCode::PermissionDenied);
+        assert!(refused.message.contains("requires it"), "{}", refused.message);
+        assert!(db.get_person(s.session.person_id).await.unwrap().unwrap().has_two_factor());
+        people::set_two_factor_required(&core, org.id, false).await.unwrap();
+        people::two_factor_disable(&core, &ctx(&s), s.session.person_id).await.unwrap();
+        assert!(!db.get_person(s.session.person_id).await.unwrap().unwrap().has_two_factor());
+        let other = started(&core, "ada@acme.test").await;
+        let ended = people::change_password(&core, &ctx(&s), s.session.person_id, s.session.id, PASSWORD, "a brand new passphrase").await.unwrap();
+        assert_eq!(ended, 1);
+        assert!(people::session(&core, &other.token, now_ms()).await.unwrap().is_none());
+        // Newest first.
+        assert_eq!(actions(core.clone()).await, ["password.changed", "two_factor.disabled", "two_factor.enabled"]);
+        // The name: trimmed, neither blank nor over 100 characters.
+        people::set_name(&core, s.session.person_id, "  Ada L.  ").await.unwrap();
+        assert_eq!(db.get_person(s.session.person_id).await.unwrap().unwrap().name, "Ada L.");
+        assert!(people::set_name(&core, s.session.person_id, "   ").await.is_err());
+        assert!(people::set_name(&core, s.session.person_id, &"x".repeat(101)).await.is_err());
     },
 }

@@ -3,6 +3,7 @@
 
 mod frame;
 mod keys;
+mod person;
 mod session;
 mod webhooks;
 
