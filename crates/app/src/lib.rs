@@ -131,6 +131,8 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::profile::routes())
         .merge(pages::two_factor::routes())
         .merge(pages::sessions::routes())
+        .merge(pages::keys::routes())
+        .merge(pages::webhooks::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

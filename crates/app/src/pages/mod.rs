@@ -1,11 +1,15 @@
 //! The app's pages, one module per page or group of pages.
 
+pub mod form;
 pub mod home;
+pub mod keys;
 pub mod links;
 pub mod profile;
 pub mod sessions;
 pub mod sign_in;
 pub mod two_factor;
+pub mod webhook_detail;
+pub mod webhooks;
 
 use crate::AppState;
 use crate::errors::AppError;

@@ -59,6 +59,9 @@ pub struct Ready {
 
 /// Whether a claimed delivery is sent: a disabled subscription's, or one whose secret this
 /// service key cannot read, ends `failed` unsent (`Err`, to record).
+// `Made` is large since it keeps the answer's start; the `Err` is rare (a disabled
+// subscription) and is moved straight into the recorder, so boxing it gains nothing.
+#[allow(clippy::result_large_err)]
 pub fn prepare(core: &Core, job: DeliveryJob) -> std::result::Result<Ready, Made> {
     let now = now_ms();
     let unsent = |job: &DeliveryJob, why: &str| Made {
@@ -69,6 +72,7 @@ pub fn prepare(core: &Core, job: DeliveryJob) -> std::result::Result<Ready, Made
             latency_ms: 0,
             error: Some(why.to_string()),
             created_at: now,
+            response_body: None,
         },
         outcome: DeliveryOutcome::Failed,
     };
@@ -152,6 +156,7 @@ pub async fn decide(core: &Core, ready: &Ready, a: Attempt, schedule: &RetrySche
             latency_ms: a.latency_ms,
             error: a.error,
             created_at: ready.started,
+            response_body: a.response_body,
         },
         outcome,
     }
@@ -244,6 +249,7 @@ pub async fn test(core: &Core, p: &Principal, id: Uuid, kind: EventType) -> Resu
         latency_ms: made.attempt.latency_ms,
         error: made.attempt.error,
         created_at: made.attempt.created_at,
+        response_body: made.attempt.response_body,
     })
 }
 

@@ -18,6 +18,8 @@ use crate::guarded;
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// How much of a receiver's answer is read (then dropped), so the connection can be reused.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// How much of it is kept for the delivery log (APP.md §3: the first 1 KiB).
+pub const KEPT_ANSWER_BYTES: usize = 1024;
 
 /// What one attempt came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub struct Attempt {
     pub error: Option<String>,
     /// The receiver's `Retry-After` on a 429 or 503, in seconds.
     pub retry_after: Option<Duration>,
+    /// The first [`KEPT_ANSWER_BYTES`] of the answer, as text; `None` without an answer.
+    pub response_body: Option<String>,
 }
 
 /// What to send.
@@ -84,6 +88,7 @@ impl Sender {
             latency_ms: elapsed_ms(started),
             error: Some(error),
             retry_after: None,
+            response_body: None,
         };
         let url = match self.guard.check_url(d.url) {
             Ok(u) => u,
@@ -125,7 +130,10 @@ impl Sender {
         // Read (a bounded part of) the answer so the connection goes back to the pool.
         let mut body = resp.bytes_stream();
         let mut read = 0usize;
+        let mut kept: Vec<u8> = Vec::new();
         while let Some(Ok(chunk)) = body.next().await {
+            let room = KEPT_ANSWER_BYTES.saturating_sub(kept.len());
+            kept.extend_from_slice(&chunk[..room.min(chunk.len())]);
             read += chunk.len();
             if read > MAX_ANSWER_BYTES {
                 break;
@@ -150,8 +158,15 @@ impl Sender {
             latency_ms: elapsed_ms(started),
             error,
             retry_after,
+            response_body: Some(answer_text(&kept)),
         }
     }
+}
+
+/// The kept bytes as text: invalid UTF-8 (or a character cut at the limit) and NUL (which
+/// PostgreSQL's text refuses) become U+FFFD.
+fn answer_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).replace('\0', "\u{FFFD}")
 }
 
 fn elapsed_ms(started: Instant) -> i64 {

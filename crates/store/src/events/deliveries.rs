@@ -255,7 +255,7 @@ impl Db {
     ) -> Result<Vec<WebhookAttempt>> {
         const SQL: &str = "SELECT a.id, a.delivery_id, a.subscription_id, a.event_id, \
              a.event_type, a.attempt, a.status, a.response_status, a.latency_ms, a.error, \
-             a.created_at FROM webhook_attempts a \
+             a.created_at, a.response_body FROM webhook_attempts a \
              JOIN webhook_subscriptions s ON s.id = a.subscription_id \
              WHERE a.subscription_id = $1 AND s.org_id = $2 AND s.api_key_id = $3 \
                AND ($4 IS NULL OR a.status = $4) \
@@ -336,8 +336,8 @@ impl Db {
 /// round trip, not two per attempt: the workers record what finished while they wait).
 async fn record_postgres(pool: &sqlx::PgPool, recordings: &[Recording<'_>]) -> Result<Vec<bool>> {
     let mut q = sqlx::QueryBuilder::new(
-        "WITH v (id, owner, status, next_at, code, err, at, attempt_id, attempt_status, latency) \
-         AS (",
+        "WITH v (id, owner, status, next_at, code, err, at, attempt_id, attempt_status, latency, \
+         body) AS (",
     );
     q.push_values(recordings, |mut row, r| {
         let (status, next, attempt_status) = outcome_columns(r.outcome);
@@ -360,7 +360,9 @@ async fn record_postgres(pool: &sqlx::PgPool, recordings: &[Recording<'_>]) -> R
             .push_bind(attempt_status.as_str())
             .push_unseparated("::text")
             .push_bind(r.attempt.latency_ms)
-            .push_unseparated("::bigint");
+            .push_unseparated("::bigint")
+            .push_bind(r.attempt.response_body.clone())
+            .push_unseparated("::text");
     });
     q.push(
         "), upd AS (UPDATE webhook_deliveries d SET attempts = d.attempts + 1, status = v.status, \
@@ -370,9 +372,9 @@ async fn record_postgres(pool: &sqlx::PgPool, recordings: &[Recording<'_>]) -> R
          FROM v WHERE d.id = v.id AND d.lease_owner = v.owner AND d.status = 'pending' \
          RETURNING d.id, d.subscription_id, d.event_id, d.attempts) \
          INSERT INTO webhook_attempts (id, delivery_id, subscription_id, event_id, event_type, \
-           attempt, status, response_status, latency_ms, error, created_at) \
+           attempt, status, response_status, latency_ms, error, created_at, response_body) \
          SELECT v.attempt_id, upd.id, upd.subscription_id, upd.event_id, e.type, upd.attempts, \
-           v.attempt_status, v.code, v.latency, v.err, v.at \
+           v.attempt_status, v.code, v.latency, v.err, v.at, v.body \
          FROM upd JOIN v ON v.id = upd.id JOIN events e ON e.id = upd.event_id \
          RETURNING delivery_id",
     );
@@ -527,7 +529,7 @@ async fn record_sqlite(pool: &sqlx::SqlitePool, recordings: &[Recording<'_>]) ->
     for chunk in attempts.chunks(CHUNK) {
         let mut q = sqlx::QueryBuilder::new(
             "WITH v (id, delivery_id, subscription_id, event_id, attempt, status, \
-             response_status, latency_ms, error, created_at) AS (",
+             response_status, latency_ms, error, created_at, response_body) AS (",
         );
         q.push_values(chunk, |mut row, (r, (sub, event, number))| {
             let (_, _, attempt_status) = outcome_columns(r.outcome);
@@ -540,13 +542,15 @@ async fn record_sqlite(pool: &sqlx::SqlitePool, recordings: &[Recording<'_>]) ->
                 .push_bind(r.attempt.response_status)
                 .push_bind(r.attempt.latency_ms)
                 .push_bind(r.attempt.error.clone())
-                .push_bind(r.attempt.created_at);
+                .push_bind(r.attempt.created_at)
+                .push_bind(r.attempt.response_body.clone());
         });
         q.push(
             ") INSERT INTO webhook_attempts (id, delivery_id, subscription_id, event_id, \
-             event_type, attempt, status, response_status, latency_ms, error, created_at) \
+             event_type, attempt, status, response_status, latency_ms, error, created_at, \
+             response_body) \
              SELECT v.id, v.delivery_id, v.subscription_id, v.event_id, e.type, v.attempt, \
-               v.status, v.response_status, v.latency_ms, v.error, v.created_at \
+               v.status, v.response_status, v.latency_ms, v.error, v.created_at, v.response_body \
              FROM v JOIN events e ON e.id = v.event_id",
         );
         q.build().execute(&mut *tx).await?;

@@ -199,6 +199,8 @@ pub struct AttemptRecord {
     pub latency_ms: i64,
     pub error: Option<String>,
     pub created_at: i64,
+    /// The start of the receiver's answer (at most 1 KiB, as text); `None` without one.
+    pub response_body: Option<String>,
 }
 
 /// One attempt to record ([`Db::record_webhook_attempts`]): the claimed delivery, the
@@ -238,6 +240,8 @@ pub struct WebhookAttempt {
     pub latency_ms: i64,
     pub error: Option<String>,
     pub created_at: i64,
+    /// The start of the receiver's answer (at most 1 KiB, as text).
+    pub response_body: Option<String>,
 }
 
 macro_rules! subscription_columns {

@@ -53,6 +53,7 @@ fn attempt(at: i64, status: Option<i64>) -> AttemptRecord {
         latency_ms: 42,
         error: status.is_none().then(|| "connection refused".to_string()),
         created_at: at,
+        response_body: status.map(|s| format!("answer {s}: <b>é</b>")),
     }
 }
 
@@ -342,6 +343,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(log.iter().map(|a| (a.attempt, a.status, a.response_status)).collect::<Vec<_>>(),
                    [(2, AttemptStatus::Succeeded, Some(204)), (1, AttemptStatus::Failed, Some(503))]);
         assert_eq!((log[0].event_id, log[0].event_type.as_str(), log[0].delivery_id, log[0].latency_ms, log[0].created_at), (e.id, "message.status", delivery_id, 42, T0 + LEASE + 6_000));
+        assert_eq!(log[0].response_body.as_deref(), Some("answer 204: <b>é</b>"), "the answer's start is kept");
         let failed = db.list_webhook_attempts(org.id, key.id, s.id, Some(AttemptStatus::Failed), None, 10).await.unwrap();
         assert_eq!(failed.iter().map(|a| a.attempt).collect::<Vec<_>>(), [1]);
         let page = db.list_webhook_attempts(org.id, key.id, s.id, None, Some((log[0].created_at, log[0].id)), 10).await.unwrap();

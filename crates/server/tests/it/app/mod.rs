@@ -2,8 +2,10 @@
 //! refusal of API keys, error pages, the form size limit, CSRF and the sign-in page.
 
 mod frame;
+mod keys;
 mod person;
 mod session;
+mod webhooks;
 
 use crate::common::TestApp;
 use reqwest::header::HeaderMap;

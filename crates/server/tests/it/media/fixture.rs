@@ -139,6 +139,7 @@ impl FileServer {
             .route("/hold", get(held_file))
             .route("/lying", get(lying))
             .route("/hook/{status}", axum::routing::post(hook))
+            .route("/answer/{status}", axum::routing::post(answer))
             .route("/flaky/{name}/{n}", axum::routing::post(flaky))
             .route("/hold-hook", axum::routing::post(hold_hook))
             .with_state(st);
@@ -251,6 +252,14 @@ async fn hook(
         302 => (code, [(header::LOCATION, "/hook/200")]).into_response(),
         _ => code.into_response(),
     }
+}
+
+/// A webhook receiver that answers `status` with a 2 KiB body starting with markup (the
+/// delivery log keeps its first 1 KiB, escaped on the page).
+async fn answer(Path(status): Path<u16>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT);
+    let body = format!("<b>refused</b>{}", "x".repeat(2048));
+    (code, body).into_response()
 }
 
 /// A webhook receiver that fails: the first `n` requests to `/flaky/{name}/{n}` are
