@@ -106,6 +106,9 @@ pub fn router(state: AppState) -> Router {
         .route("/app/", get(pages::root))
         .route("/app/sign-in", get(pages::sign_in::show))
         .route("/app/assets/{file}", get(assets::serve))
+        .merge(pages::members::routes())
+        .merge(pages::audit::routes())
+        .merge(pages::org::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

@@ -1,6 +1,9 @@
 //! The app's pages, one module per page or group of pages.
 
+pub mod audit;
 pub mod home;
+pub mod members;
+pub mod org;
 pub mod sign_in;
 
 use axum::response::Redirect;
