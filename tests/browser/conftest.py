@@ -51,9 +51,11 @@ def free_port() -> int:
 
 
 class Server:
-    """A ``tern serve`` on a free loopback port over a temporary SQLite database."""
+    """A ``tern serve`` on a free loopback port over a temporary SQLite database. It trusts
+    the CA of the test's webhook receiver and may deliver to loopback (as an operator's
+    ``TERN_ALLOW_NETWORKS`` would allow)."""
 
-    def __init__(self, workdir: pathlib.Path):
+    def __init__(self, workdir: pathlib.Path, ca_file: pathlib.Path):
         self.bin = tern_bin()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -67,6 +69,8 @@ class Server:
             "TERN_LOG": "warn",
             # Never the real network.
             "TERN_GRAPH_URL": "http://127.0.0.1:9",
+            "TERN_ALLOW_NETWORKS": "127.0.0.1/32",
+            "TERN_EXTRA_CA_FILE": str(ca_file),
         }
         self.proc: subprocess.Popen | None = None
 
@@ -113,9 +117,22 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server():
+def receiver():
+    """An HTTPS webhook receiver on loopback (see receiver.py)."""
+    from receiver import Receiver
+
+    with tempfile.TemporaryDirectory(prefix="tern-receiver-") as tmp:
+        r = Receiver(pathlib.Path(tmp))
+        try:
+            yield r
+        finally:
+            r.stop()
+
+
+@pytest.fixture(scope="session")
+def server(receiver):
     with tempfile.TemporaryDirectory(prefix="tern-browser-") as tmp:
-        s = Server(pathlib.Path(tmp))
+        s = Server(pathlib.Path(tmp), receiver.ca_file)
         try:
             s.start()
             yield s

@@ -66,7 +66,12 @@ impl<P: Required + Send + Sync> FromRequestParts<AppState> for Authed<P> {
             state.core.lookups.auth(&hash),
             state.core.limiter.early(&hash, weight)
         );
-        let ctx = context(state, &hash, rec?)?;
+        let mut ctx = context(state, &hash, rec?)?;
+        // For the audit log of the changes this key makes (the TCP peer's address).
+        ctx.address = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip().to_string());
         let slot = parts.extensions.get::<RateSlot>();
         Self::admit(state, ctx, slot, weight, (hash, early)).await
     }

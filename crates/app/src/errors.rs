@@ -22,6 +22,8 @@ pub enum AppError {
     BadRequest(String),
     /// `403`: the person may not do this.
     Forbidden,
+    /// `403` with the words that say why (e.g. no organisation left).
+    Refused(String),
     /// `403`: the CSRF check failed (token missing or wrong, or another origin).
     CsrfRefused,
     /// `404`, also for things of another organisation.
@@ -40,7 +42,9 @@ impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            AppError::Forbidden | AppError::CsrfRefused => StatusCode::FORBIDDEN,
+            AppError::Forbidden | AppError::Refused(_) | AppError::CsrfRefused => {
+                StatusCode::FORBIDDEN
+            }
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -162,6 +166,7 @@ fn error_page(err: &AppError, request_id: &str) -> String {
             "You cannot open this page",
             "Your role in this organisation does not allow it. Ask an owner or an admin if you need it.",
         ),
+        AppError::Refused(m) => ("You cannot open this page", m),
         AppError::CsrfRefused => (
             "This form can no longer be sent",
             "This form expired or came from another site. Reload the page and try again.",

@@ -10,7 +10,9 @@
 //!    every error (ours or the framework's) as an error page in the app's style;
 //! 2. [`headers::refuse_api_keys`]: `Authorization` → `401` with the API's flat error body;
 //! 3. the panic catcher ([`errors::panic_page`]): a panic becomes the `500` page;
-//! 4. [`csrf::guard`]: every request other than GET/HEAD is same-origin and carries the
+//! 4. [`session::layer`]: the session of the `tern_session` cookie (who is asking, the
+//!    session's CSRF token), the client's address, the one-time flash message;
+//! 5. [`csrf::guard`]: every request other than GET/HEAD is same-origin and carries the
 //!    token, or gets the `403` page before any handler runs.
 //!
 //! The session layer belongs between 3 and 4 (added after the guard in [`router`], so it
@@ -20,16 +22,18 @@
 pub mod assets;
 pub mod csrf;
 pub mod errors;
+pub mod forms;
 pub mod frame;
 pub mod headers;
 pub mod pages;
+pub mod session;
 
 pub use errors::AppError;
 pub use frame::Frame;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use std::sync::Arc;
 use tern_core::Core;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -104,7 +108,25 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/app", get(pages::root))
         .route("/app/", get(pages::root))
-        .route("/app/sign-in", get(pages::sign_in::show))
+        .route(
+            "/app/sign-in",
+            get(pages::sign_in::show).post(pages::sign_in::submit),
+        )
+        .route("/app/sign-in/code", post(pages::sign_in::submit_code))
+        .route("/app/sign-out", post(pages::sign_in::sign_out))
+        .route("/app/org", post(pages::sign_in::switch_org))
+        .route(
+            "/app/invite/{token}",
+            get(pages::links::show).post(pages::links::submit),
+        )
+        .route(
+            "/app/reset/{token}",
+            get(pages::links::show).post(pages::links::submit),
+        )
+        .route(
+            "/app/link/{token}",
+            get(pages::links::show).post(pages::links::submit),
+        )
         .route("/app/assets/{file}", get(assets::serve))
         .merge(pages::members::routes())
         .merge(pages::audit::routes())
@@ -114,6 +136,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             csrf::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            session::layer,
         ))
         .layer(CatchPanicLayer::custom(errors::panic_page))
         .layer(axum::middleware::from_fn_with_state(

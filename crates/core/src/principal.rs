@@ -25,7 +25,7 @@ pub struct Principal {
     /// Who acts, for the audit log: the key itself, or a person acting for a key they
     /// manage in the app ([`Principal::for_key_acting_as`]).
     pub actor: Actor,
-    /// The client's address when the adapter knows it (the public API does not).
+    /// The client's address when the adapter knows it (the TCP peer of the request).
     pub address: Option<String>,
 }
 

@@ -119,14 +119,18 @@ pub async fn serve_on(
 ) -> Result<()> {
     let router = router(&state);
     let draining = state.clone();
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            draining.start_draining();
-            tracing::info!("shutting down: finishing in-flight requests");
-        })
-        .await
-        .context("server error")?;
+    // The peer address: the app's sessions page and sign-in limit use it.
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        draining.start_draining();
+        tracing::info!("shutting down: finishing in-flight requests");
+    })
+    .await
+    .context("server error")?;
     Ok(())
 }
 

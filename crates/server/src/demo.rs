@@ -170,6 +170,15 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     println!();
     println!("API key (shown once): {api_key}");
     println!();
+    let link = tern_core::people::sign_in_link_in(&db, "owner@demo.example")
+        .await
+        .map_err(|p| anyhow!("demo sign-in link: {p}"))?;
+    println!(
+        "The app: {base}/app — sign in as the demo owner (owner@demo.example) with this one-time link, valid 15 minutes:"
+    );
+    println!();
+    println!("  {base}/app/link/{link}");
+    println!();
     println!(
         "Ada (+{DEMO_CUSTOMER}) has just written in, so her 24-hour window is open. Send her a reply:"
     );

@@ -7,7 +7,6 @@ use crate::errors::AppError;
 use crate::frame::{Frame, Nav};
 use crate::session::OrgMember;
 use askama::Template;
-use axum::extract::State;
 use axum::response::Html;
 use tern_domain::auth::Role;
 
@@ -24,8 +23,8 @@ pub struct HomePage<'a> {
     pub manages_members: bool,
 }
 
-/// `GET /app` with a session.
-pub async fn show(State(state): State<AppState>, me: OrgMember) -> Result<Html<String>, AppError> {
+/// `GET /app` with a session (see [`super::root`]).
+pub async fn show(state: &AppState, me: &OrgMember) -> Result<Html<String>, AppError> {
     let keys = state
         .core
         .db

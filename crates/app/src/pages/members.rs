@@ -216,18 +216,6 @@ pub fn duration_words(ms: i64) -> String {
     }
 }
 
-/// The words of a core refusal for field `name`, if it names that field.
-fn field_words(p: &Problem, name: &str) -> Option<String> {
-    p.details
-        .get("fields")?
-        .as_array()?
-        .iter()
-        .find(|f| f.get("field").and_then(|v| v.as_str()) == Some(name))?
-        .get("message")?
-        .as_str()
-        .map(str::to_string)
-}
-
 /// A member id from the address; anything else is no member (404).
 fn member_id(raw: &str) -> Result<Uuid, AppError> {
     Uuid::parse_str(raw).map_err(|_| AppError::NotFound)
@@ -336,7 +324,7 @@ pub async fn invite(
             page.roles = role_options(own, role);
             match p.code {
                 ErrorCode::ValidationFailed => {
-                    page.email_error = Some(field_words(&p, "email").unwrap_or(p.message));
+                    page.email_error = Some(crate::forms::words(&p));
                 }
                 ErrorCode::Conflict => page.email_error = Some(p.message),
                 ErrorCode::PermissionDenied => page.form_error = Some(p.message),

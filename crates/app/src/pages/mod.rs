@@ -2,13 +2,27 @@
 
 pub mod audit;
 pub mod home;
+pub mod links;
 pub mod members;
 pub mod org;
 pub mod sign_in;
 
-use axum::response::Redirect;
+use crate::AppState;
+use crate::session::{OrgMember, SIGN_IN, Signed};
+use axum::extract::State;
+use axum::response::{IntoResponse, Redirect, Response};
 
-/// `GET /app`: the sign-in page until the session layer knows who is asking.
-pub async fn root() -> Redirect {
-    Redirect::to("/app/sign-in")
+/// `GET /app`: the home page of a signed-in person, else the sign-in page.
+pub async fn root(State(state): State<AppState>, signed: Option<Signed>) -> Response {
+    let Some(signed) = signed else {
+        return Redirect::to(SIGN_IN).into_response();
+    };
+    let me = match OrgMember::of(signed, &state).await {
+        Ok(me) => me,
+        Err(res) => return res,
+    };
+    match home::show(&state, &me).await {
+        Ok(html) => html.into_response(),
+        Err(e) => e.into_response(),
+    }
 }

@@ -79,7 +79,7 @@ tern_store::both_backends! { TestApp;
             assert_eq!(e.actor_id.as_deref(), Some(key_id.as_str()));
             assert_eq!(e.actor_label, format!("{} ({})", stored.name, stored.prefix));
             assert_eq!((e.target_kind.as_deref(), e.target_id.as_deref()), (Some("webhook_subscription"), Some(id.as_str())));
-            assert_eq!(e.address, None);
+            assert_eq!(e.address.as_deref(), Some("127.0.0.1"), "the client's address");
         }
         assert_eq!(subs[0].detail.as_ref().unwrap()["url"], json!("https://hooks.example.com/tern"));
         assert_eq!(subs[1].detail, Some(json!({"enabled": false})));
