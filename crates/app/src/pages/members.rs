@@ -419,6 +419,13 @@ pub async fn change_role(
         page.role_error = Some(why.to_string());
         return respond(StatusCode::FORBIDDEN, &page);
     }
+    if page.last_owner && role != Role::Owner {
+        page.role_error = Some(format!(
+            "{} is the organisation's last owner: make someone else owner first.",
+            one.member.email
+        ));
+        return respond(StatusCode::CONFLICT, &page);
+    }
     if !grantable(own, role) {
         page.role_error = Some(format!(
             "You cannot make someone {role}: nobody grants a role above their own."

@@ -2,6 +2,7 @@
 //! refusal of API keys, error pages, the form size limit, CSRF and the sign-in page.
 
 mod frame;
+mod members;
 mod session;
 
 use crate::common::TestApp;
