@@ -108,6 +108,8 @@ fn scalar(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Array(a) => a.iter().map(scalar).collect::<Vec<_>>().join(", "),
         Value::Null => "none".to_string(),
+        Value::Bool(true) => "yes".to_string(),
+        Value::Bool(false) => "no".to_string(),
         other => other.to_string(),
     };
     // Details are short; a long one (a URL) is cut rather than stretching the table.
