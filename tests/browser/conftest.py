@@ -66,7 +66,8 @@ class Server:
             "TERN_LISTEN": f"127.0.0.1:{self.port}",
             "TERN_PUBLIC_URL": self.base_url,
             "TERN_MEDIA_STORE": f"file://{workdir}/media",
-            "TERN_LOG": "warn",
+            # Everything tern logs at info and debug: a test reads the log for secrets.
+            "TERN_LOG": "debug,sqlx=warn,hyper=info,h2=info,rustls=info",
             # Never the real network.
             "TERN_GRAPH_URL": "http://127.0.0.1:9",
             "TERN_ALLOW_NETWORKS": "127.0.0.1/32",

@@ -5,6 +5,7 @@ use super::{
     sign_in, signed_in, text, use_link,
 };
 use crate::common::TestApp;
+use futures::StreamExt as _;
 use tern_core::audit::{self, PageRequest};
 
 const WRONG: &str = "Email, password or code is wrong";
@@ -121,6 +122,66 @@ async fn address_throttle(app: &TestApp) {
     // Other requests still answer.
     assert_eq!(text(app.http.get(app.url("/app/sign-in"))).await.0, 200);
     assert_eq!(text(app.http.get(app.url("/readyz"))).await.0, 200);
+}
+
+/// 1,000 sign-in attempts in a burst from one address: after 30 failures the address gets
+/// `429` (no password is hashed for it), never a `500`; meanwhile the API and the app keep
+/// answering others.
+async fn burst_of_sign_ins(app: &TestApp) {
+    let (pre, token) = pre_session(app).await;
+    let http = no_redirects();
+    let attempt = |i: usize| {
+        let http = http.clone();
+        let url = app.url("/app/sign-in");
+        let cookie = format!("tern_pre={pre}");
+        let origin = app.base.clone();
+        let token = token.clone();
+        async move {
+            let email = format!("burst{}@example.com", i % 7);
+            let (s, _, _) = text(
+                http.post(url)
+                    .header("cookie", cookie)
+                    .header("origin", origin)
+                    .form_of(&[
+                        ("email", email.as_str()),
+                        ("password", "guessing 123456"),
+                        ("csrf_token", &token),
+                    ]),
+            )
+            .await;
+            s
+        }
+    };
+    let burst = futures::stream::iter(0..1000)
+        .map(attempt)
+        .buffer_unordered(32)
+        .collect::<Vec<u16>>();
+    let others = async {
+        let (_, key) = app.owner_key("read_only").await;
+        let mut answered = 0;
+        for _ in 0..20 {
+            let (s, _, _) = crate::common::send(
+                app.http
+                    .get(app.url("/api/public/v1/phone-numbers"))
+                    .bearer_auth(&key),
+            )
+            .await;
+            assert_eq!(s, 200);
+            assert_eq!(text(app.http.get(app.url("/app/sign-in"))).await.0, 200);
+            answered += 1;
+        }
+        answered
+    };
+    let (statuses, answered) = tokio::join!(burst, others);
+    assert_eq!(answered, 20);
+    let throttled = statuses.iter().filter(|s| **s == 429).count();
+    let wrong = statuses.iter().filter(|s| **s == 401).count();
+    assert_eq!(throttled + wrong, 1000, "only 401 and 429: {statuses:?}");
+    assert!(
+        wrong <= 30 + 32,
+        "at most the limit (and what was in flight) hashed: {wrong}"
+    );
+    assert!(throttled >= 900, "{throttled}");
 }
 
 /// An invitation: a refused password leaves it valid; used once; then gone.
@@ -294,6 +355,7 @@ tern_store::both_backends! { TestApp;
     wrong_password_and_unknown_email_answer_alike => wrong_password_and_unknown_email,
     five_failures_lock_the_account => lock_out,
     thirty_failures_a_minute_throttle_the_address => address_throttle,
+    a_thousand_sign_ins_are_throttled_and_others_answered => burst_of_sign_ins,
     invite_link_refused_password_keeps_it_then_used_once => invite_links,
     expired_invite_link_is_refused => expired_invite,
     idle_session_ends => idle_expiry,
