@@ -10,17 +10,20 @@ pub enum Nav {
     Webhooks,
     Members,
     Audit,
+    /// The organisation's settings.
+    Settings,
     /// A page outside the navigation (profile, sessions, the home page).
     None,
 }
 
 impl Nav {
     /// The items in order: (item, label, address).
-    pub const ITEMS: [(Nav, &'static str, &'static str); 4] = [
+    pub const ITEMS: [(Nav, &'static str, &'static str); 5] = [
         (Nav::Keys, "Keys", "/app/keys"),
         (Nav::Webhooks, "Webhooks", "/app/webhooks"),
         (Nav::Members, "Members", "/app/members"),
         (Nav::Audit, "Audit log", "/app/audit"),
+        (Nav::Settings, "Settings", "/app/settings"),
     ];
 }
 

@@ -133,6 +133,9 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::sessions::routes())
         .merge(pages::keys::routes())
         .merge(pages::webhooks::routes())
+        .merge(pages::members::routes())
+        .merge(pages::audit::routes())
+        .merge(pages::org::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

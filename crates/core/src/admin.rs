@@ -64,6 +64,7 @@ pub async fn add_member(db: &Db, org_id: Uuid, email: &str, role: Role) -> Resul
     let invited = crate::people::invite_in(
         db,
         &settings,
+        &crate::audit::Context::operator(),
         org_id,
         email,
         role,

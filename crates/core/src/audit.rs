@@ -71,6 +71,8 @@ pub const ACTIONS: &[&str] = &[
 /// Target kinds.
 pub const TARGET_KEY: &str = "api_key";
 pub const TARGET_SUBSCRIPTION: &str = "webhook_subscription";
+pub const TARGET_MEMBER: &str = "member";
+pub const TARGET_ORG: &str = "organisation";
 
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Eq)]

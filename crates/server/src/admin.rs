@@ -621,6 +621,7 @@ async fn add_member(
     let invited = tern_core::people::invite_in(
         db,
         &links.people,
+        &tern_core::audit::Context::operator(),
         org_id,
         &email,
         role,
@@ -638,9 +639,14 @@ async fn add_member(
 
 async fn reset_member(db: &Db, links: &LinkSettings, email: &str) -> Result<Value> {
     let email = email.trim().to_lowercase();
-    let token = tern_core::people::reset_in(db, &links.people, &email)
-        .await
-        .map_err(refused)?;
+    let token = tern_core::people::reset_in(
+        db,
+        &links.people,
+        &tern_core::audit::Context::operator(),
+        &email,
+    )
+    .await
+    .map_err(refused)?;
     Ok(json!({"email": email, "reset_url": links.url("reset", &token)}))
 }
 

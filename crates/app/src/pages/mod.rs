@@ -1,9 +1,12 @@
 //! The app's pages, one module per page or group of pages.
 
+pub mod audit;
 pub mod form;
 pub mod home;
 pub mod keys;
 pub mod links;
+pub mod members;
+pub mod org;
 pub mod profile;
 pub mod sessions;
 pub mod sign_in;
@@ -12,11 +15,9 @@ pub mod webhook_detail;
 pub mod webhooks;
 
 use crate::AppState;
-use crate::errors::AppError;
-use crate::frame::Nav;
 use crate::session::{OrgMember, SIGN_IN, Signed};
 use axum::extract::State;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 
 /// `GET /app`: the home page of a signed-in person, else the sign-in page.
 pub async fn root(State(state): State<AppState>, signed: Option<Signed>) -> Response {
@@ -27,8 +28,8 @@ pub async fn root(State(state): State<AppState>, signed: Option<Signed>) -> Resp
         Ok(me) => me,
         Err(res) => return res,
     };
-    match home::render(&me.frame(Nav::None)) {
-        Ok(html) => Html(html).into_response(),
-        Err(e) => AppError::into_response(e),
+    match home::show(&state, &me).await {
+        Ok(html) => html.into_response(),
+        Err(e) => e.into_response(),
     }
 }

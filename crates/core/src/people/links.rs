@@ -3,6 +3,7 @@
 //! earlier unused links. An invite or reset link is used up only when its password is set
 //! (a refused password leaves it valid), atomically: a second use finds it used.
 
+use serde_json::json;
 use tern_domain::auth::Role;
 use tern_domain::error::ConflictReason;
 use tern_domain::people::{
@@ -17,6 +18,7 @@ use super::sign_in::{SignInMethod, SignInOutcome};
 use super::{
     Client, PeopleSettings, SIGN_IN_LINK_MS, Started, forbidden, new_session, password, rank,
 };
+use crate::audit::{self, Context, Entry, TARGET_MEMBER};
 use crate::{Core, Result};
 
 /// Who invites: the operator (`tern admin`) or a member of the organisation with a role.
@@ -62,20 +64,23 @@ fn valid_email(email: &str) -> bool {
 /// Adds `email` to the organisation with `role` (see [`invite_in`]).
 pub async fn invite(
     core: &Core,
+    ctx: &Context,
     org_id: Uuid,
     email: &str,
     role: Role,
     by: Inviter,
 ) -> Result<Invited> {
-    invite_in(&core.db, &core.people, org_id, email, role, by).await
+    invite_in(&core.db, &core.people, ctx, org_id, email, role, by).await
 }
 
 /// [`invite`] on a database and settings (`tern admin` has no running core). An admin
 /// cannot invite an owner; nobody grants a role above their own; a developer cannot invite.
-/// Creates the person if missing; a removed member is made a member again.
+/// Creates the person if missing; a removed member is made a member again. Audited as
+/// `member.invited` once the membership exists (it is made in several statements).
 pub async fn invite_in(
     db: &Db,
     settings: &PeopleSettings,
+    ctx: &Context,
     org_id: Uuid,
     email: &str,
     role: Role,
@@ -119,7 +124,6 @@ pub async fn invite_in(
             })?,
         Err(e) => return Err(e.into()),
     };
-    // audit: `core::audit::record(...)` an invitation (who invited, org, email, role).
     let link = if person.has_password() {
         None
     } else {
@@ -135,6 +139,14 @@ pub async fn invite_in(
             .await?,
         )
     };
+    let entry = Entry::new(Some(org_id), audit::MEMBER_INVITED)
+        .target(TARGET_MEMBER, member.id)
+        .detail(json!({
+            "email": member.email,
+            "role": member.role.as_str(),
+            "invite_link": link.is_some(),
+        }));
+    audit::record(db, ctx, entry).await?;
     Ok(Invited { member, link })
 }
 
@@ -170,14 +182,21 @@ async fn person_by_email(db: &Db, email: &str) -> Result<Person> {
 }
 
 /// Operator recovery: a new one-time `reset` link (valid `invite_ms`); two-factor is turned
-/// off and every session ends.
-pub async fn reset(core: &Core, email: &str) -> Result<String> {
-    reset_in(&core.db, &core.people, email).await
+/// off and every session ends. Audited as `member.reset` in each of the person's
+/// organisations (target: their member there), in the same transaction.
+pub async fn reset(core: &Core, ctx: &Context, email: &str) -> Result<String> {
+    reset_in(&core.db, &core.people, ctx, email).await
 }
 
 /// [`reset`] on a database and settings (`tern admin`).
-pub async fn reset_in(db: &Db, settings: &PeopleSettings, email: &str) -> Result<String> {
+pub async fn reset_in(
+    db: &Db,
+    settings: &PeopleSettings,
+    ctx: &Context,
+    email: &str,
+) -> Result<String> {
     let person = person_by_email(db, email).await?;
+    let memberships = db.memberships_of(&person.email).await?;
     let now = now_ms();
     let token = new_token();
     let mut tx = db.begin().await?;
@@ -194,8 +213,21 @@ pub async fn reset_in(db: &Db, settings: &PeopleSettings, email: &str) -> Result
         used_at: None,
     })
     .await?;
+    let detail = json!({ "email": person.email });
+    if memberships.is_empty() {
+        // A person in no organisation: the entry is installation-wide.
+        let entry = Entry::new(None, audit::MEMBER_RESET)
+            .target(super::TARGET_PERSON, person.id)
+            .detail(detail.clone());
+        audit::record_in(&mut tx, ctx, entry).await?;
+    }
+    for m in &memberships {
+        let entry = Entry::new(Some(m.member.org_id), audit::MEMBER_RESET)
+            .target(TARGET_MEMBER, m.member.id)
+            .detail(detail.clone());
+        audit::record_in(&mut tx, ctx, entry).await?;
+    }
     tx.commit().await?;
-    // audit: `core::audit::record(...)` the operator's reset (two-factor off, sessions ended).
     Ok(token)
 }
 

@@ -4,6 +4,7 @@
 //! keys are revoked) and ends the person's sessions when no membership is left; otherwise
 //! their session view simply stops showing the organisation.
 
+use serde_json::json;
 use tern_domain::Problem;
 use tern_domain::auth::Role;
 use tern_domain::error::ConflictReason;
@@ -13,6 +14,7 @@ use tern_store::{Member, Tx};
 use uuid::Uuid;
 
 use super::{end_all, forbidden, rank};
+use crate::audit::{self, Context, Entry, TARGET_MEMBER};
 use crate::{Core, Result};
 
 /// A row of the members page.
@@ -59,9 +61,10 @@ async fn target(tx: &mut Tx, org_id: Uuid, by_role: Role, member_id: Uuid) -> Re
     Ok(m)
 }
 
-/// Changes a member's role.
+/// Changes a member's role (audited as `member.role_changed` in the same transaction).
 pub async fn change_role(
     core: &Core,
+    ctx: &Context,
     org_id: Uuid,
     by_role: Role,
     member_id: Uuid,
@@ -80,14 +83,19 @@ pub async fn change_role(
         return Err(last_owner());
     }
     tx.set_member_role(m.id, role).await?;
-    // audit: `core::audit::record(...)` the role change (from m.role to role).
+    let entry = Entry::new(Some(org_id), audit::MEMBER_ROLE_CHANGED)
+        .target(TARGET_MEMBER, m.id)
+        .detail(json!({ "email": m.email, "from": m.role.as_str(), "to": role.as_str() }));
+    audit::record_in(&mut tx, ctx, entry).await?;
     tx.commit().await?;
     Ok(Member { role, ..m })
 }
 
-/// Removes a member (see the module's comment).
+/// Removes a member (see the module's comment), audited as `member.removed` in the same
+/// transaction.
 pub async fn remove_member(
     core: &Core,
+    ctx: &Context,
     org_id: Uuid,
     by_role: Role,
     member_id: Uuid,
@@ -100,7 +108,11 @@ pub async fn remove_member(
         return Err(last_owner());
     }
     tx.remove_member(m.id, now).await?;
-    // audit: `core::audit::record(...)` the removal (and the keys it revoked).
+    // The removal also revoked the member's keys (see tern_store memberships).
+    let entry = Entry::new(Some(org_id), audit::MEMBER_REMOVED)
+        .target(TARGET_MEMBER, m.id)
+        .detail(json!({ "email": m.email, "role": m.role.as_str() }));
+    audit::record_in(&mut tx, ctx, entry).await?;
     let left = tx.count_memberships(&m.email).await?;
     tx.commit().await?;
     if left == 0

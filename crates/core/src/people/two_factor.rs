@@ -162,7 +162,15 @@ pub async fn two_factor_disable(core: &Core, ctx: &Context, person_id: Uuid) -> 
 }
 
 /// An owner's setting: members must use two-factor (those without it are taken to enrolment).
-pub async fn set_two_factor_required(core: &Core, org_id: Uuid, required: bool) -> Result<()> {
+/// Audited as `org.two_factor_required` (detail `required`) right after the change, which is
+/// one statement. Who may change it is the caller's check (the app: owners only).
+pub async fn set_two_factor_required(
+    core: &Core,
+    ctx: &crate::audit::Context,
+    org_id: Uuid,
+    required: bool,
+) -> Result<()> {
+    use crate::audit::{self, Entry, TARGET_ORG};
     if !core
         .db
         .set_two_factor_required(org_id, required, now_ms())
@@ -172,5 +180,8 @@ pub async fn set_two_factor_required(core: &Core, org_id: Uuid, required: bool) 
             Problem::not_found().with_message(format!("organisation {org_id} does not exist"))
         );
     }
-    Ok(())
+    let entry = Entry::new(Some(org_id), audit::ORG_TWO_FACTOR_REQUIRED)
+        .target(TARGET_ORG, org_id)
+        .detail(serde_json::json!({ "required": required }));
+    audit::record(&core.db, ctx, entry).await
 }

@@ -15,6 +15,11 @@ use crate::fixtures;
 
 const PASSWORD: &str = "correct horse battery staple";
 
+/// The operator: these tests are about the rules, not who acts.
+fn op() -> tern_core::audit::Context {
+    tern_core::audit::Context::operator()
+}
+
 fn client(address: &str) -> Client {
     Client {
         address: Some(address.into()),
@@ -30,7 +35,7 @@ async fn setup(db: &Db, settings: PeopleSettings) -> (Core, Org) {
 
 /// Invites `email` as `role` and sets the password through the link.
 async fn join(core: &Core, org: &Org, email: &str, role: Role) -> Started {
-    let invited = people::invite(core, org.id, email, role, Inviter::Operator)
+    let invited = people::invite(core, &op(), org.id, email, role, Inviter::Operator)
         .await
         .unwrap();
     let link = invited.link.expect("an invite link");
@@ -118,7 +123,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     // needs no current password; after that the current one is asked.
     first_password_after_a_sign_in_link => async |db| {
         let (core, org) = setup(&db, PeopleSettings::default()).await;
-        people::invite(&core, org.id, "demo@acme.test", Role::Owner, Inviter::Operator).await.unwrap();
+        people::invite(&core, &tern_core::audit::Context::operator(), org.id, "demo@acme.test", Role::Owner, Inviter::Operator).await.unwrap();
         let link = people::sign_in_link(&core, "demo@acme.test").await.unwrap();
         let s = people::use_link(&core, &link, None, None, &client("192.0.2.1")).await.unwrap();
         assert!(!db.get_person(s.session.person_id).await.unwrap().unwrap().has_password());
@@ -216,8 +221,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     an_invite_link_expires_and_is_used_once => async |db| {
         let settings = PeopleSettings { invite_ms: 300, ..PeopleSettings::default() };
         let (core, org) = setup(&db, settings).await;
-        let late = people::invite(&core, org.id, "late@acme.test", Role::Developer, Inviter::Operator).await.unwrap();
-        let once = people::invite(&core, org.id, "once@acme.test", Role::Developer, Inviter::Operator).await.unwrap();
+        let late = people::invite(&core, &op(), org.id, "late@acme.test", Role::Developer, Inviter::Operator).await.unwrap();
+        let once = people::invite(&core, &op(), org.id, "once@acme.test", Role::Developer, Inviter::Operator).await.unwrap();
         let once = once.link.unwrap();
         people::use_link(&core, &once, None, Some(PASSWORD), &client("192.0.2.1")).await.unwrap();
         let again = people::use_link(&core, &once, None, Some(PASSWORD), &client("192.0.2.1")).await.unwrap_err();
@@ -229,13 +234,13 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(expired.code, tern_domain::ErrorCode::NotFound);
         // A member who already has a password gets no link.
         let other = fixtures::org(&db, json!({})).await;
-        let known = people::invite(&core, other.id, "once@acme.test", Role::Admin, Inviter::Operator).await.unwrap();
+        let known = people::invite(&core, &op(), other.id, "once@acme.test", Role::Admin, Inviter::Operator).await.unwrap();
         assert!(known.link.is_none());
     },
 
     a_refused_password_leaves_the_invite_valid => async |db| {
         let (core, org) = setup(&db, PeopleSettings::default()).await;
-        let invited = people::invite(&core, org.id, "ada.lovelace@acme.test", Role::Admin, Inviter::Operator).await.unwrap();
+        let invited = people::invite(&core, &op(), org.id, "ada.lovelace@acme.test", Role::Admin, Inviter::Operator).await.unwrap();
         let link = invited.link.unwrap();
         for bad in ["short", "password1234", &"x".repeat(129), "I am Ada.Lovelace really"] {
             let p = people::use_link(&core, &link, Some("Ada"), Some(bad), &client("192.0.2.1")).await.unwrap_err();
@@ -309,14 +314,14 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         let other = fixtures::org(&db, json!({})).await;
         join(&core, &acme, "owner@acme.test", Role::Owner).await;
         let s = join(&core, &acme, "dev@acme.test", Role::Developer).await;
-        let in_other = people::invite(&core, other.id, "dev@acme.test", Role::Admin, Inviter::Operator).await.unwrap();
+        let in_other = people::invite(&core, &op(), other.id, "dev@acme.test", Role::Admin, Inviter::Operator).await.unwrap();
         people::switch_org(&core, s.session.id, s.session.person_id, other.id).await.unwrap();
         let view = people::session(&core, &s.token, now_ms()).await.unwrap().unwrap();
         assert_eq!(view.memberships.len(), 2);
         assert_eq!(view.current.unwrap().member.org_id, other.id);
         assert_eq!(in_other.member.role, Role::Admin);
         let dev = view.memberships.iter().find(|m| m.member.org_id == acme.id).unwrap().member.clone();
-        people::remove_member(&core, acme.id, Role::Admin, dev.id).await.unwrap();
+        people::remove_member(&core, &op(), acme.id, Role::Admin, dev.id).await.unwrap();
         let view = people::session(&core, &s.token, now_ms()).await.unwrap().unwrap();
         assert_eq!(view.memberships.len(), 1);
         assert_eq!(view.current.unwrap().member.org_id, other.id);
@@ -325,35 +330,35 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(members.len(), 1);
         assert!(members[0].has_password && !members[0].two_factor);
         // Removed from the last organisation: the person's sessions end.
-        people::remove_member(&core, other.id, Role::Admin, in_other.member.id).await.unwrap();
+        people::remove_member(&core, &op(), other.id, Role::Admin, in_other.member.id).await.unwrap();
         assert!(people::session(&core, &s.token, now_ms()).await.unwrap().is_none());
     },
 
     the_last_owner_stays_and_nobody_grants_above_their_role => async |db| {
         let (core, org) = setup(&db, PeopleSettings::default()).await;
-        let owner = people::invite(&core, org.id, "owner@acme.test", Role::Owner, Inviter::Operator).await.unwrap().member;
-        let admin = people::invite(&core, org.id, "admin@acme.test", Role::Admin, Inviter::Operator).await.unwrap().member;
-        let dev = people::invite(&core, org.id, "dev@acme.test", Role::Developer, Inviter::Operator).await.unwrap().member;
-        let p = people::remove_member(&core, org.id, Role::Owner, owner.id).await.unwrap_err();
+        let owner = people::invite(&core, &op(), org.id, "owner@acme.test", Role::Owner, Inviter::Operator).await.unwrap().member;
+        let admin = people::invite(&core, &op(), org.id, "admin@acme.test", Role::Admin, Inviter::Operator).await.unwrap().member;
+        let dev = people::invite(&core, &op(), org.id, "dev@acme.test", Role::Developer, Inviter::Operator).await.unwrap().member;
+        let p = people::remove_member(&core, &op(), org.id, Role::Owner, owner.id).await.unwrap_err();
         assert!(p.is_conflict(tern_domain::error::ConflictReason::LastOwner), "{p:?}");
-        let p = people::change_role(&core, org.id, Role::Owner, owner.id, Role::Admin).await.unwrap_err();
+        let p = people::change_role(&core, &op(), org.id, Role::Owner, owner.id, Role::Admin).await.unwrap_err();
         assert!(p.is_conflict(tern_domain::error::ConflictReason::LastOwner), "{p:?}");
         let denied = tern_domain::ErrorCode::PermissionDenied;
-        assert_eq!(people::change_role(&core, org.id, Role::Admin, dev.id, Role::Owner).await.unwrap_err().code, denied);
-        assert_eq!(people::change_role(&core, org.id, Role::Admin, owner.id, Role::Developer).await.unwrap_err().code, denied);
-        assert_eq!(people::remove_member(&core, org.id, Role::Admin, owner.id).await.unwrap_err().code, denied);
-        assert_eq!(people::change_role(&core, org.id, Role::Developer, dev.id, Role::Developer).await.unwrap_err().code, denied);
+        assert_eq!(people::change_role(&core, &op(), org.id, Role::Admin, dev.id, Role::Owner).await.unwrap_err().code, denied);
+        assert_eq!(people::change_role(&core, &op(), org.id, Role::Admin, owner.id, Role::Developer).await.unwrap_err().code, denied);
+        assert_eq!(people::remove_member(&core, &op(), org.id, Role::Admin, owner.id).await.unwrap_err().code, denied);
+        assert_eq!(people::change_role(&core, &op(), org.id, Role::Developer, dev.id, Role::Developer).await.unwrap_err().code, denied);
         let by_admin = Inviter::Member { role: Role::Admin };
-        assert_eq!(people::invite(&core, org.id, "x@acme.test", Role::Owner, by_admin).await.unwrap_err().code, denied);
+        assert_eq!(people::invite(&core, &op(), org.id, "x@acme.test", Role::Owner, by_admin).await.unwrap_err().code, denied);
         let by_dev = Inviter::Member { role: Role::Developer };
-        assert_eq!(people::invite(&core, org.id, "x@acme.test", Role::Developer, by_dev).await.unwrap_err().code, denied);
-        people::invite(&core, org.id, "x@acme.test", Role::Admin, by_admin).await.unwrap();
-        let dup = people::invite(&core, org.id, "X@acme.test", Role::Admin, by_admin).await.unwrap_err();
+        assert_eq!(people::invite(&core, &op(), org.id, "x@acme.test", Role::Developer, by_dev).await.unwrap_err().code, denied);
+        people::invite(&core, &op(), org.id, "x@acme.test", Role::Admin, by_admin).await.unwrap();
+        let dup = people::invite(&core, &op(), org.id, "X@acme.test", Role::Admin, by_admin).await.unwrap_err();
         assert!(dup.is_conflict(tern_domain::error::ConflictReason::AlreadyExists), "{dup:?}");
         // With a second owner, the first can step down.
-        people::change_role(&core, org.id, Role::Owner, admin.id, Role::Owner).await.unwrap();
-        people::change_role(&core, org.id, Role::Owner, owner.id, Role::Admin).await.unwrap();
-        people::remove_member(&core, org.id, Role::Owner, owner.id).await.unwrap();
+        people::change_role(&core, &op(), org.id, Role::Owner, admin.id, Role::Owner).await.unwrap();
+        people::change_role(&core, &op(), org.id, Role::Owner, owner.id, Role::Admin).await.unwrap();
+        people::remove_member(&core, &op(), org.id, Role::Owner, owner.id).await.unwrap();
     },
 
     identity_confirmation_lasts_the_window => async |db| {
@@ -380,20 +385,20 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     two_factor_required_and_the_operator_reset => async |db| {
         let (core, org) = setup(&db, PeopleSettings::default()).await;
         let s = join(&core, &org, "ada@acme.test", Role::Owner).await;
-        people::set_two_factor_required(&core, org.id, true).await.unwrap();
+        people::set_two_factor_required(&core, &op(), org.id, true).await.unwrap();
         let view = people::session(&core, &s.token, now_ms()).await.unwrap().unwrap();
         assert!(view.needs_two_factor);
         enrol(&core, &s).await;
         let view = people::session(&core, &s.token, now_ms()).await.unwrap().unwrap();
         assert!(!view.needs_two_factor);
-        let token = people::reset(&core, "ADA@acme.test").await.unwrap();
+        let token = people::reset(&core, &op(), "ADA@acme.test").await.unwrap();
         assert!(people::session(&core, &s.token, now_ms()).await.unwrap().is_none());
         let p = db.get_person(s.session.person_id).await.unwrap().unwrap();
         assert!(!p.has_two_factor());
         let info = people::link_info(&core, &token).await.unwrap().unwrap();
         assert_eq!(info.purpose, tern_domain::people::LinkPurpose::Reset);
         people::use_link(&core, &token, None, Some("another good passphrase"), &client("192.0.2.1")).await.unwrap();
-        assert!(people::reset(&core, "nobody@acme.test").await.is_err());
+        assert!(people::reset(&core, &op(), "nobody@acme.test").await.is_err());
         // A sign-in link signs in directly, once.
         let link = people::sign_in_link(&core, "ada@acme.test").await.unwrap();
         people::use_link(&core, &link, None, None, &client("192.0.2.1")).await.unwrap();
@@ -412,12 +417,12 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
                 .collect::<Vec<_>>()
         };
         enrol(&core, &s).await;
-        people::set_two_factor_required(&core, org.id, true).await.unwrap();
+        people::set_two_factor_required(&core, &tern_core::audit::Context::operator(), org.id, true).await.unwrap();
         let refused = people::two_factor_disable(&core, &ctx(&s), s.session.person_id).await.unwrap_err();
         assert_eq!(refused.code, tern_domain::ErrorCode::PermissionDenied);
         assert!(refused.message.contains("requires it"), "{}", refused.message);
         assert!(db.get_person(s.session.person_id).await.unwrap().unwrap().has_two_factor());
-        people::set_two_factor_required(&core, org.id, false).await.unwrap();
+        people::set_two_factor_required(&core, &tern_core::audit::Context::operator(), org.id, false).await.unwrap();
         people::two_factor_disable(&core, &ctx(&s), s.session.person_id).await.unwrap();
         assert!(!db.get_person(s.session.person_id).await.unwrap().unwrap().has_two_factor());
         let other = started(&core, "ada@acme.test").await;
@@ -431,5 +436,37 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(db.get_person(s.session.person_id).await.unwrap().unwrap().name, "Ada L.");
         assert!(people::set_name(&core, s.session.person_id, "   ").await.is_err());
         assert!(people::set_name(&core, s.session.person_id, &"x".repeat(101)).await.is_err());
+    },
+
+    member_changes_are_audited_with_who_did_them => async |db| {
+        use tern_core::audit::{self, Actor, Context, PageRequest};
+        let (core, org) = setup(&db, PeopleSettings::default()).await;
+        let owner = join(&core, &org, "owner@acme.test", Role::Owner).await;
+        let by = Context {
+            actor: Actor::Person { id: owner.session.person_id, email: "owner@acme.test".into() },
+            address: Some("192.0.2.7".into()),
+        };
+        let dev = people::invite(&core, &by, org.id, "dev@acme.test", Role::Developer, Inviter::Member { role: Role::Owner }).await.unwrap().member;
+        people::change_role(&core, &by, org.id, Role::Owner, dev.id, Role::Admin).await.unwrap();
+        // A refused change writes nothing.
+        let owner_member = people::members(&core, org.id).await.unwrap()[0].member.clone();
+        assert!(people::change_role(&core, &by, org.id, Role::Owner, owner_member.id, Role::Admin).await.is_err());
+        people::set_two_factor_required(&core, &by, org.id, true).await.unwrap();
+        people::reset(&core, &op(), "dev@acme.test").await.unwrap();
+        people::remove_member(&core, &by, org.id, Role::Owner, dev.id).await.unwrap();
+        let page = audit::list(&db, org.id, &PageRequest { action_prefix: Some("member.".into()), ..PageRequest::default() }).await.unwrap();
+        let actions: Vec<&str> = page.items.iter().map(|e| e.action.as_str()).collect();
+        // member.invited twice: the owner (by the operator), then dev.
+        assert_eq!(actions, ["member.removed", "member.reset", "member.role_changed", "member.invited", "member.invited"]);
+        let changed = &page.items[2];
+        assert_eq!(changed.actor_label, "owner@acme.test");
+        assert_eq!(changed.address.as_deref(), Some("192.0.2.7"));
+        assert_eq!(changed.target_id.as_deref(), Some(dev.id.to_string().as_str()));
+        let d = changed.detail.clone().unwrap();
+        assert_eq!((d["from"].as_str(), d["to"].as_str()), (Some("developer"), Some("admin")));
+        assert_eq!(page.items[1].actor_kind, "operator");
+        let org_page = audit::list(&db, org.id, &PageRequest { action_prefix: Some("org.".into()), ..PageRequest::default() }).await.unwrap();
+        assert_eq!(org_page.items.len(), 1);
+        assert_eq!(org_page.items[0].detail.clone().unwrap()["required"], true);
     },
 }

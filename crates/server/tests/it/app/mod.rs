@@ -3,6 +3,7 @@
 
 mod frame;
 mod keys;
+mod members;
 mod person;
 mod session;
 mod webhooks;

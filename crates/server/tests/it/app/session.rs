@@ -231,6 +231,7 @@ async fn expired_invite(app: &TestApp) {
     let invited = tern_core::people::invite_in(
         &app.db,
         &settings,
+        &tern_core::audit::Context::operator(),
         app.org_uuid(),
         "fay@example.com",
         tern_domain::auth::Role::Developer,
@@ -277,6 +278,7 @@ async fn removed_member(app: &TestApp) {
         .member;
     tern_core::people::remove_member(
         &tern_core::Core::new(app.db.clone(), app.key.clone(), app.cloud.clone()),
+        &tern_core::audit::Context::operator(),
         app.org_uuid(),
         tern_domain::auth::Role::Owner,
         member.id,
