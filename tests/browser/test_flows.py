@@ -100,7 +100,6 @@ def test_invite_two_factor_key_and_revoke(page, run_admin, base_url, viewport_wi
     assert page.locator("svg").first.is_visible(), "the QR code"
     secret = page.locator("[data-totp-secret]").inner_text().replace(" ", "")
     phone = Authenticator(secret)
-    screenshot(page, f"two-factor-{viewport_width}")
     page.get_by_label(re.compile("Code")).fill(phone.code())
     page.get_by_role("button", name=re.compile("Turn on|Confirm|Verify")).click()
     codes = page.locator("[data-recovery-codes]").inner_text()
@@ -123,18 +122,15 @@ def test_invite_two_factor_key_and_revoke(page, run_admin, base_url, viewport_wi
     confirm = page.locator("#confirm")
     assert confirm.is_visible(), "confirmation asked"
     confirm.fill(phone.code())
-    screenshot(page, f"key-new-{viewport_width}")
     page.get_by_role("button", name=re.compile("Create key")).click()
     value = page.locator("[data-key-value]").inner_text().strip()
     assert value.startswith("tern_"), value
     SEEN.append(value)
-    screenshot(page, f"key-created-{viewport_width}")
     assert api(base_url, value, "/phone-numbers") == 200
 
     # The keys page never shows the value again.
     page.goto("/app/keys")
     assert value not in page.content()
-    screenshot(page, f"keys-{viewport_width}")
 
     # Revoke it in the app (confirmed a moment ago): the next API call is 401.
     page.get_by_role("row", name=re.compile("Checkout service")).get_by_role(
