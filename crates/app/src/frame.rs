@@ -98,6 +98,28 @@ impl Frame {
     }
 }
 
+#[cfg(test)]
+impl Frame {
+    /// The frame of the pages' template tests: Ada, `role` in Acme (`o1`), on `nav`.
+    pub fn sample(email: &str, role: &str, nav: Nav) -> Frame {
+        Frame {
+            person: Person {
+                name: "Ada".into(),
+                email: email.into(),
+            },
+            orgs: vec![OrgChoice {
+                id: "o1".into(),
+                name: "Acme".into(),
+                role: role.into(),
+            }],
+            current_org: "o1".into(),
+            csrf_token: "tok".into(),
+            nav,
+            flash: vec![],
+        }
+    }
+}
+
 /// The token is a secret of the session: never in a log line.
 impl std::fmt::Debug for Frame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -5,6 +5,7 @@
 use crate::AppState;
 use crate::errors::AppError;
 use crate::frame::{Frame, Nav};
+use crate::pages::form::Stamp;
 use crate::session::OrgMember;
 use askama::Template;
 use axum::Router;
@@ -73,21 +74,6 @@ fn target_kind_words(kind: &str) -> &str {
     }
 }
 
-/// A time for `<time datetime>` (the app's script shows it in the browser's time zone).
-pub struct Stamp {
-    pub iso: String,
-    /// Without the script: `2026-01-31 12:00:05 UTC`.
-    pub text: String,
-}
-
-impl Stamp {
-    pub fn at(ms: i64) -> Stamp {
-        let iso = tern_domain::time::format_ms(ms);
-        let text = format!("{} UTC", iso.get(..19).unwrap_or(&iso).replace('T', " "));
-        Stamp { iso, text }
-    }
-}
-
 /// A row of the log as shown.
 pub struct Line {
     pub when: Stamp,
@@ -148,7 +134,7 @@ impl Line {
             })
             .unwrap_or_default();
         Line {
-            when: Stamp::at(e.at),
+            when: Stamp::at_seconds(e.at),
             actor_kind: match e.actor_kind.as_str() {
                 "person" => "Person",
                 "key" => "Key",
@@ -267,25 +253,10 @@ pub async fn show(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{OrgChoice, Person};
     use serde_json::json;
 
     fn frame() -> Frame {
-        Frame {
-            person: Person {
-                name: "Ada".into(),
-                email: "ada@acme.test".into(),
-            },
-            orgs: vec![OrgChoice {
-                id: "o1".into(),
-                name: "Acme".into(),
-                role: "owner".into(),
-            }],
-            current_org: "o1".into(),
-            csrf_token: "tok".into(),
-            nav: Nav::Audit,
-            flash: vec![],
-        }
+        Frame::sample("ada@acme.test", "owner", Nav::Audit)
     }
 
     fn entry(action: &str, detail: Value) -> AuditEntry {

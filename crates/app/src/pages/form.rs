@@ -1,7 +1,9 @@
-//! Small pieces the keys and webhooks pages share: a form body with repeated fields (a
-//! group of checkboxes), a core refusal's field problems, and times for `<time>`.
+//! Small pieces the pages share: a form body with repeated fields (a group of checkboxes),
+//! a core refusal's field problems, times for `<time>`, and the identity confirmation step.
 
+use crate::AppState;
 use crate::errors::AppError;
+use crate::session::{OrgMember, confirm_label};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use tern_domain::Problem;
@@ -123,8 +125,18 @@ pub struct Stamp {
 
 impl Stamp {
     pub fn at(ms: i64) -> Stamp {
+        Stamp::cut(ms, 16)
+    }
+
+    /// With the seconds (the audit log): `2026-01-31 12:00:05 UTC`.
+    pub fn at_seconds(ms: i64) -> Stamp {
+        Stamp::cut(ms, 19)
+    }
+
+    /// The text cut after `len` characters of the ISO time (minutes or seconds).
+    fn cut(ms: i64, len: usize) -> Stamp {
         let iso = tern_domain::time::format_ms(ms);
-        let text = format!("{} UTC", iso.get(..16).unwrap_or(&iso).replace('T', " "));
+        let text = format!("{} UTC", iso.get(..len).unwrap_or(&iso).replace('T', " "));
         Stamp { iso, text }
     }
 
@@ -142,6 +154,29 @@ pub fn parse_local_utc(value: &str) -> Option<i64> {
         _ => return None,
     };
     tern_domain::time::parse_rfc3339_ms(&full)
+}
+
+/// The identity confirmation of a member or settings change (`confirm_step.html`).
+#[derive(Debug, Clone)]
+pub struct ConfirmStep {
+    /// Whether the form asks for it (no recent confirmation).
+    pub ask: bool,
+    pub label: &'static str,
+    /// A two-factor code rather than the password.
+    pub is_code: bool,
+    pub error: Option<String>,
+}
+
+impl ConfirmStep {
+    /// What `me` is asked for now.
+    pub fn of(state: &AppState, me: &OrgMember) -> ConfirmStep {
+        ConfirmStep {
+            ask: !me.confirmed(state),
+            label: confirm_label(&me.signed),
+            is_code: me.signed.person().has_two_factor(),
+            error: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::AppState;
 use crate::errors::AppError;
 use crate::frame::{FlashKind, Frame, Nav};
 use crate::pages::form::{FieldProblems, FormFields, Stamp};
+use crate::pages::respond;
 use crate::session::{OrgMember, confirm_label, redirect_with_flash, require_confirmation};
 use askama::Template;
 use axum::Router;
@@ -145,11 +146,6 @@ fn active(rows: &[KeyRow]) -> u64 {
     rows.iter().filter(|r| r.key.revoked_at.is_none()).count() as u64
 }
 
-/// A page with `status`.
-fn respond(status: StatusCode, t: &impl Template) -> Result<Response, AppError> {
-    Ok((status, Html(t.render()?)).into_response())
-}
-
 /// A page showing a secret once: never stored by the browser or a proxy.
 pub fn respond_secret(t: &impl Template) -> Result<Response, AppError> {
     let mut res = (StatusCode::OK, Html(t.render()?)).into_response();
@@ -227,6 +223,36 @@ pub struct NewPage {
     pub confirm_label: &'static str,
 }
 
+/// The presets, `chosen` checked; one `role` cannot hold is disabled with the reason.
+fn preset_options(role: Role, chosen: &str) -> Vec<PresetOption> {
+    PRESETS
+        .iter()
+        .map(|(value, label, hint, preset)| PresetOption {
+            value,
+            label,
+            hint,
+            checked: chosen == *value,
+            disabled: preset
+                .permissions(role)
+                .into_iter()
+                .find_map(|p| refusal(role, p)),
+        })
+        .collect()
+}
+
+/// Every permission, those named in `checked` checked; one above `role` disabled with the
+/// reason.
+fn perm_options(role: Role, checked: &[String]) -> Vec<PermOption> {
+    Permission::ALL
+        .iter()
+        .map(|p| PermOption {
+            name: p.as_str(),
+            checked: checked.iter().any(|c| c == p.as_str()),
+            disabled: refusal(role, *p),
+        })
+        .collect()
+}
+
 impl NewPage {
     fn build(state: &AppState, me: &OrgMember, plan: PlanInfo, form: &FormFields) -> NewPage {
         let role = me.role();
@@ -242,28 +268,9 @@ impl NewPage {
             frame: me.frame(Nav::Keys),
             plan,
             name: form.text("name"),
-            presets: PRESETS
-                .iter()
-                .map(|(value, label, hint, preset)| PresetOption {
-                    value,
-                    label,
-                    hint,
-                    checked: chosen == *value,
-                    disabled: preset
-                        .permissions(role)
-                        .into_iter()
-                        .find_map(|p| refusal(role, p)),
-                })
-                .collect(),
+            presets: preset_options(role, chosen),
             custom: chosen == "custom",
-            perms: Permission::ALL
-                .iter()
-                .map(|p| PermOption {
-                    name: p.as_str(),
-                    checked: checked.iter().any(|c| c == p.as_str()),
-                    disabled: refusal(role, *p),
-                })
-                .collect(),
+            perms: perm_options(role, &checked),
             summary: None,
             problems: FieldProblems::default(),
             confirm_error: None,

@@ -2,26 +2,11 @@
 //! value page says it is shown once, every variable is escaped.
 
 use super::*;
-use crate::frame::{OrgChoice, Person};
 
 const EVIL: &str = "<script>alert(1)</script>";
 
 pub(crate) fn frame() -> Frame {
-    Frame {
-        person: Person {
-            name: "Ada".into(),
-            email: "ada@example.com".into(),
-        },
-        orgs: vec![OrgChoice {
-            id: "o1".into(),
-            name: "Acme".into(),
-            role: "developer".into(),
-        }],
-        current_org: "o1".into(),
-        csrf_token: "tok".into(),
-        nav: Nav::Keys,
-        flash: vec![],
-    }
+    Frame::sample("ada@example.com", "developer", Nav::Keys)
 }
 
 fn plan(public_api: bool, limit: Option<u64>, used: u64) -> PlanInfo {
@@ -39,28 +24,9 @@ fn new_page(role: Role) -> NewPage {
         frame: frame(),
         plan: plan(true, Some(10), 1),
         name: EVIL.into(),
-        presets: PRESETS
-            .iter()
-            .map(|(value, label, hint, preset)| PresetOption {
-                value,
-                label,
-                hint,
-                checked: *value == "read_only",
-                disabled: preset
-                    .permissions(role)
-                    .into_iter()
-                    .find_map(|p| refusal(role, p)),
-            })
-            .collect(),
+        presets: preset_options(role, "read_only"),
         custom: false,
-        perms: Permission::ALL
-            .iter()
-            .map(|p| PermOption {
-                name: p.as_str(),
-                checked: false,
-                disabled: refusal(role, *p),
-            })
-            .collect(),
+        perms: perm_options(role, &[]),
         summary: Some(EVIL.into()),
         problems: FieldProblems::default(),
         confirm_error: None,

@@ -5,14 +5,14 @@
 //! up only when its password is set; a refused password leaves it valid.
 
 use crate::AppState;
-use crate::csrf::PreSession;
 use crate::errors::AppError;
+use crate::pages::{pre_session_page, respond};
 use crate::session::ClientInfo;
 use askama::Template;
 use axum::Form;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
 use serde::Deserialize;
 use tern_core::people;
 use tern_domain::people::LinkPurpose;
@@ -39,7 +39,7 @@ pub struct LinkPage<'a> {
 pub struct LinkGone;
 
 fn gone() -> Result<Response, AppError> {
-    Ok((StatusCode::NOT_FOUND, Html(LinkGone.render()?)).into_response())
+    respond(StatusCode::NOT_FOUND, &LinkGone)
 }
 
 /// A token has the shape Tern gives links (32 bytes, base64url): anything else is not looked up.
@@ -71,27 +71,21 @@ async fn render(
     let Some(info) = people::link_info(&state.core, token).await? else {
         return gone();
     };
-    let pre = PreSession::from_headers(headers);
-    let csrf = pre.token();
-    let html = LinkPage {
-        csrf_token: &csrf,
-        action: path,
-        email: &info.person.email,
-        name: name.unwrap_or(&info.person.name),
-        sets_password: !matches!(info.purpose, LinkPurpose::SignIn),
-        is_reset: matches!(info.purpose, LinkPurpose::Reset),
-        org_name: info.org_name.as_deref(),
-        name_error: errors.name,
-        password_error: errors.password,
-        error: errors.other,
-    }
-    .render()?;
-    Ok((
-        status,
-        [(header::SET_COOKIE, pre.set_cookie(state.secure_cookies))],
-        Html(html),
-    )
-        .into_response())
+    pre_session_page(state, headers, status, |csrf_token| {
+        LinkPage {
+            csrf_token,
+            action: path,
+            email: &info.person.email,
+            name: name.unwrap_or(&info.person.name),
+            sets_password: !matches!(info.purpose, LinkPurpose::SignIn),
+            is_reset: matches!(info.purpose, LinkPurpose::Reset),
+            org_name: info.org_name.as_deref(),
+            name_error: errors.name,
+            password_error: errors.password,
+            error: errors.other,
+        }
+        .render()
+    })
 }
 
 /// The link's own address (the form posts back to it).

@@ -10,7 +10,9 @@
 use crate::AppState;
 use crate::errors::AppError;
 use crate::frame::{FlashKind, Frame, Nav};
-use crate::session::{OrgMember, confirm_label, redirect_with_flash, require_confirmation};
+use crate::pages::form::ConfirmStep;
+use crate::pages::respond;
+use crate::session::{OrgMember, redirect_with_flash, require_confirmation};
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -178,12 +180,8 @@ pub struct MemberPage<'a> {
     pub last_owner: bool,
     /// Why the person looking cannot change this member (`None` when they can).
     pub read_only: Option<&'static str>,
-    /// Whether the form asks for the password or a code (no recent confirmation).
-    pub ask_confirm: bool,
-    pub confirm_label: &'static str,
-    pub confirm_is_code: bool,
+    pub confirm: ConfirmStep,
     pub role_error: Option<String>,
-    pub confirm_error: Option<String>,
 }
 
 #[derive(Template)]
@@ -194,10 +192,6 @@ pub struct RemovePage<'a> {
     pub row: Row,
     pub last_owner: bool,
     pub error: Option<String>,
-}
-
-fn respond(status: StatusCode, t: &impl Template) -> Result<Response, AppError> {
-    Ok((status, Html(t.render()?)).into_response())
 }
 
 /// "7 days", "1 day", "2 hours", "10 minutes": how long a link of `ms` works.
@@ -221,20 +215,20 @@ fn member_id(raw: &str) -> Result<Uuid, AppError> {
     Uuid::parse_str(raw).map_err(|_| AppError::NotFound)
 }
 
-/// The organisation's members and the one of `id` (404 when it is not one of them: another
-/// organisation's member is not found either).
+/// The organisation's members, the one of `id` (404 when it is not one of them: another
+/// organisation's member is not found either) and the members pages' frame.
 async fn load(
     state: &AppState,
     me: &OrgMember,
     id: Uuid,
-) -> Result<(Vec<MemberView>, MemberView), AppError> {
+) -> Result<(Vec<MemberView>, MemberView, Frame), AppError> {
     let all = people::members(&state.core, me.org.id).await?;
     let one = all
         .iter()
         .find(|m| m.member.id == id)
         .cloned()
         .ok_or(AppError::NotFound)?;
-    Ok((all, one))
+    Ok((all, one, me.frame(Nav::Members)))
 }
 
 fn owners(all: &[MemberView]) -> usize {
@@ -357,11 +351,8 @@ fn member_page<'a>(
         row,
         last_owner,
         read_only,
-        ask_confirm: !me.confirmed(state),
-        confirm_label: confirm_label(&me.signed),
-        confirm_is_code: me.signed.person().has_two_factor(),
+        confirm: ConfirmStep::of(state, me),
         role_error: None,
-        confirm_error: None,
     }
 }
 
@@ -371,8 +362,7 @@ pub async fn show(
     me: OrgMember,
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
-    let (all, one) = load(&state, &me, member_id(&id)?).await?;
-    let frame = me.frame(Nav::Members);
+    let (all, one, frame) = load(&state, &me, member_id(&id)?).await?;
     respond(
         StatusCode::OK,
         &member_page(&state, &me, &frame, &all, &one),
@@ -402,8 +392,7 @@ pub async fn change_role(
     let role = Role::parse(&form.role)
         .ok_or_else(|| AppError::BadRequest("Choose a role: owner, admin or developer.".into()))?;
     // The member first: another organisation's member is a 404 before anything is asked.
-    let (all, one) = load(&state, &me, id).await?;
-    let frame = me.frame(Nav::Members);
+    let (all, one, frame) = load(&state, &me, id).await?;
     let mut page = member_page(&state, &me, &frame, &all, &one);
     if one.member.role == role {
         let text = format!("{} already is {}.", one.member.email, role.as_str());
@@ -433,7 +422,7 @@ pub async fn change_role(
         return respond(StatusCode::FORBIDDEN, &page);
     }
     if let Err(words) = require_confirmation(&state, &me.signed, form.confirm.as_deref()).await {
-        page.confirm_error = Some(words);
+        page.confirm.error = Some(words);
         return respond(StatusCode::UNPROCESSABLE_ENTITY, &page);
     }
     match people::change_role(&state.core, &me.ctx(), me.org.id, own, id, role).await {
@@ -446,7 +435,7 @@ pub async fn change_role(
         Err(p) => refused(p, |words| {
             page.role_error = Some(words);
             // Confirmed now: the next attempt does not ask again.
-            page.ask_confirm = !me.confirmed(&state);
+            page.confirm.ask = !me.confirmed(&state);
             page.render().map_err(AppError::from)
         }),
     }
@@ -494,8 +483,7 @@ pub async fn remove_step(
     me: OrgMember,
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
-    let (all, one) = load(&state, &me, member_id(&id)?).await?;
-    let frame = me.frame(Nav::Members);
+    let (all, one, frame) = load(&state, &me, member_id(&id)?).await?;
     respond(StatusCode::OK, &remove_page(&me, &frame, &all, &one)?)
 }
 
@@ -510,8 +498,7 @@ pub async fn remove(
         return Err(AppError::Forbidden);
     }
     let id = member_id(&id)?;
-    let (all, one) = load(&state, &me, id).await?;
-    let frame = me.frame(Nav::Members);
+    let (all, one, frame) = load(&state, &me, id).await?;
     let mut page = remove_page(&me, &frame, &all, &one)?;
     match people::remove_member(&state.core, &me.ctx(), me.org.id, own, id).await {
         Ok(()) => {

@@ -2,24 +2,9 @@
 //! last owner explained, escaping.
 
 use super::*;
-use crate::frame::{OrgChoice, Person};
 
 fn frame() -> Frame {
-    Frame {
-        person: Person {
-            name: "Ada".into(),
-            email: "ada@acme.test".into(),
-        },
-        orgs: vec![OrgChoice {
-            id: "o1".into(),
-            name: "Acme".into(),
-            role: "admin".into(),
-        }],
-        current_org: "o1".into(),
-        csrf_token: "tok".into(),
-        nav: Nav::Members,
-        flash: vec![],
-    }
+    Frame::sample("ada@acme.test", "admin", Nav::Members)
 }
 
 fn row(name: &str, role: Role, manageable: bool) -> Row {
@@ -102,11 +87,13 @@ fn member<'a>(frame: &'a Frame, last_owner: bool) -> MemberPage<'a> {
         roles: role_options(Role::Owner, Role::Owner),
         last_owner,
         read_only: None,
-        ask_confirm: true,
-        confirm_label: "Your password",
-        confirm_is_code: false,
+        confirm: ConfirmStep {
+            ask: true,
+            label: "Your password",
+            is_code: false,
+            error: Some("Enter your password to confirm it is you.".into()),
+        },
         role_error: None,
-        confirm_error: Some("Enter your password to confirm it is you.".into()),
     }
 }
 

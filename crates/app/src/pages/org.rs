@@ -5,11 +5,13 @@
 use crate::AppState;
 use crate::errors::AppError;
 use crate::frame::{FlashKind, Frame, Nav};
-use crate::session::{OrgMember, confirm_label, redirect_with_flash, require_confirmation};
+use crate::pages::form::ConfirmStep;
+use crate::pages::respond;
+use crate::session::{OrgMember, redirect_with_flash, require_confirmation};
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde::Deserialize;
@@ -33,10 +35,7 @@ pub struct SettingsPage<'a> {
     pub without_two_factor: usize,
     /// Whether the person looking has two-factor themselves.
     pub you_have_it: bool,
-    pub ask_confirm: bool,
-    pub confirm_label: &'static str,
-    pub confirm_is_code: bool,
-    pub confirm_error: Option<String>,
+    pub confirm: ConfirmStep,
 }
 
 async fn page<'a>(
@@ -45,18 +44,14 @@ async fn page<'a>(
     frame: &'a Frame,
 ) -> Result<SettingsPage<'a>, AppError> {
     let members = people::members(&state.core, me.org.id).await?;
-    let person = me.signed.person();
     Ok(SettingsPage {
         frame,
         org_name: &me.org.name,
         required: me.org.two_factor_required,
         is_owner: me.role() == Role::Owner,
         without_two_factor: members.iter().filter(|m| !m.two_factor).count(),
-        you_have_it: person.has_two_factor(),
-        ask_confirm: !me.confirmed(state),
-        confirm_label: confirm_label(&me.signed),
-        confirm_is_code: person.has_two_factor(),
-        confirm_error: None,
+        you_have_it: me.signed.person().has_two_factor(),
+        confirm: ConfirmStep::of(state, me),
     })
 }
 
@@ -95,8 +90,8 @@ pub async fn two_factor(
     if let Err(words) = require_confirmation(&state, &me.signed, form.confirm.as_deref()).await {
         let frame = me.frame(Nav::Settings);
         let mut p = page(&state, &me, &frame).await?;
-        p.confirm_error = Some(words);
-        return Ok((StatusCode::UNPROCESSABLE_ENTITY, Html(p.render()?)).into_response());
+        p.confirm.error = Some(words);
+        return respond(StatusCode::UNPROCESSABLE_ENTITY, &p);
     }
     people::set_two_factor_required(&state.core, &me.ctx(), me.org.id, required).await?;
     let text = if required {
@@ -116,24 +111,9 @@ pub async fn two_factor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{OrgChoice, Person};
 
     fn frame() -> Frame {
-        Frame {
-            person: Person {
-                name: "Ada".into(),
-                email: "ada@acme.test".into(),
-            },
-            orgs: vec![OrgChoice {
-                id: "o1".into(),
-                name: "Acme".into(),
-                role: "owner".into(),
-            }],
-            current_org: "o1".into(),
-            csrf_token: "tok".into(),
-            nav: Nav::Settings,
-            flash: vec![],
-        }
+        Frame::sample("ada@acme.test", "owner", Nav::Settings)
     }
 
     fn settings<'a>(frame: &'a Frame, is_owner: bool, ask_confirm: bool) -> SettingsPage<'a> {
@@ -144,10 +124,12 @@ mod tests {
             is_owner,
             without_two_factor: 2,
             you_have_it: true,
-            ask_confirm,
-            confirm_label: "A code from your authenticator app",
-            confirm_is_code: true,
-            confirm_error: Some("That code is not right.".into()),
+            confirm: ConfirmStep {
+                ask: ask_confirm,
+                label: "A code from your authenticator app",
+                is_code: true,
+                error: Some("That code is not right.".into()),
+            },
         }
     }
 

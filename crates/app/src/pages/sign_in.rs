@@ -5,14 +5,14 @@
 //! limit answers `429`. Every attempt is in the audit log.
 
 use crate::AppState;
-use crate::csrf::PreSession;
 use crate::errors::AppError;
+use crate::pages::pre_session_page;
 use crate::session::{self, ClientInfo, Signed};
 use askama::Template;
 use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tern_core::people::{self, SignIn, SignInOutcome, SignInRefused, Started};
 
@@ -71,21 +71,15 @@ fn page(
     notice: Option<&str>,
     status: StatusCode,
 ) -> Result<Response, AppError> {
-    let pre = PreSession::from_headers(headers);
-    let token = pre.token();
-    let html = SignInPage {
-        csrf_token: &token,
-        email,
-        error,
-        notice,
-    }
-    .render()?;
-    Ok((
-        status,
-        [(header::SET_COOKIE, pre.set_cookie(state.secure_cookies))],
-        Html(html),
-    )
-        .into_response())
+    pre_session_page(state, headers, status, |csrf_token| {
+        SignInPage {
+            csrf_token,
+            email,
+            error,
+            notice,
+        }
+        .render()
+    })
 }
 
 fn code_page(
@@ -95,20 +89,14 @@ fn code_page(
     error: Option<&str>,
     status: StatusCode,
 ) -> Result<Response, AppError> {
-    let pre = PreSession::from_headers(headers);
-    let token = pre.token();
-    let html = SignInCodePage {
-        csrf_token: &token,
-        pending,
-        error,
-    }
-    .render()?;
-    Ok((
-        status,
-        [(header::SET_COOKIE, pre.set_cookie(state.secure_cookies))],
-        Html(html),
-    )
-        .into_response())
+    pre_session_page(state, headers, status, |csrf_token| {
+        SignInCodePage {
+            csrf_token,
+            pending,
+            error,
+        }
+        .render()
+    })
 }
 
 /// Records an attempt in the audit log; a failure to record never changes the answer.

@@ -9,6 +9,7 @@ use crate::errors::AppError;
 use crate::frame::{FlashKind, Frame, Nav};
 use crate::pages::form::{FieldProblems, FormFields, Stamp, parse_local_utc};
 use crate::pages::keys::respond_secret;
+use crate::pages::respond;
 use crate::pages::webhooks::{
     EventChoice, SecretPage, SubView, acting_for, event_choices, manages, refusal_words,
     subscription_body,
@@ -18,10 +19,11 @@ use askama::Template;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
+use tern_core::Principal;
 use tern_core::keys;
 use tern_core::webhooks::{deliver, subscriptions};
 use tern_domain::events::EventType;
@@ -132,6 +134,17 @@ async fn managed(
     Ok((sub, row))
 }
 
+/// The endpoint `id` and the Principal that changes it: its key with the person acting.
+async fn managed_as(
+    state: &AppState,
+    me: &OrgMember,
+    id: &str,
+) -> Result<(Subscription, Principal), AppError> {
+    let (sub, row) = managed(state, me, id).await?;
+    let p = acting_for(me, &row)?;
+    Ok((sub, p))
+}
+
 fn parse_before(s: &str) -> Option<(i64, Uuid)> {
     let (at, id) = s.split_once('_')?;
     Some((at.parse().ok()?, Uuid::parse_str(id).ok()?))
@@ -190,10 +203,6 @@ async fn show_page(
     })
 }
 
-fn respond(status: StatusCode, t: &impl Template) -> Result<Response, AppError> {
-    Ok((status, Html(t.render()?)).into_response())
-}
-
 fn here(id: &Uuid) -> String {
     format!("/app/webhooks/{id}")
 }
@@ -221,8 +230,7 @@ pub async fn edit(
     Path(id): Path<String>,
     form: FormFields,
 ) -> Result<Response, AppError> {
-    let (sub, row) = managed(&state, &me, &id).await?;
-    let p = acting_for(&me, &row)?;
+    let (sub, p) = managed_as(&state, &me, &id).await?;
     let body = subscription_body(&form, true);
     match subscriptions::update(&state.core, &p, sub.id, &body, now_ms()).await {
         Ok(_) => Ok(redirect_with_flash(
@@ -305,8 +313,7 @@ pub async fn delete(
     me: OrgMember,
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
-    let (sub, row) = managed(&state, &me, &id).await?;
-    let p = acting_for(&me, &row)?;
+    let (sub, p) = managed_as(&state, &me, &id).await?;
     subscriptions::delete(&state.core, &p, sub.id).await?;
     Ok(redirect_with_flash(
         &state,
@@ -323,8 +330,7 @@ pub async fn rotate_secret(
     Path(id): Path<String>,
     form: FormFields,
 ) -> Result<Response, AppError> {
-    let (sub, row) = managed(&state, &me, &id).await?;
-    let p = acting_for(&me, &row)?;
+    let (sub, p) = managed_as(&state, &me, &id).await?;
     if let Err(words) = require_confirmation(&state, &me.signed, form.get("confirm")).await {
         let mut page = show_page(&state, &me, &id, None).await?;
         page.need_confirm = true;
@@ -342,8 +348,7 @@ pub async fn test(
     Path(id): Path<String>,
     form: FormFields,
 ) -> Result<Response, AppError> {
-    let (sub, row) = managed(&state, &me, &id).await?;
-    let p = acting_for(&me, &row)?;
+    let (sub, p) = managed_as(&state, &me, &id).await?;
     let kind = EventType::parse(form.get("event_type").unwrap_or("webhook.test"))
         .ok_or_else(|| AppError::BadRequest("Choose an event type from the list.".into()))?;
     let attempt = deliver::test(&state.core, &p, sub.id, kind).await?;
@@ -359,8 +364,7 @@ pub async fn replay(
     Path(id): Path<String>,
     form: FormFields,
 ) -> Result<Response, AppError> {
-    let (sub, row) = managed(&state, &me, &id).await?;
-    let p = acting_for(&me, &row)?;
+    let (sub, p) = managed_as(&state, &me, &id).await?;
     let since = match parse_local_utc(form.get("since").unwrap_or_default()) {
         Some(ms) if ms <= now_ms() => ms,
         found => {

@@ -9,12 +9,13 @@ use crate::errors::AppError;
 use crate::frame::{Frame, Nav};
 use crate::pages::form::{FieldProblems, FormFields, Stamp};
 use crate::pages::keys::respond_secret;
+use crate::pages::respond;
 use crate::session::{OrgMember, confirm_label, require_confirmation};
 use askama::Template;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
 use tern_core::Principal;
@@ -127,7 +128,7 @@ pub async fn list(State(state): State<AppState>, me: OrgMember) -> Result<Respon
         groups,
         can_add: rows.iter().any(|r| manages(&me, r)),
     };
-    Ok(Html(page.render()?).into_response())
+    respond(StatusCode::OK, &page)
 }
 
 /// A key the person may choose.
@@ -240,7 +241,7 @@ async fn new_page(
 /// `GET /app/webhooks/new`.
 pub async fn new_form(State(state): State<AppState>, me: OrgMember) -> Result<Response, AppError> {
     let page = new_page(&state, &me, &FormFields::default()).await?;
-    Ok(Html(page.render()?).into_response())
+    respond(StatusCode::OK, &page)
 }
 
 #[derive(Template)]
@@ -336,8 +337,4 @@ pub async fn create(
             respond(status, &page)
         }
     }
-}
-
-fn respond(status: StatusCode, t: &impl Template) -> Result<Response, AppError> {
-    Ok((status, Html(t.render()?)).into_response())
 }
