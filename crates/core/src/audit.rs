@@ -200,40 +200,8 @@ pub async fn record_in(tx: &mut Tx, ctx: &Context, e: Entry<'_>) -> Result<()> {
     Ok(())
 }
 
-/// One entry as read back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditEntry {
-    pub id: Uuid,
-    pub org_id: Option<Uuid>,
-    pub at: i64,
-    /// `person`, `key` or `operator`.
-    pub actor_kind: String,
-    pub actor_id: Option<String>,
-    pub actor_label: String,
-    pub action: String,
-    pub target_kind: Option<String>,
-    pub target_id: Option<String>,
-    pub detail: Option<Value>,
-    pub address: Option<String>,
-}
-
-impl From<AuditRow> for AuditEntry {
-    fn from(r: AuditRow) -> Self {
-        AuditEntry {
-            id: r.id,
-            org_id: r.org_id,
-            at: r.at,
-            actor_kind: r.actor_kind,
-            actor_id: r.actor_id,
-            actor_label: r.actor_label,
-            action: r.action,
-            target_kind: r.target_kind,
-            target_id: r.target_id,
-            detail: r.detail.and_then(|d| serde_json::from_str(&d).ok()),
-            address: r.address,
-        }
-    }
-}
+/// One entry as read back, `detail` parsed (an unreadable one is `None`).
+pub type AuditEntry = AuditRow<Value>;
 
 /// Which page of the log to read.
 #[derive(Debug, Clone, Default)]
@@ -276,7 +244,10 @@ pub async fn list(db: &Db, org_id: Uuid, page: &PageRequest) -> Result<Page<Audi
         None
     };
     Ok(Page {
-        items: rows.into_iter().map(AuditEntry::from).collect(),
+        items: rows
+            .into_iter()
+            .map(|r| r.map_detail(|d| serde_json::from_str(&d).ok()))
+            .collect(),
         next,
     })
 }

@@ -8,9 +8,10 @@ use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::Result;
 use crate::sql::split_after;
 
-/// One entry (`detail` is JSON text, never a secret: core::audit builds it).
+/// One entry (`detail` is JSON text, never a secret: core::audit builds it). Core reads
+/// entries back as `AuditRow<serde_json::Value>` ([`AuditRow::map_detail`]).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct AuditRow {
+pub struct AuditRow<D = String> {
     pub id: Uuid,
     /// `None` for an installation-wide entry (e.g. a failed sign-in of an unknown email).
     pub org_id: Option<Uuid>,
@@ -23,8 +24,27 @@ pub struct AuditRow {
     pub action: String,
     pub target_kind: Option<String>,
     pub target_id: Option<String>,
-    pub detail: Option<String>,
+    pub detail: Option<D>,
     pub address: Option<String>,
+}
+
+impl AuditRow {
+    /// The same entry with `detail` read by `read` (e.g. parsed as JSON).
+    pub fn map_detail<D>(self, read: impl FnOnce(String) -> Option<D>) -> AuditRow<D> {
+        AuditRow {
+            id: self.id,
+            org_id: self.org_id,
+            at: self.at,
+            actor_kind: self.actor_kind,
+            actor_id: self.actor_id,
+            actor_label: self.actor_label,
+            action: self.action,
+            target_kind: self.target_kind,
+            target_id: self.target_id,
+            detail: self.detail.and_then(read),
+            address: self.address,
+        }
+    }
 }
 
 macro_rules! audit_columns {

@@ -99,6 +99,18 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
+/// `$call`, a method of [`Tx`] on `$tx`, in a transaction of its own: committed when it
+/// succeeds, rolled back (dropped) when it fails.
+macro_rules! own_tx {
+    ($db:expr, $tx:ident => $call:expr) => {{
+        let mut $tx = $db.begin().await?;
+        let out = $call.await?;
+        $tx.commit().await?;
+        Ok(out)
+    }};
+}
+pub(crate) use own_tx;
+
 /// Starting a transaction that will write after reading.
 ///
 /// SQLite must take the write lock up front (`BEGIN IMMEDIATE`): a deferred transaction that

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{Subscription, SubscriptionPatch};
 use crate::api_keys::KeySummary;
-use crate::db::{Db, Tx, with_pool, with_tx};
+use crate::db::{Db, Tx, own_tx, with_pool, with_tx};
 use crate::error::Result;
 use crate::sql::bump_updated_at;
 
@@ -140,12 +140,7 @@ impl Db {
         patch: &SubscriptionPatch,
         now: i64,
     ) -> Result<Option<Subscription>> {
-        let mut tx = self.begin().await?;
-        let row = tx
-            .update_webhook_subscription(org_id, api_key_id, id, patch, now)
-            .await?;
-        tx.commit().await?;
-        Ok(row)
+        own_tx!(self, tx => tx.update_webhook_subscription(org_id, api_key_id, id, patch, now))
     }
 
     /// [`Tx::delete_webhook_subscription`] in a transaction of its own.
@@ -155,12 +150,7 @@ impl Db {
         api_key_id: Uuid,
         id: Uuid,
     ) -> Result<bool> {
-        let mut tx = self.begin().await?;
-        let done = tx
-            .delete_webhook_subscription(org_id, api_key_id, id)
-            .await?;
-        tx.commit().await?;
-        Ok(done)
+        own_tx!(self, tx => tx.delete_webhook_subscription(org_id, api_key_id, id))
     }
 
     /// [`Tx::rotate_webhook_secret`] in a transaction of its own.
@@ -173,19 +163,14 @@ impl Db {
         previous_expires_at: i64,
         now: i64,
     ) -> Result<Option<Subscription>> {
-        let mut tx = self.begin().await?;
-        let row = tx
-            .rotate_webhook_secret(
-                org_id,
-                api_key_id,
-                id,
-                new_secret_enc,
-                previous_expires_at,
-                now,
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(row)
+        own_tx!(self, tx => tx.rotate_webhook_secret(
+            org_id,
+            api_key_id,
+            id,
+            new_secret_enc,
+            previous_expires_at,
+            now,
+        ))
     }
 
     /// Every subscription of the organisation with its key, grouped by key (oldest key
