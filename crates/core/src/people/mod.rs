@@ -184,3 +184,11 @@ pub(crate) async fn end_all(
 ) -> crate::Result<u64> {
     Ok(db.end_person_sessions(person_id, None, reason, now).await?)
 }
+
+/// The person `person_id`, or not found.
+async fn person(core: &crate::Core, person_id: Uuid) -> crate::Result<tern_store::Person> {
+    core.db
+        .get_person(person_id)
+        .await?
+        .ok_or_else(Problem::not_found)
+}

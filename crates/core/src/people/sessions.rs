@@ -10,7 +10,7 @@ use tern_store::{AppSession, Membership, Person, SEEN_GRANULARITY_MS};
 use uuid::Uuid;
 
 use super::sign_in::{is_locked, record_failure};
-use super::{PeopleSettings, end_all, password};
+use super::{PeopleSettings, end_all, password, person};
 use crate::audit::{self, Context};
 use crate::{Core, Result};
 
@@ -83,11 +83,7 @@ pub async fn switch_org(
     person_id: Uuid,
     org_id: Uuid,
 ) -> Result<()> {
-    let person = core
-        .db
-        .get_person(person_id)
-        .await?
-        .ok_or_else(Problem::not_found)?;
+    let person = person(core, person_id).await?;
     let member = core
         .db
         .memberships_of(&person.email)
@@ -159,11 +155,7 @@ pub fn is_confirmed(session: &AppSession, settings: &PeopleSettings, now: i64) -
 /// answers count towards the account's lock-out like sign-in failures.
 pub async fn confirm(core: &Core, session_id: Uuid, person_id: Uuid, secret: &str) -> Result<()> {
     let now = now_ms();
-    let person = core
-        .db
-        .get_person(person_id)
-        .await?
-        .ok_or_else(Problem::not_found)?;
+    let person = person(core, person_id).await?;
     let s = own_session(core, person_id, session_id).await?;
     if s.ended_at.is_some() {
         return Err(Problem::not_found().with_message("This session has ended; sign in again."));
@@ -219,11 +211,7 @@ pub async fn change_password(
     new: &str,
 ) -> Result<u64> {
     let now = now_ms();
-    let person = core
-        .db
-        .get_person(person_id)
-        .await?
-        .ok_or_else(Problem::not_found)?;
+    let person = person(core, person_id).await?;
     let locked = is_locked(&person, now);
     // A person signed in by a one-time sign-in link may have no password yet (`tern demo`'s
     // owner): the session is the proof, and the first password needs no current one.
@@ -266,10 +254,7 @@ pub async fn change_password(
 pub async fn set_name(core: &Core, person_id: Uuid, name: &str) -> Result<()> {
     let name =
         super::check_name(name)?.ok_or_else(|| Problem::field("name", "Enter your name."))?;
-    core.db
-        .get_person(person_id)
-        .await?
-        .ok_or_else(Problem::not_found)?;
+    person(core, person_id).await?;
     core.db.set_person_name(person_id, name, now_ms()).await?;
     Ok(())
 }

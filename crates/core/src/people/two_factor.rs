@@ -8,6 +8,7 @@ use tern_domain::people::{recovery, totp};
 use tern_domain::time::now_ms;
 use uuid::Uuid;
 
+use super::person;
 use crate::audit::{self, Context};
 use crate::{Core, Result};
 
@@ -23,13 +24,6 @@ impl std::fmt::Debug for Enrolment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Enrolment(<redacted>)")
     }
-}
-
-async fn person(core: &Core, person_id: Uuid) -> Result<tern_store::Person> {
-    core.db
-        .get_person(person_id)
-        .await?
-        .ok_or_else(Problem::not_found)
 }
 
 /// Starts (or restarts) an enrolment with a new secret.
