@@ -360,3 +360,13 @@ pub fn principal(org: &Org) -> Principal {
         org: org.clone(),
     }
 }
+
+/// Fails when an audit entry holds one of `secrets` (a key value, a webhook secret).
+pub fn assert_no_secret(entries: &[crate::audit::AuditEntry], secrets: &[&str]) {
+    for e in entries {
+        let text = format!("{e:?}");
+        for s in secrets {
+            assert!(!text.contains(s), "a secret in {text}");
+        }
+    }
+}

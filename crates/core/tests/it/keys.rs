@@ -3,8 +3,8 @@
 
 use serde_json::json;
 use tern_core::audit::{self, Actor, AuditEntry, Context, PageRequest};
-use tern_core::keys::{self, NewKey};
-use tern_core::testkit::Seed;
+use tern_core::keys::{self, CreatedKey, NewKey};
+use tern_core::testkit::{Seed, Seeded, assert_no_secret};
 use tern_core::webhooks::subscriptions;
 use tern_domain::ErrorCode;
 use tern_domain::auth::{Preset, Role};
@@ -34,6 +34,45 @@ fn new_key(member_id: Uuid, preset: Option<Preset>, permissions: &[String]) -> N
     }
 }
 
+/// Acme with one member.
+async fn acme(db: &Db, email: &str, role: Role) -> Seeded {
+    Seed::org("Acme")
+        .member(email, role)
+        .create(db, &fixtures::key())
+        .await
+}
+
+/// A read-only key of member `member_id`, created by `ctx`.
+async fn read_only_key(
+    db: &Db,
+    ctx: &Context,
+    org_id: Uuid,
+    member_id: Uuid,
+) -> tern_core::Result<CreatedKey> {
+    keys::create(
+        db,
+        ctx,
+        org_id,
+        new_key(member_id, Some(Preset::ReadOnly), &[]),
+    )
+    .await
+}
+
+/// A read-only key of `member_id` created, rotated, and the new one revoked, all by `ctx`:
+/// (created, rotated).
+async fn create_rotate_revoke(
+    db: &Db,
+    ctx: &Context,
+    org_id: Uuid,
+    member_id: Uuid,
+) -> (CreatedKey, CreatedKey) {
+    let created = read_only_key(db, ctx, org_id, member_id).await.unwrap();
+    let rotated = keys::rotate(db, ctx, org_id, created.key.id).await.unwrap();
+    let revoked = keys::revoke(db, ctx, org_id, rotated.key.id).await.unwrap();
+    assert!(revoked.revoked_at.is_some());
+    (created, rotated)
+}
+
 /// The log without the seed's own invitations (`member.invited` by the operator).
 async fn log(db: &Db, org_id: Uuid) -> Vec<AuditEntry> {
     let mut items = audit::list(db, org_id, &PageRequest::default())
@@ -44,33 +83,11 @@ async fn log(db: &Db, org_id: Uuid) -> Vec<AuditEntry> {
     items
 }
 
-/// No entry holds a key value, whichever was shown.
-fn assert_no_secret(entries: &[AuditEntry], secrets: &[&str]) {
-    for e in entries {
-        let text = format!("{e:?}");
-        for s in secrets {
-            assert!(!text.contains(s), "secret in {text}");
-        }
-    }
-}
-
 async fn operator_create_rotate_revoke_are_audited(db: Db) {
-    let seeded = Seed::org("Acme")
-        .member("owner@acme.test", Role::Owner)
-        .create(&db, &fixtures::key())
-        .await;
+    let seeded = acme(&db, "owner@acme.test", Role::Owner).await;
     let (org, m) = (&seeded.org, seeded.member("owner@acme.test"));
     let op = Context::operator();
-    let created = keys::create(&db, &op, org.id, new_key(m.id, Some(Preset::ReadOnly), &[]))
-        .await
-        .unwrap();
-    let rotated = keys::rotate(&db, &op, org.id, created.key.id)
-        .await
-        .unwrap();
-    let revoked = keys::revoke(&db, &op, org.id, rotated.key.id)
-        .await
-        .unwrap();
-    assert!(revoked.revoked_at.is_some());
+    let (created, rotated) = create_rotate_revoke(&db, &op, org.id, m.id).await;
 
     let entries = log(&db, org.id).await;
     let actions: Vec<&str> = entries.iter().map(|e| e.action.as_str()).collect();
@@ -97,26 +114,10 @@ async fn operator_create_rotate_revoke_are_audited(db: Db) {
 }
 
 async fn a_persons_changes_name_the_person(db: Db) {
-    let seeded = Seed::org("Acme")
-        .member("dev@acme.test", Role::Developer)
-        .create(&db, &fixtures::key())
-        .await;
+    let seeded = acme(&db, "dev@acme.test", Role::Developer).await;
     let (org, m) = (&seeded.org, seeded.member("dev@acme.test"));
     let ctx = person("dev@acme.test");
-    let created = keys::create(
-        &db,
-        &ctx,
-        org.id,
-        new_key(m.id, Some(Preset::ReadOnly), &[]),
-    )
-    .await
-    .unwrap();
-    let rotated = keys::rotate(&db, &ctx, org.id, created.key.id)
-        .await
-        .unwrap();
-    keys::revoke(&db, &ctx, org.id, rotated.key.id)
-        .await
-        .unwrap();
+    let (created, rotated) = create_rotate_revoke(&db, &ctx, org.id, m.id).await;
     let entries = log(&db, org.id).await;
     assert_eq!(entries.len(), 3);
     let Actor::Person { id, .. } = &ctx.actor else {
@@ -209,22 +210,8 @@ async fn refusals_are_typed(db: Db) {
     }
 
     // The limit carries limit and used.
-    keys::create(
-        &db,
-        &ctx,
-        org.id,
-        new_key(m.id, Some(Preset::ReadOnly), &[]),
-    )
-    .await
-    .unwrap();
-    let e = keys::create(
-        &db,
-        &ctx,
-        org.id,
-        new_key(m.id, Some(Preset::ReadOnly), &[]),
-    )
-    .await
-    .unwrap_err();
+    read_only_key(&db, &ctx, org.id, m.id).await.unwrap();
+    let e = read_only_key(&db, &ctx, org.id, m.id).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::PlanLimitReached);
     assert_eq!(e.details["limit"], json!(1));
     assert_eq!(e.details["used"], json!(1));
@@ -239,14 +226,9 @@ async fn a_plan_without_the_api_names_the_upgrade(db: Db) {
         .create(&db, &fixtures::key())
         .await;
     let m = seeded.member("owner@acme.test");
-    let e = keys::create(
-        &db,
-        &Context::operator(),
-        seeded.org.id,
-        new_key(m.id, Some(Preset::ReadOnly), &[]),
-    )
-    .await
-    .unwrap_err();
+    let e = read_only_key(&db, &Context::operator(), seeded.org.id, m.id)
+        .await
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::PlanFeatureUnavailable);
     assert_eq!(e.details["plan"], json!("free"));
     assert!(e.details["upgrade_plan"].is_string(), "{:?}", e.details);
@@ -271,16 +253,11 @@ async fn who_may_manage_a_key(db: Db) {
 }
 
 async fn the_log_pages_newest_first_and_filters(db: Db) {
-    let seeded = Seed::org("Acme")
-        .member("owner@acme.test", Role::Owner)
-        .create(&db, &fixtures::key())
-        .await;
+    let seeded = acme(&db, "owner@acme.test", Role::Owner).await;
     let (org, m) = (&seeded.org, seeded.member("owner@acme.test"));
     let op = Context::operator();
     for _ in 0..3 {
-        keys::create(&db, &op, org.id, new_key(m.id, Some(Preset::ReadOnly), &[]))
-            .await
-            .unwrap();
+        read_only_key(&db, &op, org.id, m.id).await.unwrap();
     }
     let other = audit::Entry::new(Some(org.id), audit::SIGN_IN_SUCCEEDED);
     audit::record(&db, &person("owner@acme.test"), other)

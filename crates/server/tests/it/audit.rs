@@ -4,6 +4,7 @@
 use crate::common::{TestApp, send};
 use serde_json::{Value, json};
 use tern_core::audit::{self, AuditEntry, PageRequest};
+use tern_core::testkit::assert_no_secret;
 
 const SUBS: &str = "/api/public/v1/webhook-subscriptions";
 
@@ -20,15 +21,6 @@ async fn entries(app: &TestApp) -> Vec<AuditEntry> {
     // The fixture's own invitations (`member.invited` by the operator) are not these tests'.
     items.retain(|e| !e.action.starts_with("member."));
     items
-}
-
-fn assert_no_secret(entries: &[AuditEntry], secrets: &[&str]) {
-    for e in entries {
-        let text = format!("{e:?}");
-        for s in secrets {
-            assert!(!text.contains(s), "a secret in {text}");
-        }
-    }
 }
 
 async fn call(

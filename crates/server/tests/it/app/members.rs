@@ -2,10 +2,10 @@
 //! changes and removals within the rules, the audit log for owners and admins, the
 //! two-factor requirement, escaping, and another organisation's member ids.
 
-use super::{Browser, PASSWORD, browser_from, sign_in, signed_in, use_link};
+use super::{Browser, PASSWORD, audit_of, browser_from, sign_in, signed_in, use_link};
 use crate::common::{TestApp, send};
 use serde_json::json;
-use tern_core::audit::{self, PageRequest};
+use tern_core::audit;
 
 /// The member id of `email` in `org`.
 async fn member_id(app: &TestApp, org: &str, email: &str) -> String {
@@ -30,26 +30,30 @@ async fn role_of(app: &TestApp, org: &str, email: &str) -> Option<String> {
         .map(|m| m.member.role.as_str().to_string())
 }
 
-/// The audit entries of `org` as (action, actor label), newest first.
-async fn audit_of(app: &TestApp, org: &str) -> Vec<(String, String)> {
-    let page = PageRequest {
-        limit: 200,
-        ..Default::default()
-    };
-    audit::list(&app.db, org.parse().unwrap(), &page)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| (e.action, e.actor_label))
-        .collect()
-}
-
 /// The invite link shown on the page after an invite.
 fn invite_link(page: &str) -> Option<String> {
     let at = page.find("id=\"invite-link\" type=\"text\" readonly value=\"")?;
     let rest = &page[at + "id=\"invite-link\" type=\"text\" readonly value=\"".len()..];
     Some(rest[..rest.find('"')?].to_string())
+}
+
+/// `b` invites `email` as `role`: (status, headers, body).
+async fn invite(b: &Browser, email: &str, role: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    b.post("/app/members/invite", &[("email", email), ("role", role)])
+        .await
+}
+
+/// `b` makes member `id` a `role`, confirming with [`PASSWORD`]: (status, headers, body).
+async fn change_role(
+    b: &Browser,
+    id: &str,
+    role: &str,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    b.post(
+        &format!("/app/members/{id}/role"),
+        &[("role", role), ("confirm", PASSWORD)],
+    )
+    .await
 }
 
 fn location(h: &reqwest::header::HeaderMap) -> &str {
@@ -66,12 +70,7 @@ async fn invite_as_admin(app: &TestApp) {
         page.contains("<option value=\"owner\" disabled>Owner — above your role (admin)</option>"),
         "{page}"
     );
-    let (s, _, page) = admin
-        .post(
-            "/app/members/invite",
-            &[("email", "New@Example.com"), ("role", "developer")],
-        )
-        .await;
+    let (s, _, page) = invite(&admin, "New@Example.com", "developer").await;
     assert_eq!(s, 200, "{page}");
     let url = invite_link(&page).expect("the invite link");
     assert!(
@@ -108,12 +107,7 @@ async fn invite_as_admin(app: &TestApp) {
     let other = app.new_org("Other", "growth").await;
     let (s, h, body) = {
         let owner = signed_in(app, &other, "own@example.com", "owner").await;
-        owner
-            .post(
-                "/app/members/invite",
-                &[("email", "new@example.com"), ("role", "admin")],
-            )
-            .await
+        invite(&owner, "new@example.com", "admin").await
     };
     assert_eq!(s, 303, "{body}");
     assert_eq!(location(&h), "/app/members");
@@ -126,12 +120,7 @@ async fn invite_as_admin(app: &TestApp) {
 /// An admin can neither invite nor promote an owner, nor touch one, even with a crafted form.
 async fn admin_cannot_make_owners(app: &TestApp) {
     let admin = signed_in(app, &app.org_id, "adm2@example.com", "admin").await;
-    let (s, _, page) = admin
-        .post(
-            "/app/members/invite",
-            &[("email", "boss@example.com"), ("role", "owner")],
-        )
-        .await;
+    let (s, _, page) = invite(&admin, "boss@example.com", "owner").await;
     assert_eq!(s, 403, "{page}");
     assert!(
         page.contains("nobody grants a role above their own"),
@@ -142,12 +131,7 @@ async fn admin_cannot_make_owners(app: &TestApp) {
     let dev = app
         .member(&app.org_id, "dev3@example.com", "developer")
         .await;
-    let (s, _, page) = admin
-        .post(
-            &format!("/app/members/{dev}/role"),
-            &[("role", "owner"), ("confirm", PASSWORD)],
-        )
-        .await;
+    let (s, _, page) = change_role(&admin, &dev, "owner").await;
     assert_eq!(s, 403, "{page}");
     assert_eq!(
         role_of(app, &app.org_id, "dev3@example.com")
@@ -157,12 +141,7 @@ async fn admin_cannot_make_owners(app: &TestApp) {
     );
     // The seeded owner: not the admin's to change or remove.
     let owner = &app.owner_id;
-    let (s, _, _) = admin
-        .post(
-            &format!("/app/members/{owner}/role"),
-            &[("role", "developer"), ("confirm", PASSWORD)],
-        )
-        .await;
+    let (s, _, _) = change_role(&admin, &owner, "developer").await;
     assert_eq!(s, 403);
     assert_eq!(
         admin.get(&format!("/app/members/{owner}/remove")).await.0,
@@ -176,12 +155,7 @@ async fn admin_cannot_make_owners(app: &TestApp) {
     assert_eq!(s, 200);
     assert!(page.contains("Only an owner can change or remove an owner."));
     // Within their role: developer → admin, with the confirmation.
-    let (s, h, page) = admin
-        .post(
-            &format!("/app/members/{dev}/role"),
-            &[("role", "admin"), ("confirm", PASSWORD)],
-        )
-        .await;
+    let (s, h, page) = change_role(&admin, &dev, "admin").await;
     assert_eq!(s, 303, "{page}");
     assert_eq!(location(&h), "/app/members");
     let log = audit_of(app, &app.org_id).await;
@@ -197,12 +171,7 @@ async fn last_owner_and_confirmation(app: &TestApp) {
     assert_eq!(s, 200);
     assert!(page.contains("last owner"), "{page}");
     assert!(!page.contains(&format!("action=\"/app/members/{me}/role\"")));
-    let (s, _, page) = owner
-        .post(
-            &format!("/app/members/{me}/role"),
-            &[("role", "admin"), ("confirm", PASSWORD)],
-        )
-        .await;
+    let (s, _, page) = change_role(&owner, &me, "admin").await;
     assert_eq!(s, 409, "refused before any password is asked: {page}");
     assert!(page.contains("last owner"), "{page}");
     let (s, page) = owner.get(&format!("/app/members/{me}/remove")).await;
@@ -311,19 +280,9 @@ async fn developer_is_refused(app: &TestApp) {
     let other = app
         .member(&app.org_id, "eve@example.com", "developer")
         .await;
-    let (s, _, _) = dev
-        .post(
-            &format!("/app/members/{other}/role"),
-            &[("role", "developer"), ("confirm", PASSWORD)],
-        )
-        .await;
+    let (s, _, _) = change_role(&dev, &other, "developer").await;
     assert_eq!(s, 403);
-    let (s, _, _) = dev
-        .post(
-            "/app/members/invite",
-            &[("email", "x@example.com"), ("role", "developer")],
-        )
-        .await;
+    let (s, _, _) = invite(&dev, "x@example.com", "developer").await;
     assert_eq!(s, 403);
     assert_eq!(
         dev.post(&format!("/app/members/{other}/remove"), &[])
@@ -418,15 +377,7 @@ async fn audit_page(app: &TestApp) {
 /// HTML in a person's name or email, or a key's name, is text on the members and audit pages.
 async fn html_is_escaped(app: &TestApp) {
     let admin = signed_in(app, &app.org_id, "esc@example.com", "admin").await;
-    let (s, _, page) = admin
-        .post(
-            "/app/members/invite",
-            &[
-                ("email", "<script>e</script>@example.com"),
-                ("role", "developer"),
-            ],
-        )
-        .await;
+    let (s, _, page) = invite(&admin, "<script>e</script>@example.com", "developer").await;
     assert_eq!(s, 200, "{page}");
     let url = invite_link(&page).expect("the invite link");
     let (s, _, body) = use_link(
@@ -486,12 +437,7 @@ async fn other_orgs_member(app: &TestApp) {
         admin.get(&format!("/app/members/{theirs}/remove")).await.0,
         404
     );
-    let (s, _, _) = admin
-        .post(
-            &format!("/app/members/{theirs}/role"),
-            &[("role", "admin"), ("confirm", PASSWORD)],
-        )
-        .await;
+    let (s, _, _) = change_role(&admin, &theirs, "admin").await;
     assert_eq!(s, 404);
     let (s, _, _) = admin
         .post(&format!("/app/members/{theirs}/remove"), &[])

@@ -10,6 +10,7 @@ mod webhooks;
 
 use crate::common::TestApp;
 use reqwest::header::HeaderMap;
+use tern_core::audit::{self, PageRequest};
 
 /// A client that shows redirects instead of following them.
 pub fn no_redirects() -> reqwest::Client {
@@ -212,4 +213,19 @@ pub async fn sign_in(app: &TestApp, email: &str, password: &str) -> (u16, Header
             ]),
     )
     .await
+}
+
+/// The audit entries of `org` as (action, actor label), newest first.
+pub async fn audit_of(app: &TestApp, org: &str) -> Vec<(String, String)> {
+    let page = PageRequest {
+        limit: 200,
+        ..Default::default()
+    };
+    audit::list(&app.db, org.parse().unwrap(), &page)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.action, e.actor_label))
+        .collect()
 }

@@ -2,12 +2,11 @@
 //! recovery codes, turning it off), sessions.
 
 use super::{
-    Browser, FormBody, PASSWORD, browser_from, cookie_value, hidden_token, no_redirects,
+    Browser, FormBody, PASSWORD, audit_of, browser_from, cookie_value, hidden_token, no_redirects,
     pre_session, sign_in, signed_in, text,
 };
 use crate::common::TestApp;
 use reqwest::header::HeaderMap;
-use tern_core::audit::{self, PageRequest};
 use tern_domain::people::totp;
 use tern_domain::time::now_ms;
 
@@ -25,18 +24,13 @@ fn between<'a>(html: &'a str, start: &str, end: &str) -> Option<&'a str> {
     Some(&html[from..from + len])
 }
 
+/// The actions `email` did in the test organisation, newest first.
 async fn audit_actions(app: &TestApp, email: &str) -> Vec<String> {
-    let page = PageRequest {
-        limit: 200,
-        ..Default::default()
-    };
-    audit::list(&app.db, app.org_id.parse().unwrap(), &page)
+    audit_of(app, &app.org_id)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.actor_label == email)
-        .map(|e| e.action)
+        .filter(|(_, actor)| actor == email)
+        .map(|(action, _)| action)
         .collect()
 }
 

@@ -1,28 +1,13 @@
 //! Signing in and out, sessions, one-time links and the sign-in limits, over HTTP.
 
 use super::{
-    Browser, FormBody, PASSWORD, browser_from, cookie_value, no_redirects, pre_session, set_cookie,
-    sign_in, signed_in, text, use_link,
+    Browser, FormBody, PASSWORD, audit_of, browser_from, cookie_value, no_redirects, pre_session,
+    set_cookie, sign_in, signed_in, text, use_link,
 };
 use crate::common::TestApp;
 use futures::StreamExt as _;
-use tern_core::audit::{self, PageRequest};
 
 const WRONG: &str = "Email, password or code is wrong";
-
-async fn audit_actions(app: &TestApp, org: &str) -> Vec<(String, String)> {
-    let page = PageRequest {
-        limit: 200,
-        ..Default::default()
-    };
-    audit::list(&app.db, org.parse().unwrap(), &page)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| (e.action, e.actor_label))
-        .collect()
-}
 
 /// Invite → password → signed in; the cookie's flags; the home page; sign out; sign in again.
 async fn sign_in_and_out(app: &TestApp) {
@@ -57,7 +42,7 @@ async fn sign_in_and_out(app: &TestApp) {
     let b2 = browser_from(app, &h).await;
     assert_eq!(b2.get("/app").await.0, 200);
 
-    let actions = audit_actions(app, &app.org_id).await;
+    let actions = audit_of(app, &app.org_id).await;
     assert!(
         actions
             .iter()
@@ -80,7 +65,7 @@ async fn wrong_password_and_unknown_email(app: &TestApp) {
         !wrong.contains("not the password"),
         "the password is never echoed"
     );
-    let actions = audit_actions(app, &app.org_id).await;
+    let actions = audit_of(app, &app.org_id).await;
     assert!(
         actions.iter().any(|(a, _)| a == "sign_in.failed"),
         "{actions:?}"
@@ -99,7 +84,7 @@ async fn lock_out(app: &TestApp) {
     let (s, _, page) = sign_in(app, "cy@example.com", PASSWORD).await;
     assert_eq!(s, 401, "locked: the same answer as a wrong password");
     assert!(page.contains(WRONG));
-    let actions = audit_actions(app, &app.org_id).await;
+    let actions = audit_of(app, &app.org_id).await;
     assert!(
         actions.iter().any(|(a, _)| a == "sign_in.locked"),
         "{actions:?}"
