@@ -36,6 +36,10 @@
 #                                     way so none refuses), redis (counted in the Redis at
 #                                     TERN_TEST_REDIS_URL, default redis://127.0.0.1:6379), off
 #                                     (TERN_RATE_LIMITS=off: not counted, no headers)
+#   BENCH_SIGNINS=0                   N > 0: N sign-ins per second to the app (/app/sign-in, each a real
+#                                     argon2id check and a new session) run beside wrk during the
+#                                     POST run (bench/app.py pace); their count, rate and latency
+#                                     are reported. Compare POST rps with and without.
 #   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
 #                                     compared on one build while the tree changes)
 #
@@ -82,6 +86,8 @@ pg_sample=${BENCH_PG_SAMPLE:-0}
 webhook_subs=${BENCH_WEBHOOK_SUBS:-0}
 plan=${BENCH_PLAN:-enterprise}
 limits=${BENCH_LIMITS:-local}
+signins=${BENCH_SIGNINS:-0}
+[[ $signins =~ ^[0-9]+$ && $signins -le 200 ]] || { echo "BENCH_SIGNINS must be 0 to 200" >&2; exit 2; }
 [[ $limits =~ ^(local|redis|off)$ ]] || { echo "BENCH_LIMITS must be local, redis or off" >&2; exit 2; }
 [[ $webhook_subs =~ ^[0-9]+$ && $webhook_subs -le 200 ]] || { echo "BENCH_WEBHOOK_SUBS must be 0 to 200" >&2; exit 2; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
@@ -92,6 +98,7 @@ tag="" # raw outputs: send-BACKEND[-whN]-post.txt …
 [[ $webhook_subs -gt 0 ]] && tag="-wh$webhook_subs"
 [[ $plan != enterprise ]] && tag="$tag-$plan"
 [[ $limits != local ]] && tag="$tag-limits-$limits"
+[[ $signins -gt 0 ]] && tag="$tag-signins$signins"
 
 PNID=109000000000001
 WABA=209000000000001
@@ -257,13 +264,20 @@ run_backend() {
     --rate-limit tenant-day=1000000000 >/dev/null
   "$tern" admin number add --org "$org" --phone-number-id "$PNID" --display-phone-number "$DISPLAY" \
     --waba-id "$WABA" --access-token "$TOKEN" --throughput-mps "$tern_mps" >/dev/null
-  member=$("$tern" admin member add --org "$org" --email "owner@bench.test" --role owner | json id)
+  local member_json member invite_url
+  member_json=$("$tern" admin member add --org "$org" --email "owner@bench.test" --role owner)
+  member=$(json id <<<"$member_json")
+  invite_url=$(python3 -c 'import json,sys; print(json.load(sys.stdin).get("invite_url") or "")' <<<"$member_json")
   key=$("$tern" admin key create --org "$org" --member "$member" --name bench --preset send_messages | json key)
 
   "$tern" serve >"$dir/tern.log" 2>&1 &
   local tern_pid=$!
   pids+=("$tern_pid")
   wait_http "$base/readyz" "tern serve" "$dir/tern.log"
+  local signin_pw="bench-sign-in-passphrase-$$"
+  if [[ $signins -gt 0 ]]; then
+    python3 "$root/bench/app.py" accept "$base" "$invite_url" "$signin_pw" >/dev/null
+  fi
 
   # Every customer writes first (signed network webhook → inbox worker): the windows open.
   echo "-- $recipients customers write in through the simulator"
@@ -393,11 +407,22 @@ for i in range(n):
     echo "-- $webhook_subs webhook subscriptions (message.status) to https://127.0.0.1:$rx_port/s/{1..$webhook_subs}"
   fi
 
-  local run_id="b$$${name:0:1}"
+  local run_id="b$$${name:0:1}" signin_pid="" signin_line=""
+  if [[ $signins -gt 0 ]]; then
+    python3 "$root/bench/app.py" pace "$base" owner@bench.test "$signin_pw" "$signins" "$secs" \
+      >"$dir/signins.txt" 2>&1 &
+    signin_pid=$!
+    pids+=("$signin_pid")
+  fi
   run_wrk "POST /messages (wrk -t$threads -c$conns -d${secs}s)" "$out/send-$name$tag-post.txt" \
     -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/send.lua" \
     "$base$API/messages" -- "$key" "$run_id" "$recipients" "+$CUSTOMER_PREFIX"
   local post_res=$RES post_cpu=$CPU post_hwm
+  if [[ -n $signin_pid ]]; then
+    wait "$signin_pid" || true
+    signin_line=$(grep '^RESULT' "$dir/signins.txt" || { cat "$dir/signins.txt" >&2; echo "no sign-in result"; })
+    echo "   sign-ins beside the POST run: $signin_line"
+  fi
   post_hwm=$(hwm_mib "$tern_pid")
   local rows
   rows=$(sql "SELECT count(*) FROM messages WHERE direction='outbound' AND text = 'bench $run_id'")
@@ -443,7 +468,7 @@ print(f"{n} deliveries during the POST run ({n / secs:.0f}/s; {count} by the tim
   pids=()
   unset -f sql
 
-  summary+=("$name|${wh_line:-}|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog")
+  summary+=("$name|${wh_line:-}|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog|$signin_line")
 }
 
 run_backends tern_bench
@@ -452,7 +477,7 @@ echo
 echo "=== summary: $(nproc) cores, wrk -t$threads -c$conns -d${secs}s, $recipients recipients, $tern_mps mps$([[ $webhook_subs -gt 0 ]] && echo ", $webhook_subs webhook subscriptions (message.status)"), $(date -u +%FT%TZ) ==="
 printf '%-9s | %-26s | %-26s | %-8s | %s\n' backend "POST /messages rps p50/p99" "GET /messages/{id} rps p50/p99" "peak RSS" "accepted→sent p50/p99"
 for row in "${summary[@]}"; do
-  IFS='|' read -r n whline prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog <<<"$row"
+  IFS='|' read -r n whline prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog sline <<<"$row"
   if [[ $lp50 == "-" ]]; then lat="n/a"; else lat="${lp50} / ${lp99} ms"; fi
   printf '%-9s | %7s/s %6s/%-6s ms | %7s/s %6s/%-6s ms | %5s MiB | %s\n' \
     "$n" "$prps" "$pp50" "$pp99" "$grps" "$gp50" "$gp99" "$hwm" "$lat"
@@ -461,6 +486,7 @@ for row in "${summary[@]}"; do
   echo "          CPU during GET:  $gcpu"
   echo "          POSTed messages by status (after POST → after GET): $backlog"
   [[ -z $whline ]] || echo "          webhooks, $webhook_subs subscriptions: $whline"
+  [[ -z $sline ]] || echo "          sign-ins during POST ($signins/s asked): $sline"
 done
 failed=0
 for row in "${summary[@]}"; do

@@ -1,5 +1,5 @@
 //! How busy this process's API is, for background work that should give way to it (the
-//! event-webhook deliveries). The API adds each request's time when it answers; by Little's
+//! event-webhook deliveries, password hashing). The API adds each request's time when it answers; by Little's
 //! law, request time served per unit of wall time is the average number of requests in
 //! flight.
 
@@ -63,6 +63,18 @@ impl LoadWatch {
             self.served_then = served;
         }
         self.in_flight
+    }
+}
+
+/// Gives the calling thread nice value `nice` (0–19, higher yields more; Linux: per thread),
+/// so the API's threads win the CPU when both want it. Elsewhere, or for `nice <= 0`, a no-op.
+pub fn lower_thread_priority(nice: i32) {
+    if nice <= 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(None, nice.min(19)) {
+        tracing::debug!(error = %e, "could not lower a thread's priority");
     }
 }
 

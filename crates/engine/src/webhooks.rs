@@ -253,7 +253,7 @@ fn send_runtime(nice: i32) -> Option<tokio::runtime::Runtime> {
         .worker_threads(1)
         .max_blocking_threads(4)
         .thread_name("tern-webhook-send")
-        .on_thread_start(move || lower_priority(nice))
+        .on_thread_start(move || tern_core::load::lower_thread_priority(nice))
         .enable_all()
         .build();
     match built {
@@ -262,17 +262,6 @@ fn send_runtime(nice: i32) -> Option<tokio::runtime::Runtime> {
             tracing::warn!(error = %e, "no separate runtime for webhook sends; they share the main one");
             None
         }
-    }
-}
-
-/// Gives the calling thread nice value `nice` (Linux: per thread). Elsewhere a no-op.
-fn lower_priority(nice: i32) {
-    if nice <= 0 {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::setpriority_process(None, nice.min(19)) {
-        tracing::debug!(error = %e, "could not lower the webhook send thread's priority");
     }
 }
 

@@ -310,7 +310,7 @@ pub async fn use_link(
             let pw = password.unwrap_or_default();
             check_password(pw, &person.email)
                 .map_err(|p| Problem::field("password", p.to_string()))?;
-            Some(password::hash(pw).await?)
+            Some(password::hash(&core.api_load, pw).await?)
         }
     };
     let (token, session) = new_session(person.id, link.org_id, client, now);

@@ -196,7 +196,7 @@ async fn check_secret(core: &Core, person: &Person, secret: &str, now: i64) -> R
             None => false,
         });
     }
-    password::verify(secret, person.password_hash.as_deref()).await
+    password::verify(&core.api_load, secret, person.password_hash.as_deref()).await
 }
 
 /// Changes the password (the current one is required) and ends the person's other sessions;
@@ -216,7 +216,10 @@ pub async fn change_password(
     // A person signed in by a one-time sign-in link may have no password yet (`tern demo`'s
     // owner): the session is the proof, and the first password needs no current one.
     let first = person.password_hash.is_none();
-    if !first && (locked || !password::verify(current, person.password_hash.as_deref()).await?) {
+    if !first
+        && (locked
+            || !password::verify(&core.api_load, current, person.password_hash.as_deref()).await?)
+    {
         if !locked {
             record_failure(core, person.id, now).await?;
         }
@@ -226,7 +229,7 @@ pub async fn change_password(
         ));
     }
     check_password(new, &person.email).map_err(|p| Problem::field("password", p.to_string()))?;
-    let hash = password::hash(new).await?;
+    let hash = password::hash(&core.api_load, new).await?;
     let mut tx = core.db.begin().await?;
     tx.set_password(person.id, None, &hash, now).await?;
     let ended = tx

@@ -255,7 +255,7 @@ pub async fn sign_in(
     a.throttled()?;
     let person = core.db.find_person_by_email(&a.email).await?;
     let Some(person) = person else {
-        password::verify(password, None).await?;
+        password::verify(&core.api_load, password, None).await?;
         return Err(a.fail(None, FailureReason::UnknownEmail).await);
     };
     let reason = if is_locked(&person, a.now) {
@@ -266,10 +266,10 @@ pub async fn sign_in(
         None
     };
     if let Some(reason) = reason {
-        password::verify(password, None).await?;
+        password::verify(&core.api_load, password, None).await?;
         return Err(a.fail(Some(&person), reason).await);
     }
-    if !password::verify(password, person.password_hash.as_deref()).await? {
+    if !password::verify(&core.api_load, password, person.password_hash.as_deref()).await? {
         return Err(a.fail(Some(&person), FailureReason::WrongPassword).await);
     }
     if person.has_two_factor() {
