@@ -141,7 +141,7 @@ async fn admin_cannot_make_owners(app: &TestApp) {
     );
     // The seeded owner: not the admin's to change or remove.
     let owner = &app.owner_id;
-    let (s, _, _) = change_role(&admin, &owner, "developer").await;
+    let (s, _, _) = change_role(&admin, owner, "developer").await;
     assert_eq!(s, 403);
     assert_eq!(
         admin.get(&format!("/app/members/{owner}/remove")).await.0,
