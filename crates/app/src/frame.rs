@@ -6,24 +6,42 @@
 /// The main navigation's items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Nav {
+    Overview,
+    Messages,
+    Conversations,
+    Contacts,
+    Templates,
+    Campaigns,
+    /// The request log.
+    Requests,
     Keys,
     Webhooks,
     Members,
     Audit,
     /// The organisation's settings.
     Settings,
+    /// Usage and plan.
+    Usage,
     /// A page outside the navigation (profile, sessions, the home page).
     None,
 }
 
 impl Nav {
     /// The items in order: (item, label, address).
-    pub const ITEMS: [(Nav, &'static str, &'static str); 5] = [
+    pub const ITEMS: [(Nav, &'static str, &'static str); 13] = [
+        (Nav::Overview, "Overview", "/app/overview"),
+        (Nav::Messages, "Messages", "/app/messages"),
+        (Nav::Conversations, "Conversations", "/app/conversations"),
+        (Nav::Contacts, "Contacts", "/app/contacts"),
+        (Nav::Templates, "Templates", "/app/templates"),
+        (Nav::Campaigns, "Campaigns", "/app/campaigns"),
+        (Nav::Requests, "Request log", "/app/requests"),
         (Nav::Keys, "Keys", "/app/keys"),
         (Nav::Webhooks, "Webhooks", "/app/webhooks"),
         (Nav::Members, "Members", "/app/members"),
         (Nav::Audit, "Audit log", "/app/audit"),
         (Nav::Settings, "Settings", "/app/settings"),
+        (Nav::Usage, "Usage and plan", "/app/usage"),
     ];
 }
 
