@@ -31,6 +31,7 @@ mod orgs;
 mod outbound;
 mod people;
 mod phone_numbers;
+mod request_log;
 mod send_options;
 mod settings;
 mod sql;
@@ -74,6 +75,7 @@ pub use orgs::{Member, Org};
 pub use outbound::{Accept, Acceptance, Charges, IdempotencyRecord, NewContact};
 pub use people::{Failures, Person, PersonLink};
 pub use phone_numbers::PhoneNumber;
+pub use request_log::{RequestLogFilter, RequestLogRow, v7_floor};
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 /// JSON columns' wrapper (campaigns' audience and parameters).
 pub use sqlx::types::Json;
