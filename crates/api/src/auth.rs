@@ -42,6 +42,12 @@ impl<P: Required> Authed<P> {
         lookahead: Lookahead,
     ) -> Result<Self, ApiError> {
         tracing::Span::current().record("org_id", tracing::field::display(ctx.org_id));
+        // The key is known from here on: a refusal below is logged with it.
+        if let Some(slot) = slot
+            && state.core.request_log.enabled()
+        {
+            slot.put_caller(crate::request_log::Caller::of(&ctx));
+        }
         let (hash, early) = lookahead;
         let a = admission::admit(&state.core, &ctx, P::PERMISSION, weight, early).await;
         state.core.limiter.remember(&hash, &ctx);
@@ -87,25 +93,51 @@ fn request_weight(method: &Method, path: &str) -> u64 {
     }
 }
 
-/// Where the admission leaves the RateLimit headers of the request's answer.
+/// Where the admission leaves the RateLimit headers of the request's answer and, for the
+/// request log, who the caller is.
 #[derive(Clone, Default, Debug)]
-pub struct RateSlot(Arc<Mutex<Option<RateHeaders>>>);
+pub struct RateSlot(Arc<Mutex<Slot>>);
+
+#[derive(Default, Debug)]
+struct Slot {
+    headers: Option<RateHeaders>,
+    caller: Option<crate::request_log::Caller>,
+}
 
 impl RateSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn put(&self, h: RateHeaders) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+        self.lock().headers = Some(h);
     }
 
     fn take(&self) -> Option<RateHeaders> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.lock().headers.take()
+    }
+
+    fn put_caller(&self, c: crate::request_log::Caller) {
+        self.lock().caller = Some(c);
+    }
+
+    pub(crate) fn take_caller(&self) -> Option<crate::request_log::Caller> {
+        self.lock().caller.take()
     }
 }
 
 /// Middleware of the public API: the answer to an admitted or refused authenticated
 /// request carries the RateLimit headers (and their `X-RateLimit-*` copies).
 pub async fn rate_headers(mut req: Request, next: Next) -> Response {
-    let slot = RateSlot::default();
-    req.extensions_mut().insert(slot.clone());
+    // The frame left one when the request log records this request.
+    let slot = match req.extensions().get::<RateSlot>() {
+        Some(s) => s.clone(),
+        None => {
+            let s = RateSlot::default();
+            req.extensions_mut().insert(s.clone());
+            s
+        }
+    };
     let mut res = next.run(req).await;
     if let Some(h) = slot.take() {
         let hs = res.headers_mut();

@@ -3,6 +3,7 @@
 //! body too large, panics) — as the contract's flat JSON body.
 
 use crate::error::{PendingProblem, render_body};
+use crate::request_log::Rendered;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
@@ -22,8 +23,10 @@ pub struct RequestId(pub String);
 pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     // Always our own id: a client-supplied value could be arbitrary bytes and must not end
     // up in logs or bodies unchecked.
-    let request_id = uuid::Uuid::now_v7().to_string();
+    let id = uuid::Uuid::now_v7();
+    let request_id = id.to_string();
     req.extensions_mut().insert(RequestId(request_id.clone()));
+    let logged = crate::request_log::begin(&state, id, &mut req);
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let route = req.extensions().get::<MatchedPath>().cloned();
@@ -36,12 +39,15 @@ pub async fn frame(State(state): State<AppState>, mut req: Request, next: Next) 
     );
     let started = Instant::now();
     let res = next.run(req).instrument(span.clone()).await;
-    let mut res = finish(&state, res, &request_id);
+    let (mut res, rendered) = finish(&state, res, &request_id);
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
     let elapsed = started.elapsed();
     state.core.api_load.served(elapsed);
+    if let Some(b) = logged {
+        crate::request_log::end(&state, b, &res, route.as_ref(), elapsed, rendered.as_ref());
+    }
     let status = res.status().as_u16();
     // Labels from fixed sets only: a client's method or path never names a new series.
     let (method_label, route) = (method_label(&method), route_label(route.as_ref(), &res));
@@ -113,8 +119,9 @@ pub struct Unmatched;
 #[derive(Debug, Clone, Copy)]
 pub struct Complete;
 
-/// Renders a pending problem, or turns a bare framework error into one.
-fn finish(state: &AppState, res: Response, request_id: &str) -> Response {
+/// Renders a pending problem, or turns a bare framework error into one; answers the body
+/// rendered too (for the request log).
+fn finish(state: &AppState, res: Response, request_id: &str) -> (Response, Option<Rendered>) {
     let problem = if let Some(p) = res.extensions().get::<PendingProblem>() {
         Some((*p.0).clone())
     } else if res.status().as_u16() >= 400
@@ -125,7 +132,9 @@ fn finish(state: &AppState, res: Response, request_id: &str) -> Response {
     } else {
         None
     };
-    let Some(problem) = problem else { return res };
+    let Some(problem) = problem else {
+        return (res, None);
+    };
     let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let body = render_body(&problem, request_id, state.docs_url(problem.code.as_str()));
     let (mut parts, _) = res.into_parts();
@@ -141,8 +150,12 @@ fn finish(state: &AppState, res: Response, request_id: &str) -> Response {
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     parts.extensions.remove::<PendingProblem>();
-    let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    Response::from_parts(parts, Body::from(bytes))
+    let bytes = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+    let rendered = Rendered {
+        code: problem.code.as_str(),
+        body: bytes.clone(),
+    };
+    (Response::from_parts(parts, Body::from(bytes)), Some(rendered))
 }
 
 fn is_json(res: &Response) -> bool {

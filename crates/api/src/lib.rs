@@ -10,6 +10,7 @@ pub mod extract;
 pub mod frame;
 pub mod openapi;
 pub mod pagination;
+pub mod request_log;
 pub mod routes;
 pub mod state;
 

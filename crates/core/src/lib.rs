@@ -26,6 +26,7 @@
 //! | [`admin`] | operator writes: organisations, members, numbers, contact fields |
 //! | [`keys`] | API keys: create, rotate, revoke (audited), who may manage one, the keys page's reads |
 //! | [`audit`] | the audit log: who did what, when, from where |
+//! | [`request_log`] | every public API request, recorded off the request path in batches; the app's reads |
 //! | `testkit` | (feature `testkit`, tests only) the seed of a test: organisation, members, numbers, keys, contacts, templates |
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub mod numbers;
 pub mod people;
 pub mod principal;
 pub mod rate;
+pub mod request_log;
 pub mod templates;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -101,6 +103,8 @@ pub struct Inner {
     pub people: people::PeopleSettings,
     /// The per-address sign-in failure limit.
     pub people_throttle: people::AddressThrottle,
+    /// The request log's recorder (`TERN_REQUEST_LOG_DAYS`).
+    pub request_log: request_log::RequestLog,
 }
 
 impl Core {
@@ -143,6 +147,7 @@ impl Core {
             cloud,
             people: people::PeopleSettings::default(),
             people_throttle: people::AddressThrottle::default(),
+            request_log: request_log::RequestLog::start(db.clone(), Default::default()),
         });
         Core { db, inner }
     }
@@ -175,6 +180,20 @@ impl Core {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.people = settings,
             None => tracing::error!("with_people on a shared core: settings not replaced"),
+        }
+        self
+    }
+}
+
+impl Core {
+    /// The same core with these request log settings (`0` days: nothing recorded). Call
+    /// right after construction, before the core is shared.
+    pub fn with_request_log(mut self, settings: request_log::RequestLogSettings) -> Core {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => {
+                inner.request_log = request_log::RequestLog::start(self.db.clone(), settings)
+            }
+            None => tracing::error!("with_request_log on a shared core: settings not replaced"),
         }
         self
     }

@@ -361,8 +361,9 @@ pub fn principal(org: &Org) -> Principal {
     }
 }
 
-/// Fails when an audit entry holds one of `secrets` (a key value, a webhook secret).
-pub fn assert_no_secret(entries: &[crate::audit::AuditEntry], secrets: &[&str]) {
+/// Fails when an entry (of the audit log, the request log) holds one of `secrets` (a key
+/// value, a webhook secret).
+pub fn assert_no_secret<T: std::fmt::Debug>(entries: &[T], secrets: &[&str]) {
     for e in entries {
         let text = format!("{e:?}");
         for s in secrets {

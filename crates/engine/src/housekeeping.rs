@@ -1,8 +1,10 @@
 //! Deletes what has outlived its purpose: expired idempotency keys (remembered 24 h),
 //! processed network webhook batches, the dedupe keys of network events and finished
 //! inbound-media download jobs, and event-webhook events (with their deliveries and
-//! attempts) older than 30 days that nothing waits for. Every step is a
-//! plain conditional `DELETE`, so running it in several processes at once is harmless.
+//! attempts) older than 30 days that nothing waits for, and request log entries older than
+//! `TERN_REQUEST_LOG_DAYS` (in bounded statements: [`tern_core::request_log::prune`]). Every
+//! step is a plain conditional `DELETE`, so running it in several processes at once is
+//! harmless.
 
 use std::time::Duration;
 use tern_core::Core;
@@ -59,9 +61,15 @@ impl Default for HousekeepingConfig {
 /// Runs a pass at start and every `config.interval` until cancelled.
 pub async fn run(core: Core, config: HousekeepingConfig, cancel: CancellationToken) {
     loop {
-        match once(&core.db, now_ms()).await {
+        let now = now_ms();
+        match once(&core.db, now).await {
             Ok(p) => tracing::debug!(?p, "housekeeping done"),
             Err(e) => tracing::warn!(error = %e, "housekeeping failed; will retry"),
+        }
+        let days = core.request_log.days();
+        match tern_core::request_log::prune(&core.db, days, now).await {
+            Ok(n) => tracing::debug!(deleted = n, "request log pruned"),
+            Err(e) => tracing::warn!(error = %e, "request log pruning failed; will retry"),
         }
         tokio::select! {
             _ = cancel.cancelled() => break,

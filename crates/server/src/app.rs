@@ -74,7 +74,12 @@ pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> 
 pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
-    let mut core = Core::with_media(db, key, cloud, media).with_people(config.people.clone());
+    let mut core = Core::with_media(db, key, cloud, media)
+        .with_people(config.people.clone())
+        .with_request_log(tern_core::request_log::RequestLogSettings {
+            days: config.request_log_days,
+            ..Default::default()
+        });
     if !config.rate_limits {
         core = core.with_limiter(tern_core::rate::Limiter::off());
     } else if let Some(url) = &config.redis_url {
@@ -82,10 +87,12 @@ pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
             tern_core::rate::Limiter::with_redis(url).map_err(|e| anyhow::anyhow!(e))?,
         );
     }
+    let metrics = crate::telemetry::metrics_handle();
+    tern_core::request_log::describe_metrics();
     Ok(AppState::new(StateConfig {
         core,
         public_url: config.public_url.clone(),
-        metrics: crate::telemetry::metrics_handle(),
+        metrics,
         network: NetworkWebhook {
             app_secret: config.app_secret.as_ref().map(|s| s.as_bytes().to_vec()),
             verify_token: config.verify_token.clone(),
@@ -330,14 +337,15 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     })
 }
 
-/// Waits (briefly) for the request meter's last counts once the server and workers, which
-/// hold its handles, are gone; then the database may close.
+/// Waits (briefly) for the request meter's last counts (and the request log's last batch)
+/// once the server and workers, which hold their handles, are gone; then the database may
+/// close.
 pub async fn settle_meter(done: impl std::future::Future<Output = ()>) {
     if tokio::time::timeout(std::time::Duration::from_secs(10), done)
         .await
         .is_err()
     {
-        tracing::warn!("the request meter did not finish within 10 s; closing anyway");
+        tracing::warn!("the request meter or log did not finish within 10 s; closing anyway");
     }
 }
 
@@ -360,9 +368,13 @@ pub async fn serve(config: Config) -> Result<()> {
         webhook_config(&config),
     );
     let meter_done = state.core.requests.finished();
+    let log_done = state.core.request_log.finished();
     serve_on(listener, state, shutdown).await?;
     workers.stop().await;
-    settle_meter(meter_done).await;
+    settle_meter(async move {
+        tokio::join!(meter_done, log_done);
+    })
+    .await;
     db.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -39,6 +39,7 @@ struct Raw {
     app_invite_secs: Option<NumberOrText>,
     app_confirm_secs: Option<NumberOrText>,
     app_lockout_secs: Option<NumberOrText>,
+    request_log_days: Option<NumberOrText>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -108,6 +109,9 @@ pub struct Config {
     /// The app's durations (`TERN_APP_SESSION_IDLE_SECS`, `TERN_APP_SESSION_MAX_SECS`,
     /// `TERN_APP_INVITE_SECS`, `TERN_APP_CONFIRM_SECS`, `TERN_APP_LOCKOUT_SECS`; APP.md §7).
     pub people: tern_core::people::PeopleSettings,
+    /// Days the request log keeps an entry (`TERN_REQUEST_LOG_DAYS`, 0–365, default 7;
+    /// 0 = off: nothing recorded).
+    pub request_log_days: u16,
 }
 
 impl std::fmt::Debug for Config {
@@ -124,6 +128,7 @@ impl std::fmt::Debug for Config {
             .field("media_store", &self.media_store)
             .field("allow_networks", &self.allow_networks)
             .field("people", &self.people)
+            .field("request_log_days", &self.request_log_days)
             .finish_non_exhaustive()
     }
 }
@@ -323,6 +328,20 @@ impl Config {
                 }
             },
         };
+        let request_log_days = match raw
+            .request_log_days
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => tern_core::request_log::DEFAULT_DAYS,
+            Some(v) => match v.trim().parse::<u16>() {
+                Ok(n) if n <= tern_core::request_log::MAX_DAYS => n,
+                _ => bail!(
+                    "TERN_REQUEST_LOG_DAYS must be a whole number of days from 0 (off) to 365, got {v:?}"
+                ),
+            },
+        };
         let rate_limits = match raw.rate_limits.as_deref().map(str::trim) {
             None | Some("on") => true,
             Some("off") => false,
@@ -330,6 +349,7 @@ impl Config {
         };
         Ok(Config {
             people,
+            request_log_days,
             rate_limits,
             dispatch_unknown_grace,
             webhook_retry_schedule,
@@ -436,6 +456,14 @@ mod tests {
         assert_eq!(c.graph_url, "https://graph.facebook.com");
         assert_eq!(c.graph_version, "v25.0");
         assert_eq!((c.webhook_send_nice, c.webhook_busy_rest), (10, 19));
+        assert_eq!(c.request_log_days, 7);
+        for (v, days) in [(NumberOrText::Number(0), 0), (NumberOrText::Text(" 365 ".into()), 365)] {
+            let raw = Raw {
+                request_log_days: Some(v),
+                ..Default::default()
+            };
+            assert_eq!(Config::validate(raw).unwrap().request_log_days, days);
+        }
         // The contract's URL import limit (PD10).
         assert_eq!(c.media_import_timeout, std::time::Duration::from_secs(30));
         let rest = Raw {
@@ -591,6 +619,20 @@ mod tests {
                     ..Default::default()
                 },
                 "TERN_DISPATCH_UNKNOWN_GRACE_SECS",
+            ),
+            (
+                Raw {
+                    request_log_days: Some(NumberOrText::Number(366)),
+                    ..Default::default()
+                },
+                "TERN_REQUEST_LOG_DAYS",
+            ),
+            (
+                Raw {
+                    request_log_days: Some(NumberOrText::Text("-1".into())),
+                    ..Default::default()
+                },
+                "TERN_REQUEST_LOG_DAYS",
             ),
             (
                 Raw {

@@ -10,6 +10,7 @@
 use crate::auth::{self, Authed, perm};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, path_id};
+use crate::request_log::CreatedMessage;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -283,11 +284,18 @@ pub async fn send_message(
         None => return Err(ApiError(Problem::unavailable())),
     };
     Ok(match sent {
-        Sent::Accepted(m) => (StatusCode::ACCEPTED, Json(Message::from(m))).into_response(),
+        Sent::Accepted(m) => {
+            let id = m.id;
+            let mut resp = (StatusCode::ACCEPTED, Json(Message::from(m))).into_response();
+            resp.extensions_mut().insert(CreatedMessage(id));
+            resp
+        }
         Sent::Replayed(m) => {
+            let id = m.id;
             let mut resp = (StatusCode::OK, Json(Message::from(m))).into_response();
             resp.headers_mut()
                 .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            resp.extensions_mut().insert(CreatedMessage(id));
             resp
         }
     })

@@ -84,6 +84,7 @@ pub fn public_api() -> OpenApiRouter<AppState> {
 /// The whole HTTP surface of `tern serve`.
 pub fn router(state: AppState) -> Router {
     let (public, spec) = public_api().split_for_parts();
+    state.core.request_log.set_routes(operations(&spec));
     // Serialised once and shared: a handler's captures are cloned with the router (per
     // connection), and a captured `Value` of the whole document cost ~1 MB per open connection.
     // The server variable defaults to this server's public URL, so "try it" and a client
@@ -117,6 +118,27 @@ pub fn router(state: AppState) -> Router {
             frame::frame,
         ))
         .with_state(state)
+}
+
+/// The API's operations as `METHOD /template` (`POST /messages`), by template then method:
+/// the request log's route filter.
+fn operations(spec: &utoipa::openapi::OpenApi) -> Vec<String> {
+    let mut ops: Vec<(&str, &str)> = Vec::new();
+    for (path, item) in &spec.paths.paths {
+        for (method, op) in [
+            ("GET", &item.get),
+            ("POST", &item.post),
+            ("PUT", &item.put),
+            ("PATCH", &item.patch),
+            ("DELETE", &item.delete),
+        ] {
+            if op.is_some() {
+                ops.push((path.as_str(), method));
+            }
+        }
+    }
+    ops.sort_unstable();
+    ops.into_iter().map(|(p, m)| format!("{m} {p}")).collect()
 }
 
 async fn not_found() -> ApiError {
