@@ -155,7 +155,10 @@ fn finish(state: &AppState, res: Response, request_id: &str) -> (Response, Optio
         code: problem.code.as_str(),
         body: bytes.clone(),
     };
-    (Response::from_parts(parts, Body::from(bytes)), Some(rendered))
+    (
+        Response::from_parts(parts, Body::from(bytes)),
+        Some(rendered),
+    )
 }
 
 fn is_json(res: &Response) -> bool {

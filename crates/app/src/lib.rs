@@ -136,6 +136,7 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::members::routes())
         .merge(pages::audit::routes())
         .merge(pages::org::routes())
+        .merge(pages::requests::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

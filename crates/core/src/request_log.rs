@@ -413,10 +413,7 @@ mod tests {
         assert_eq!(StatusClass::parse("3xx"), None);
         let id = Uuid::now_v7();
         assert_eq!(parse_request_id(&format!(" {id} ")), Some(id));
-        assert_eq!(
-            parse_request_id(&id.to_string().to_uppercase()),
-            Some(id)
-        );
+        assert_eq!(parse_request_id(&id.to_string().to_uppercase()), Some(id));
         assert_eq!(parse_request_id("0190-nope"), None);
     }
 }

@@ -457,7 +457,10 @@ mod tests {
         assert_eq!(c.graph_version, "v25.0");
         assert_eq!((c.webhook_send_nice, c.webhook_busy_rest), (10, 19));
         assert_eq!(c.request_log_days, 7);
-        for (v, days) in [(NumberOrText::Number(0), 0), (NumberOrText::Text(" 365 ".into()), 365)] {
+        for (v, days) in [
+            (NumberOrText::Number(0), 0),
+            (NumberOrText::Text(" 365 ".into()), 365),
+        ] {
             let raw = Raw {
                 request_log_days: Some(v),
                 ..Default::default()

@@ -8,6 +8,7 @@ pub mod links;
 pub mod members;
 pub mod org;
 pub mod profile;
+pub mod requests;
 pub mod sessions;
 pub mod sign_in;
 pub mod two_factor;

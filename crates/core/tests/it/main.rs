@@ -9,5 +9,6 @@ mod inbox;
 mod keys;
 mod limits;
 mod people;
+mod request_log;
 mod status;
 mod usage;

@@ -25,6 +25,7 @@ mod orgs;
 mod parity;
 mod people;
 mod phone_numbers;
+mod request_log;
 mod settings;
 mod tags;
 mod templates;

@@ -5,6 +5,7 @@ mod frame;
 mod keys;
 mod members;
 mod person;
+mod requests;
 mod session;
 mod webhooks;
 

@@ -30,6 +30,8 @@ pub struct TestApp {
     pub developer_id: String,
     /// The Cloud API client of the app (also used by `admin`).
     pub cloud: tern_cloudapi::CloudApiClient,
+    /// The server's core (e.g. to flush the request log).
+    pub core: tern_core::Core,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     workers: Option<tern::app::Workers>,
@@ -152,6 +154,7 @@ impl TestApp {
         let cloud = tern::app::cloud_client(&config).unwrap();
         let state = tern::app::state(db.clone(), key.clone(), &config);
         let passes = tern::app::Passes::new(state.core.clone(), &config);
+        let core = state.core.clone();
         let workers = with_workers.then(|| {
             tern::app::Workers::start_full(
                 &db,
@@ -186,6 +189,7 @@ impl TestApp {
             owner_id: String::new(),
             developer_id: String::new(),
             cloud,
+            core,
             shutdown: Some(tx),
             server: Some(server),
             workers,
