@@ -66,6 +66,8 @@ impl Default for RequestLogSettings {
     }
 }
 
+// Nearly every message is an entry: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Msg {
     Entry(RequestLogRow),
     /// Answered once everything sent before it is written (tests, shutdown).
