@@ -43,6 +43,21 @@ impl Nav {
         (Nav::Settings, "Settings", "/app/settings"),
         (Nav::Usage, "Usage and plan", "/app/usage"),
     ];
+
+    /// The items in two labelled groups: the organisation's messaging, then what builds
+    /// and manages the integration.
+    pub const GROUPS: [(&'static str, &'static [(Nav, &'static str, &'static str)]); 2] = {
+        let (work, manage) = Nav::ITEMS.split_at(6);
+        [("Messaging", work), ("Build and manage", manage)]
+    };
+
+    /// The item's label (`None` for a page outside the navigation).
+    pub fn label(self) -> Option<&'static str> {
+        Nav::ITEMS
+            .iter()
+            .find(|(item, _, _)| *item == self)
+            .map(|(_, label, _)| *label)
+    }
 }
 
 /// The signed-in person.

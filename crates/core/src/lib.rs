@@ -23,6 +23,7 @@
 //! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
 //! | [`campaigns`] | create, resolve, schedule, launch, pause, resume; the worker's fan-out step |
 //! | [`people`] | the app's accounts: invitations, links, sign-in, sessions, two-factor, members |
+//! | [`browse`] | the app's reads of conversations, contacts and templates (as the API lists them) |
 //! | [`overview`] | the organisation at a glance (the app's overview page) |
 //! | [`account`] | plan, limits, allowances, wallet and quotas as the usage page shows them |
 //! | [`admin`] | operator writes: organisations, members, numbers, contact fields |
@@ -41,6 +42,7 @@ pub mod account;
 pub mod admin;
 pub mod admission;
 pub mod audit;
+pub mod browse;
 pub mod campaigns;
 pub mod contacts;
 pub mod events;
