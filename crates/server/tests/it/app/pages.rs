@@ -46,7 +46,11 @@ async fn world(app: &TestApp) -> (String, String, String) {
         json!({"phone": "+447700900901", "name": NAME, "tags": ["vip"], "custom_fields": {"tier": "gold"}}),
     )
     .await;
-    deliver(app, &text_from(Some("447700900111"), None, None, "Hello <b>there</b>")).await;
+    deliver(
+        app,
+        &text_from(Some("447700900111"), None, None, "Hello <b>there</b>"),
+    )
+    .await;
     insert_template(
         app,
         "order_shipped",
@@ -84,63 +88,125 @@ async fn pages_show_the_orgs_data(app: &TestApp) {
     assert!(o.contains("No campaign is running"), "{o}");
     assert!(!o.contains("777000"), "Beta's number");
     let home = page(&b, "/app").await;
-    assert!(home.contains("at a glance") && home.contains("+14155550100"), "{home}");
+    assert!(
+        home.contains("at a glance") && home.contains("+14155550100"),
+        "{home}"
+    );
 
     // Contacts: escaped, tags, consent, custom fields by label; search; Beta's hidden.
     let list = page(&b, "/app/contacts").await;
     assert!(!list.contains("<script>alert(1)"), "{list}");
-    assert!(list.contains("&#60;script&#62;alert(1)&#60;/script&#62;") || list.contains("&lt;script&gt;"), "{list}");
-    assert!(list.contains("vip") && list.contains("Tier: gold") && list.contains("Kim"), "{list}");
+    assert!(
+        list.contains("&#60;script&#62;alert(1)&#60;/script&#62;")
+            || list.contains("&lt;script&gt;"),
+        "{list}"
+    );
+    assert!(
+        list.contains("vip") && list.contains("Tier: gold") && list.contains("Kim"),
+        "{list}"
+    );
     assert!(!list.contains("4915100000001"), "Beta's contact");
     let found = page(&b, "/app/contacts?q=900901").await;
-    assert!(found.contains(&format!("/app/contacts/{contact}")) && !found.contains("Kim"), "{found}");
+    assert!(
+        found.contains(&format!("/app/contacts/{contact}")) && !found.contains("Kim"),
+        "{found}"
+    );
     let none = page(&b, "/app/contacts?q=nobody-like-this").await;
     assert!(none.contains("No contact matches"), "{none}");
     let one = page(&b, &format!("/app/contacts/{contact}")).await;
-    assert!(one.contains("gold") && one.contains("+447700900901") && !one.contains("<script>alert(1)"), "{one}");
+    assert!(
+        one.contains("gold") && one.contains("+447700900901") && !one.contains("<script>alert(1)"),
+        "{one}"
+    );
     assert_eq!(b.get(&format!("/app/contacts/{beta_contact}")).await.0, 404);
     assert_eq!(b.get("/app/contacts/not-an-id").await.0, 404);
 
     // Conversations: the API's filters, a thread oldest first with links to each message.
     let convs = page(&b, "/app/conversations").await;
     assert!(convs.contains("Kim") && convs.contains("Open"), "{convs}");
-    assert!(page(&b, "/app/conversations?window_state=open").await.contains("Kim"));
+    assert!(
+        page(&b, "/app/conversations?window_state=open")
+            .await
+            .contains("Kim")
+    );
     let closed = page(&b, "/app/conversations?window_state=closed").await;
-    assert!(!closed.contains("Kim") && closed.contains("No conversation matches"), "{closed}");
+    assert!(
+        !closed.contains("Kim") && closed.contains("No conversation matches"),
+        "{closed}"
+    );
     assert_eq!(b.get("/app/conversations?window_state=ajar").await.0, 400);
     assert_eq!(b.get("/app/conversations?contact_id=nope").await.0, 400);
     let by_contact = page(&b, &format!("/app/conversations?contact_id={contact}")).await;
-    assert!(!by_contact.contains("Kim") && by_contact.contains("Only the conversations of"), "{by_contact}");
+    assert!(
+        !by_contact.contains("Kim") && by_contact.contains("Only the conversations of"),
+        "{by_contact}"
+    );
     let at = convs.find("/app/conversations/").unwrap();
-    let id: String = convs[at + "/app/conversations/".len()..].chars().take(36).collect();
+    let id: String = convs[at + "/app/conversations/".len()..]
+        .chars()
+        .take(36)
+        .collect();
     let thread = page(&b, &format!("/app/conversations/{id}")).await;
-    assert!(thread.contains("Hello &#60;b&#62;there") || thread.contains("Hello &lt;b&gt;there"), "{thread}");
+    assert!(
+        thread.contains("Hello &#60;b&#62;there") || thread.contains("Hello &lt;b&gt;there"),
+        "{thread}"
+    );
     assert!(!thread.contains("<b>there"), "{thread}");
     assert!(thread.contains("href=\"/app/messages/"), "{thread}");
     assert!(thread.contains(PNID), "{thread}");
-    assert_eq!(b.get(&format!("/app/conversations/{}", Uuid::now_v7())).await.0, 404);
+    assert_eq!(
+        b.get(&format!("/app/conversations/{}", Uuid::now_v7()))
+            .await
+            .0,
+        404
+    );
 
     // Templates: filters, the page with its example and a copy button; Beta's hidden.
     let tpls = page(&b, "/app/templates").await;
-    assert!(tpls.contains("order_shipped") && !tpls.contains("beta_secret_tpl"), "{tpls}");
-    assert!(page(&b, "/app/templates?status=approved&language=en_US").await.contains("order_shipped"));
+    assert!(
+        tpls.contains("order_shipped") && !tpls.contains("beta_secret_tpl"),
+        "{tpls}"
+    );
+    assert!(
+        page(&b, "/app/templates?status=approved&language=en_US")
+            .await
+            .contains("order_shipped")
+    );
     let rejected = page(&b, "/app/templates?status=rejected").await;
     assert!(rejected.contains("No template matches"), "{rejected}");
     assert_eq!(b.get("/app/templates?status=lost").await.0, 400);
     let at = tpls.find("/app/templates/").unwrap();
-    let tid: String = tpls[at + "/app/templates/".len()..].chars().take(36).collect();
+    let tid: String = tpls[at + "/app/templates/".len()..]
+        .chars()
+        .take(36)
+        .collect();
     let t = page(&b, &format!("/app/templates/{tid}")).await;
-    assert!(t.contains("id=\"template-example\"") && t.contains("data-copy=\"#template-example\""), "{t}");
+    assert!(
+        t.contains("id=\"template-example\"") && t.contains("data-copy=\"#template-example\""),
+        "{t}"
+    );
     assert!(t.contains("A-42") && t.contains("RECIPIENT_PHONE"), "{t}");
     assert!(t.contains("Your order {{1}} is on its way"), "{t}");
-    assert_eq!(b.get(&format!("/app/templates/{beta_template}")).await.0, 404);
+    assert_eq!(
+        b.get(&format!("/app/templates/{beta_template}")).await.0,
+        404
+    );
 
     // Usage and plan.
     let u = page(&b, "/app/usage").await;
     assert!(u.contains("growth"), "{u}");
-    assert!(u.contains("Phone numbers") && u.contains("API requests"), "{u}");
-    assert!(u.contains("10.00 USD") && u.contains("Adjustment by the operator"), "{u}");
-    assert!(u.contains("Organisation, per minute") && u.contains("Per key, per minute"), "{u}");
+    assert!(
+        u.contains("Phone numbers") && u.contains("API requests"),
+        "{u}"
+    );
+    assert!(
+        u.contains("10.00 USD") && u.contains("Adjustment by the operator"),
+        "{u}"
+    );
+    assert!(
+        u.contains("Organisation, per minute") && u.contains("Per key, per minute"),
+        "{u}"
+    );
 }
 
 async fn empty_states_say_what_to_do(app: &TestApp) {
@@ -148,12 +214,22 @@ async fn empty_states_say_what_to_do(app: &TestApp) {
     // Without a number the home page keeps its first step.
     assert!(page(&b, "/app").await.contains("Create your first key"));
     let o = page(&b, "/app/overview").await;
-    assert!(o.contains("has no WhatsApp number yet") && o.contains("tern admin number add"), "{o}");
+    assert!(
+        o.contains("has no WhatsApp number yet") && o.contains("tern admin number add"),
+        "{o}"
+    );
     assert!(page(&b, "/app/contacts").await.contains("No contact yet"));
-    assert!(page(&b, "/app/conversations").await.contains("No conversation yet"));
+    assert!(
+        page(&b, "/app/conversations")
+            .await
+            .contains("No conversation yet")
+    );
     assert!(page(&b, "/app/templates").await.contains("No template yet"));
     let u = page(&b, "/app/usage").await;
-    assert!(u.contains("No entry yet") && u.contains("No active key"), "{u}");
+    assert!(
+        u.contains("No entry yet") && u.contains("No active key"),
+        "{u}"
+    );
 }
 
 tern_store::both_backends! { TestApp;
