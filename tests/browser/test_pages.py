@@ -20,7 +20,6 @@ from conftest import Server, screenshot
 
 PASSWORD = "a long enough passphrase 42"
 APP_SECRET = "pages-test-app-secret"
-PNID = "106540352242922"
 _n = itertools.count()
 
 
@@ -54,12 +53,12 @@ def api(base: str, key: str, method: str, path: str, body=None):
         return json.loads(r.read())
 
 
-def customer_writes(base: str, wa_id: str, name: str, text: str) -> None:
+def customer_writes(base: str, pnid: str, wa_id: str, name: str, text: str) -> None:
     """A text from a customer, as the network posts it (signed with the app secret)."""
     body = json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "waba1", "changes": [{
         "field": "messages", "value": {
             "messaging_product": "whatsapp",
-            "metadata": {"display_phone_number": "14155550100", "phone_number_id": PNID},
+            "metadata": {"display_phone_number": "14155550100", "phone_number_id": pnid},
             "contacts": [{"wa_id": wa_id, "profile": {"name": name}}],
             "messages": [{"from": wa_id, "id": f"wamid.{uuid.uuid4().hex}",
                           "timestamp": str(int(time.time())), "type": "text",
@@ -83,8 +82,9 @@ def world(server) -> str:
     """An organisation with a number, a customer who wrote in, a tagged contact and a
     template; its owner's invite link."""
     n = next(_n)
+    pnid = f"10654035224290{n}"
     org = server.admin("org", "create", "--name", f"Pages {n}", "--plan", "growth")["id"]
-    server.admin("number", "add", "--org", org, "--phone-number-id", PNID,
+    server.admin("number", "add", "--org", org, "--phone-number-id", pnid,
                  "--display-phone-number", "+14155550100", "--waba-id", "waba1",
                  "--access-token", "token")
     owner = server.admin("member", "add", "--org", org, "--email", f"pages{n}@browser.test",
@@ -98,7 +98,7 @@ def world(server) -> str:
         "name": "order_shipped", "language": "en_US", "category": "utility", "waba_id": "waba1",
         "components": [{"type": "BODY", "text": "Your order {{1}} is on its way",
                         "example": {"body_text": [["A-42"]]}}]})
-    customer_writes(base, "447700900111", "Kim", "Where is my order?")
+    customer_writes(base, pnid, "447700900111", "Kim", "Where is my order?")
     return owner["invite_url"]
 
 
