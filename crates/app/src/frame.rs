@@ -3,6 +3,9 @@
 //! messages and the CSRF token of the layout's forms (switcher, sign out). The session
 //! layer fills it; pages only pass it to their template.
 
+/// A navigation item: (item, label, address).
+pub type NavItem = (Nav, &'static str, &'static str);
+
 /// The main navigation's items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Nav {
@@ -46,7 +49,7 @@ impl Nav {
 
     /// The items in two labelled groups: the organisation's messaging, then what builds
     /// and manages the integration.
-    pub const GROUPS: [(&'static str, &'static [(Nav, &'static str, &'static str)]); 2] = {
+    pub const GROUPS: [(&'static str, &'static [NavItem]); 2] = {
         let (work, manage) = Nav::ITEMS.split_at(6);
         [("Messaging", work), ("Build and manage", manage)]
     };
