@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 from conftest import Server, screenshot
+from playwright.sync_api import expect
 
 PASSWORD = "a long enough passphrase 42"
 APP_SECRET = "pages-test-app-secret"
@@ -162,7 +163,8 @@ def test_the_working_pages(page, pages_server, viewport_width):
     copy = page.get_by_role("button", name="Copy")
     assert copy.is_visible(), "the script shows the copy button"
     copy.click()
-    assert page.get_by_role("button", name="Copied").is_visible()
+    # The copy is asynchronous: wait for the button to say so.
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
     assert json.loads(page.evaluate("navigator.clipboard.readText()")) == json.loads(example)
     no_sideways_scrolling(page, w)
     screenshot(page, f"template-{w}")
