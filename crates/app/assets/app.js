@@ -2,6 +2,8 @@
 // - <button data-copy="#id" hidden>Copy</button>: shown, copies the element's text (or an
 //   input's value) to the clipboard and says "Copied".
 // - <time datetime="RFC 3339">: shown in the browser's time zone, the UTC value on hover.
+// - <details data-narrow-closed open>: the navigation; closed on small screens (a "Menu"
+//   button), open again when the screen is wide (where its summary is hidden).
 "use strict";
 
 (function () {
@@ -43,7 +45,19 @@
     });
   }
 
+  function narrowMenus() {
+    const narrow = window.matchMedia("(max-width: 40rem)");
+    const apply = function () {
+      document.querySelectorAll("details[data-narrow-closed]").forEach(function (d) {
+        d.open = !narrow.matches;
+      });
+    };
+    apply();
+    narrow.addEventListener("change", apply);
+  }
+
   function start() {
+    narrowMenus();
     document.querySelectorAll("button[data-copy]").forEach(function (b) {
       b.hidden = false;
       b.setAttribute("aria-live", "polite");

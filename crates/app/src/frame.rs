@@ -3,6 +3,9 @@
 //! messages and the CSRF token of the layout's forms (switcher, sign out). The session
 //! layer fills it; pages only pass it to their template.
 
+/// A navigation item: (item, label, address).
+pub type NavItem = (Nav, &'static str, &'static str);
+
 /// The main navigation's items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Nav {
@@ -43,6 +46,21 @@ impl Nav {
         (Nav::Settings, "Settings", "/app/settings"),
         (Nav::Usage, "Usage and plan", "/app/usage"),
     ];
+
+    /// The items in two labelled groups: the organisation's messaging, then what builds
+    /// and manages the integration.
+    pub const GROUPS: [(&'static str, &'static [NavItem]); 2] = {
+        let (work, manage) = Nav::ITEMS.split_at(6);
+        [("Messaging", work), ("Build and manage", manage)]
+    };
+
+    /// The item's label (`None` for a page outside the navigation).
+    pub fn label(self) -> Option<&'static str> {
+        Nav::ITEMS
+            .iter()
+            .find(|(item, _, _)| *item == self)
+            .map(|(_, label, _)| *label)
+    }
 }
 
 /// The signed-in person.

@@ -137,6 +137,11 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::audit::routes())
         .merge(pages::org::routes())
         .merge(pages::requests::routes())
+        .merge(pages::overview::routes())
+        .merge(pages::conversations::routes())
+        .merge(pages::contacts::routes())
+        .merge(pages::templates::routes())
+        .merge(pages::usage::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

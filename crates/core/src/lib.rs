@@ -23,6 +23,9 @@
 //! | [`usage`] | the `api_requests` meter (group-committed, exact across processes) |
 //! | [`campaigns`] | create, resolve, schedule, launch, pause, resume; the worker's fan-out step |
 //! | [`people`] | the app's accounts: invitations, links, sign-in, sessions, two-factor, members |
+//! | [`browse`] | the app's reads of conversations, contacts and templates (as the API lists them) |
+//! | [`overview`] | the organisation at a glance (the app's overview page) |
+//! | [`account`] | plan, limits, allowances, wallet and quotas as the usage page shows them |
 //! | [`admin`] | operator writes: organisations, members, numbers, contact fields |
 //! | [`keys`] | API keys: create, rotate, revoke (audited), who may manage one, the keys page's reads |
 //! | [`audit`] | the audit log: who did what, when, from where |
@@ -36,9 +39,11 @@ use tern_domain::Problem;
 use tern_domain::crypto::MasterKey;
 use tern_store::{AcceptQueue, Db, Lookups};
 
+pub mod account;
 pub mod admin;
 pub mod admission;
 pub mod audit;
+pub mod browse;
 pub mod campaigns;
 pub mod contacts;
 pub mod events;
@@ -50,6 +55,7 @@ pub mod load;
 pub mod media;
 pub mod messages;
 pub mod numbers;
+pub mod overview;
 pub mod people;
 pub mod principal;
 pub mod rate;

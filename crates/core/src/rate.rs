@@ -189,6 +189,38 @@ impl Limiter {
         verdict
     }
 
+    /// Each window of key `key` of `org` as it stands now, nothing counted (the usage
+    /// page): from Redis when set (this process's counts while it is out of reach), else
+    /// this process's. `None` when quotas are off.
+    pub async fn peek(
+        &self,
+        org: Uuid,
+        key: Uuid,
+        windows: &[(RateWindow, u64)],
+    ) -> Option<Vec<WindowState>> {
+        if self.off {
+            return None;
+        }
+        if let Some(r) = &self.redis
+            && let Ok(states) = r.peek(org, key, windows).await
+        {
+            return Some(states);
+        }
+        let now = now_ms();
+        let local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            windows
+                .iter()
+                .map(|&(w, q)| WindowState {
+                    window: w,
+                    quota: q,
+                    used: local.used(owner(org, key, w), w, now),
+                    reset_ms: quota::reset_ms(now, w),
+                })
+                .collect(),
+        )
+    }
+
     /// The burst limiter (GCRA, `burst` requests per second per key with a burst of as
     /// many): `false` when this request comes too fast. Always `true` without a setting.
     pub fn burst_ok(&self, p: &Principal) -> bool {
@@ -405,12 +437,7 @@ impl RedisCounters {
         let mut conn = self.connection().await?;
         let mut inv = redis_script().prepare_invoke();
         for &(w, _) in windows {
-            // The hash tag keeps an organisation's counters in one cluster slot.
-            inv.key(format!(
-                "tern:rl:{{{org}}}:{}:{}",
-                owner(org, key, w),
-                w.as_str()
-            ));
+            inv.key(counter_key(org, key, w));
         }
         inv.arg(weight);
         for &(_, q) in windows {
@@ -498,6 +525,67 @@ impl RedisCounters {
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = Conn::Down(Instant::now());
         e
     }
+}
+
+/// The counts of [`SCRIPT`]'s counters without counting: KEYS one counter per window,
+/// ARGV each window's length in seconds; returns, per window, the count and the
+/// milliseconds to its reset.
+const PEEK_SCRIPT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for i = 1, #KEYS do
+  local len = tonumber(ARGV[i]) * 1000
+  local idx = math.floor(now / len)
+  out[#out + 1] = tonumber(redis.call('GET', KEYS[i] .. ':' .. idx) or '0')
+  out[#out + 1] = (idx + 1) * len - now
+end
+return out
+";
+
+impl RedisCounters {
+    async fn peek(
+        &self,
+        org: Uuid,
+        key: Uuid,
+        windows: &[(RateWindow, u64)],
+    ) -> Result<Vec<WindowState>, String> {
+        static S: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+        let mut conn = self.connection().await?;
+        let mut inv = S
+            .get_or_init(|| redis::Script::new(PEEK_SCRIPT))
+            .prepare_invoke();
+        for &(w, _) in windows {
+            inv.key(counter_key(org, key, w));
+        }
+        for &(w, _) in windows {
+            inv.arg(w.seconds());
+        }
+        let out = match tokio::time::timeout(REDIS_TIMEOUT, inv.invoke_async::<Vec<i64>>(&mut conn))
+            .await
+        {
+            Ok(Ok(out)) if out.len() == windows.len() * 2 => out,
+            Ok(Ok(out)) => return Err(format!("unexpected script answer of {} values", out.len())),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("no answer within 250 ms".into()),
+        };
+        Ok(windows
+            .iter()
+            .enumerate()
+            .map(|(i, &(w, q))| WindowState {
+                window: w,
+                quota: q,
+                used: u64::try_from(out[i * 2]).unwrap_or(0),
+                reset_ms: out[i * 2 + 1],
+            })
+            .collect())
+    }
+}
+
+/// The Redis counter of window `w` of key `key` of `org` (its window index appended by the
+/// scripts). The hash tag keeps an organisation's counters in one cluster slot.
+fn counter_key(org: Uuid, key: Uuid, w: RateWindow) -> String {
+    format!("tern:rl:{{{org}}}:{}:{}", owner(org, key, w), w.as_str())
 }
 
 fn redis_script() -> &'static redis::Script {

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::db::{Tx, with_tx};
+use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::Result;
 
 /// What a plan count limit counts.
@@ -49,6 +49,18 @@ impl Tx {
         let n = with_tx!(self, conn => sqlx::query_scalar::<_, i64>(what.count_sql())
             .bind(org_id)
             .fetch_one(&mut **conn)
+            .await)?;
+        Ok(n)
+    }
+}
+
+impl Db {
+    /// The organisation's `what` as a plan count limit counts it, without a lock (what a
+    /// page shows as "used").
+    pub async fn count_rows(&self, org_id: Uuid, what: Counted) -> Result<i64> {
+        let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(what.count_sql())
+            .bind(org_id)
+            .fetch_one(pool)
             .await)?;
         Ok(n)
     }

@@ -23,8 +23,18 @@ pub struct HomePage<'a> {
     pub manages_members: bool,
 }
 
-/// `GET /app` with a session (see [`super::root`]).
+/// `GET /app` with a session (see [`super::root`]): the overview once the organisation has
+/// a number, else the way to the first steps.
 pub async fn show(state: &AppState, me: &OrgMember) -> Result<Html<String>, AppError> {
+    let numbers = state
+        .core
+        .db
+        .count_phone_numbers(me.org.id)
+        .await
+        .map_err(|e| AppError::Internal(format!("counting numbers: {e}")))?;
+    if numbers > 0 {
+        return super::overview::page(state, me, true).await;
+    }
     let keys = state
         .core
         .db

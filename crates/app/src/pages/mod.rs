@@ -1,17 +1,23 @@
 //! The app's pages, one module per page or group of pages.
 
 pub mod audit;
+pub mod contacts;
+pub mod conversations;
 pub mod form;
 pub mod home;
 pub mod keys;
 pub mod links;
+pub mod listing;
 pub mod members;
 pub mod org;
+pub mod overview;
 pub mod profile;
 pub mod requests;
 pub mod sessions;
 pub mod sign_in;
+pub mod templates;
 pub mod two_factor;
+pub mod usage;
 pub mod webhook_detail;
 pub mod webhooks;
 

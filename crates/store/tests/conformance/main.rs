@@ -22,6 +22,7 @@ mod media;
 mod messages;
 mod network_inbox;
 mod orgs;
+mod overview;
 mod parity;
 mod people;
 mod phone_numbers;

@@ -4,6 +4,7 @@
 mod frame;
 mod keys;
 mod members;
+mod pages;
 mod person;
 mod requests;
 mod session;
