@@ -41,6 +41,7 @@ pub mod audit;
 pub mod campaigns;
 pub mod contacts;
 pub mod events;
+pub mod explorer;
 mod guarded;
 pub mod inbox;
 pub mod keys;

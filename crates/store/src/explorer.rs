@@ -89,7 +89,11 @@ where
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    q.push(concat!("SELECT ", message_columns!(), " FROM messages WHERE "));
+    q.push(concat!(
+        "SELECT ",
+        message_columns!(),
+        " FROM messages WHERE "
+    ));
     // The campaign's own index when filtering by campaign; the organisation's otherwise.
     if let Some(c) = conversation {
         q.push("conversation_id = ").push_bind(c);
@@ -104,7 +108,8 @@ where
         q.push(" AND status = ").push_bind(s.as_str().to_string());
     }
     if let Some(d) = f.direction {
-        q.push(" AND direction = ").push_bind(d.as_str().to_string());
+        q.push(" AND direction = ")
+            .push_bind(d.as_str().to_string());
     }
     if let Some(n) = &f.phone_number_id {
         q.push(" AND phone_number_id = ").push_bind(n.clone());
