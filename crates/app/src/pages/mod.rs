@@ -1,15 +1,19 @@
 //! The app's pages, one module per page or group of pages.
 
 pub mod audit;
+pub mod campaigns;
 pub mod form;
 pub mod home;
 pub mod keys;
 pub mod links;
 pub mod members;
+pub mod message;
+pub mod messages;
 pub mod org;
 pub mod profile;
 pub mod sessions;
 pub mod sign_in;
+pub mod timeline_view;
 pub mod two_factor;
 pub mod webhook_detail;
 pub mod webhooks;
