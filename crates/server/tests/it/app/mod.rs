@@ -1,9 +1,12 @@
 //! The app under `/app` (issue 29): its frame — security headers on every answer, the
 //! refusal of API keys, error pages, the form size limit, CSRF and the sign-in page.
 
+mod campaigns;
 mod frame;
 mod keys;
 mod members;
+mod message_replay;
+mod messages;
 mod person;
 mod session;
 mod webhooks;
