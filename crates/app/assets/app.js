@@ -4,6 +4,10 @@
 // - <time datetime="RFC 3339">: shown in the browser's time zone, the UTC value on hover.
 // - <details data-narrow-closed open>: the navigation; closed on small screens (a "Menu"
 //   button), open again when the screen is wide (where its summary is hidden).
+// - <div data-live="URL" data-final="false"> with [data-live-part="name"] children: every 2 s
+//   (while the tab is visible) the fragment at URL is fetched and each part whose HTML
+//   changed is replaced; polling stops once a fragment says data-final="true". The page's
+//   own "Refresh" link ([data-live-refresh]) is hidden meanwhile.
 "use strict";
 
 (function () {
@@ -56,12 +60,82 @@
     narrow.addEventListener("change", apply);
   }
 
+  const LIVE_EVERY_MS = 2000;
+
+  function live(root) {
+    const url = root.getAttribute("data-live");
+    let timer = null;
+    let busy = false;
+
+    function isFinal() { return root.getAttribute("data-final") === "true"; }
+
+    function schedule() {
+      clearTimeout(timer);
+      timer = null;
+      if (!isFinal() && !document.hidden) timer = setTimeout(poll, LIVE_EVERY_MS);
+    }
+
+    function swap(fresh) {
+      const focused = document.activeElement && root.contains(document.activeElement)
+        ? document.activeElement.id : "";
+      root.querySelectorAll("[data-live-part]").forEach(function (part) {
+        const name = part.getAttribute("data-live-part");
+        const next = fresh.querySelector('[data-live-part="' + name + '"]');
+        if (!next || next.innerHTML === part.dataset.liveHtml) return;
+        part.innerHTML = next.innerHTML;
+        part.dataset.liveHtml = next.innerHTML;
+        localTimes(part);
+        part.querySelectorAll("button[data-copy]").forEach(function (b) { b.hidden = false; });
+      });
+      root.setAttribute("data-final", fresh.getAttribute("data-final") || "true");
+      if (focused) {
+        const again = document.getElementById(focused);
+        if (again && again !== document.activeElement) again.focus();
+      }
+      if (isFinal()) {
+        root.querySelectorAll("[data-live-refresh]").forEach(function (a) { a.hidden = true; });
+      }
+    }
+
+    async function poll() {
+      if (busy || isFinal()) return;
+      busy = true;
+      try {
+        const res = await fetch(url, { credentials: "same-origin", cache: "no-store",
+          headers: { "Accept": "text/html" } });
+        // Signed out, gone, or an error: stop quietly; the Refresh link still works.
+        if (!res.ok || res.redirected) { root.setAttribute("data-final", "true"); return; }
+        const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+        const fresh = doc.querySelector("[data-live]");
+        if (fresh) swap(fresh);
+      } catch (_) {
+        // A network blip: try again next time.
+      } finally {
+        busy = false;
+        schedule();
+      }
+    }
+
+    // The HTML as served, to compare the fragments' parts with (not the localised times).
+    root.querySelectorAll("[data-live-part]").forEach(function (part) {
+      part.dataset.liveHtml = part.innerHTML;
+    });
+    if (isFinal()) return;
+    root.querySelectorAll("[data-live-refresh]").forEach(function (a) { a.hidden = true; });
+    document.addEventListener("visibilitychange", function () {
+      if (document.hidden) { clearTimeout(timer); timer = null; } else if (!timer) { poll(); }
+    });
+    schedule();
+  }
+
   function start() {
     narrowMenus();
     document.querySelectorAll("button[data-copy]").forEach(function (b) {
       b.hidden = false;
       b.setAttribute("aria-live", "polite");
     });
+    // Before localTimes: the parts' served HTML is what later fragments are compared with.
+    document.querySelectorAll("[data-live]").forEach(live);
     localTimes(document);
   }
 

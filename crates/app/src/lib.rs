@@ -142,6 +142,8 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::contacts::routes())
         .merge(pages::templates::routes())
         .merge(pages::usage::routes())
+        .merge(pages::messages::routes())
+        .merge(pages::campaigns::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

@@ -44,6 +44,8 @@ pub const SUBSCRIPTION_UPDATED: &str = "subscription.updated";
 pub const SUBSCRIPTION_DELETED: &str = "subscription.deleted";
 pub const SUBSCRIPTION_SECRET_ROTATED: &str = "subscription.secret_rotated";
 pub const SUBSCRIPTION_REPLAYED: &str = "subscription.replayed";
+/// One delivery sent again from a message's timeline.
+pub const SUBSCRIPTION_DELIVERY_REPLAYED: &str = "subscription.delivery_replayed";
 
 /// Every action name, in the table's order.
 pub const ACTIONS: &[&str] = &[
@@ -66,6 +68,7 @@ pub const ACTIONS: &[&str] = &[
     SUBSCRIPTION_DELETED,
     SUBSCRIPTION_SECRET_ROTATED,
     SUBSCRIPTION_REPLAYED,
+    SUBSCRIPTION_DELIVERY_REPLAYED,
 ];
 
 /// Target kinds.

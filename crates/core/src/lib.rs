@@ -47,6 +47,7 @@ pub mod browse;
 pub mod campaigns;
 pub mod contacts;
 pub mod events;
+pub mod explorer;
 mod guarded;
 pub mod inbox;
 pub mod keys;

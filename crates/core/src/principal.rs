@@ -67,6 +67,26 @@ impl Principal {
         })
     }
 
+    /// A person acting in the app for their organisation itself, not for one of its keys
+    /// (pausing a campaign): every permission their role holds, the person as the actor. No
+    /// key: `key_id` is nil, so nothing a key owns (subscriptions) is reachable through it.
+    pub fn for_member(org: Org, role: Role, ctx: Context) -> Principal {
+        Principal {
+            org_id: org.id,
+            key_id: Uuid::nil(),
+            role,
+            permissions: Permission::ALL
+                .iter()
+                .copied()
+                .filter(|p| role.allows(*p))
+                .collect(),
+            overrides: Overrides::from_json(&org.overrides),
+            org,
+            actor: ctx.actor,
+            address: ctx.address,
+        }
+    }
+
     pub fn effective(&self) -> Effective<'_> {
         Effective::new(&self.org.plan, &self.overrides)
     }

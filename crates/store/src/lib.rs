@@ -20,6 +20,7 @@ mod db;
 mod dispatch;
 mod error;
 mod events;
+mod explorer;
 mod identity;
 mod limits;
 mod lookups;
@@ -65,6 +66,7 @@ pub use events::{
     AttemptRecord, AttemptStatus, Delivery, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
     NewSubscription, Recording, Subscription, SubscriptionPatch, WebhookAttempt,
 };
+pub use explorer::{CustomerKey, ExplorerQuery, MAX_CONVERSATIONS, Redelivery, id_at};
 pub use identity::{Identity, Observed};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};

@@ -61,7 +61,7 @@ pub struct ReplyTo {
 }
 
 #[derive(sqlx::FromRow)]
-struct Row {
+pub(crate) struct Row {
     id: Uuid,
     org_id: Uuid,
     conversation_id: Uuid,
@@ -137,6 +137,7 @@ macro_rules! message_columns {
          reply_to, referral, edited_at, revoked_at"
     };
 }
+pub(crate) use message_columns;
 
 /// The columns an accepted (outbound) message is inserted with, `message_columns!` less the
 /// inbound-only ones (content, referral, edited_at, revoked_at: NULL): fewer binds on the

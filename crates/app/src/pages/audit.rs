@@ -59,6 +59,7 @@ pub fn action_words(action: &str) -> &'static str {
         audit::SUBSCRIPTION_DELETED => "Deleted a webhook endpoint",
         audit::SUBSCRIPTION_SECRET_ROTATED => "Rotated a webhook endpoint's secret",
         audit::SUBSCRIPTION_REPLAYED => "Replayed webhook deliveries",
+        audit::SUBSCRIPTION_DELIVERY_REPLAYED => "Replayed one webhook delivery of a message",
         _ => "Other",
     }
 }

@@ -74,6 +74,23 @@ pub async fn get(core: &Core, org_id: Uuid, id: Uuid) -> Result<Campaign> {
     })
 }
 
+/// A page of the organisation's campaigns, newest first, each with its counts (the app's
+/// list; the API's does the same).
+pub async fn list(
+    core: &Core,
+    org_id: Uuid,
+    after: Option<(i64, Uuid)>,
+    limit: i64,
+) -> Result<Vec<(Campaign, tern_store::CampaignCounts)>> {
+    let rows = core.db.list_campaigns(org_id, None, after, limit).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for c in rows {
+        let counts = core.db.campaign_counts(c.id).await?;
+        out.push((c, counts));
+    }
+    Ok(out)
+}
+
 /// The campaign as the API shows it (with its counts).
 pub async fn show(core: &Core, c: &Campaign) -> Result<view::Campaign> {
     let counts = core.db.campaign_counts(c.id).await?;

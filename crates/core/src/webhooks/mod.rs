@@ -7,10 +7,14 @@
 //! | subscriptions: create (plan limit), change, rotate, delete | [`subscriptions`] |
 //! | one signed delivery attempt | [`send`] |
 //! | a claimed delivery made and decided, test sends, replays | [`deliver`] |
+//! | one delivery sent again (the app's Replay) | [`redelivery`] |
 //! | the data of test events | [`samples`] |
 //! | the delivery workers (claim, lease, batch the records) | `tern_engine::webhooks` |
 
 pub mod deliver;
+pub mod redelivery;
 pub mod samples;
 pub mod send;
 pub mod subscriptions;
+
+pub use redelivery::{Redelivered, redeliver};

@@ -1,10 +1,13 @@
 //! The app under `/app` (issue 29): its frame — security headers on every answer, the
 //! refusal of API keys, error pages, the form size limit, CSRF and the sign-in page.
 
+mod campaigns;
 mod frame;
 mod keys;
 mod members;
 mod pages;
+mod message_replay;
+mod messages;
 mod person;
 mod requests;
 mod session;
