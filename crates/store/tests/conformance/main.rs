@@ -28,4 +28,5 @@ mod phone_numbers;
 mod settings;
 mod tags;
 mod templates;
+mod timeline;
 mod usage;
