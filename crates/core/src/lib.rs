@@ -55,6 +55,7 @@ pub mod rate;
 pub mod templates;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod timeline;
 pub mod usage;
 pub mod views;
 pub mod webhooks;
