@@ -132,6 +132,6 @@ async fn entries(core: &Core, org_id: Uuid, message_id: Uuid) -> Result<Vec<(Pos
             },
         )
     }));
-    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.sort_by_key(|e| e.0);
     Ok(all)
 }

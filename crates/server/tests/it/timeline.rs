@@ -32,7 +32,10 @@ async fn walk(app: &TestApp, key: &str, id: uuid::Uuid, limit: u32) -> Vec<Value
 }
 
 fn kinds(entries: &[Value]) -> Vec<&str> {
-    entries.iter().map(|e| e["kind"].as_str().unwrap()).collect()
+    entries
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect()
 }
 
 async fn reports_out_of_order(app: &TestApp) {
@@ -62,7 +65,13 @@ async fn reports_out_of_order(app: &TestApp) {
     let reports: Vec<&Value> = all.iter().filter(|e| e["kind"] == "status").collect();
     let seen: Vec<(&str, bool, &Value)> = reports
         .iter()
-        .map(|e| (e["status"].as_str().unwrap(), e["applied"].as_bool().unwrap(), &e["reason"]))
+        .map(|e| {
+            (
+                e["status"].as_str().unwrap(),
+                e["applied"].as_bool().unwrap(),
+                &e["reason"],
+            )
+        })
         .collect();
     assert_eq!(
         seen,
@@ -76,10 +85,18 @@ async fn reports_out_of_order(app: &TestApp) {
         ]
     );
     for r in &reports {
-        assert!(r["network_timestamp"].as_str().unwrap().starts_with("2023-11-14T22:1"));
+        assert!(
+            r["network_timestamp"]
+                .as_str()
+                .unwrap()
+                .starts_with("2023-11-14T22:1")
+        );
         assert!(r["received_at"].is_string() && r["pricing"].is_null());
     }
-    assert!(!kinds(&all).contains(&"failed"), "failed never follows read");
+    assert!(
+        !kinds(&all).contains(&"failed"),
+        "failed never follows read"
+    );
     // `at` never goes back.
     let ats: Vec<&str> = all.iter().map(|e| e["at"].as_str().unwrap()).collect();
     assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
@@ -87,17 +104,33 @@ async fn reports_out_of_order(app: &TestApp) {
     // Two at a time: the same entries, no gap, no repeat.
     assert_eq!(walk(app, &key, m.id, 2).await, all);
     // A cursor of another message's timeline is refused.
-    let (_, _, page) = app.get(&format!("{API}/messages/{}/timeline?limit=1", m.id), Some(&key)).await;
+    let (_, _, page) = app
+        .get(
+            &format!("{API}/messages/{}/timeline?limit=1", m.id),
+            Some(&key),
+        )
+        .await;
     let c = page["next_cursor"].as_str().unwrap();
     let other = outbound(app, Some("wamid.TL2")).await;
-    let (s, _, e) = app.get(&format!("{API}/messages/{}/timeline?cursor={c}", other.id), Some(&key)).await;
+    let (s, _, e) = app
+        .get(
+            &format!("{API}/messages/{}/timeline?cursor={c}", other.id),
+            Some(&key),
+        )
+        .await;
     assert_eq!((s, e["code"].as_str()), (400, Some("validation_failed")));
 
     // Another organisation's message, an unknown id and a malformed one: 404.
     let (_, other_key) = app.other_org("Other", Preset::FullAccess).await;
     for (path, k) in [
-        (format!("{API}/messages/{}/timeline", m.id), other_key.as_str()),
-        (format!("{API}/messages/{}/timeline", uuid::Uuid::now_v7()), key.as_str()),
+        (
+            format!("{API}/messages/{}/timeline", m.id),
+            other_key.as_str(),
+        ),
+        (
+            format!("{API}/messages/{}/timeline", uuid::Uuid::now_v7()),
+            key.as_str(),
+        ),
         (format!("{API}/messages/nope/timeline"), key.as_str()),
     ] {
         let (s, _, e) = app.get(&path, Some(k)).await;
