@@ -26,8 +26,19 @@ pub async fn emit<T: Serialize>(
     kind: EventType,
     data: impl FnOnce() -> T,
 ) -> Result<usize, StoreError> {
+    emit_about(tx, org_id, kind, None, data).await
+}
+
+/// [`emit`] of an event about message `message_id`: the event is an entry of its timeline.
+pub async fn emit_about<T: Serialize>(
+    tx: &mut Tx,
+    org_id: Uuid,
+    kind: EventType,
+    message_id: Option<Uuid>,
+    data: impl FnOnce() -> T,
+) -> Result<usize, StoreError> {
     let subscribers = tx.webhook_subscribers(org_id, kind.as_str()).await?;
-    emit_to(tx, org_id, kind, &subscribers, data).await
+    emit_to(tx, org_id, kind, &subscribers, message_id, data).await
 }
 
 /// [`emit`] to `subscribers`, already read in `tx`.
@@ -36,6 +47,7 @@ async fn emit_to<T: Serialize>(
     org_id: Uuid,
     kind: EventType,
     subscribers: &[Uuid],
+    message_id: Option<Uuid>,
     data: impl FnOnce() -> T,
 ) -> Result<usize, StoreError> {
     if subscribers.is_empty() {
@@ -52,6 +64,7 @@ async fn emit_to<T: Serialize>(
         // The body is JSON text built by serde_json: always UTF-8.
         payload: String::from_utf8(payload).unwrap_or_default(),
         created_at,
+        message_id,
     };
     tx.insert_event(&event, subscribers).await?;
     metrics::counter!("tern_events_total", "type" => kind.as_str()).increment(1);
@@ -66,9 +79,12 @@ pub async fn message_status(
     org_id: Uuid,
     before: Status,
     after: Status,
+    message_id: Uuid,
     msg: impl FnOnce() -> Message,
 ) -> Result<(), StoreError> {
-    StatusEvents::new(org_id).emit(tx, before, after, msg).await
+    StatusEvents::new(org_id)
+        .emit(tx, before, after, message_id, msg)
+        .await
 }
 
 /// `message.status` events of one organisation in one transaction: the subscribers are read
@@ -92,6 +108,7 @@ impl StatusEvents {
         tx: &mut Tx,
         before: Status,
         after: Status,
+        message_id: Uuid,
         msg: impl FnOnce() -> Message,
     ) -> Result<(), StoreError> {
         let reported = matches!(
@@ -109,7 +126,7 @@ impl StatusEvents {
                 .insert(tx.webhook_subscribers(self.org_id, kind.as_str()).await?),
         };
         // The row is built only when a subscription wants it (status changes are hot).
-        emit_to(tx, self.org_id, kind, subscribers, || {
+        emit_to(tx, self.org_id, kind, subscribers, Some(message_id), || {
             views::Message::from(msg())
         })
         .await
@@ -119,18 +136,26 @@ impl StatusEvents {
 
 /// `message.received`: a customer's new message.
 pub async fn message_received(tx: &mut Tx, msg: &Message) -> Result<(), StoreError> {
-    emit(tx, msg.org_id, EventType::MessageReceived, || {
-        views::Message::from(msg.clone())
-    })
+    emit_about(
+        tx,
+        msg.org_id,
+        EventType::MessageReceived,
+        Some(msg.id),
+        || views::Message::from(msg.clone()),
+    )
     .await
     .map(drop)
 }
 
 /// `message.updated`: the message after a customer's edit or deletion.
 pub async fn message_updated(tx: &mut Tx, msg: &Message) -> Result<(), StoreError> {
-    emit(tx, msg.org_id, EventType::MessageUpdated, || {
-        views::Message::from(msg.clone())
-    })
+    emit_about(
+        tx,
+        msg.org_id,
+        EventType::MessageUpdated,
+        Some(msg.id),
+        || views::Message::from(msg.clone()),
+    )
     .await
     .map(drop)
 }

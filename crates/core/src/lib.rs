@@ -64,6 +64,7 @@ pub mod request_log;
 pub mod templates;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod timeline;
 pub mod usage;
 pub mod views;
 pub mod webhooks;

@@ -26,6 +26,7 @@ pub mod send;
 pub mod template;
 pub mod text;
 pub mod time;
+pub mod timeline;
 pub mod validate;
 
 pub use error::{ErrorCode, FieldError, Problem};

@@ -149,7 +149,8 @@ pub async fn drain_with_retry(db: &Db, apply_db: &Db, retry: Retry) -> Result<Re
         let mut done = futures::stream::iter(items)
             .map(|item| async move {
                 let retry_at = now_ms() + retry.delay_ms(item.attempts);
-                match process_body(apply_db, &item.body).await {
+                match tern_core::inbox::apply_received(apply_db, &item.body, item.received_at).await
+                {
                     Ok(report) if report.failed.is_empty() => db
                         .mark_inbox_processed(item.id, now_ms())
                         .await

@@ -604,7 +604,7 @@ tern_store::both_backends! { Env;
         }).await.unwrap();
         assert_eq!(claimed.len(), 4);
         let item = |id: Uuid| claimed.iter().find(|c| c.id == id).unwrap();
-        let report = |status, wamid, failure| Report { status, at: now_ms(), precision: Precision::Millis, wamid, failure };
+        let report = |status, wamid, failure| Report { status, at: now_ms(), precision: Precision::Millis, wamid, failure, seen: None, attempt: None };
         // The network's `delivered` for the first came before its send answer.
         let delivered = report(Status::Delivered, None, None);
         status::apply_report(&env.db, env.org_id, "wamid.B0", Some(ids[0]), &delivered).await.unwrap();

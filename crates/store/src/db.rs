@@ -221,6 +221,8 @@ pub struct Tx {
     pub(crate) queued_deliveries: bool,
     /// Events stored at commit, all in one statement ([`Tx::insert_event`]).
     pub(crate) pending_events: Vec<crate::events::PendingEvent>,
+    /// Timeline entries stored at commit, all in one statement ([`Tx::add_timeline`]).
+    pub(crate) pending_timeline: Vec<crate::timeline::NewRow>,
 }
 
 pub(crate) enum TxInner {
@@ -243,6 +245,7 @@ pub(crate) use with_tx;
 impl Tx {
     pub async fn commit(mut self) -> Result<()> {
         self.flush_events().await?;
+        self.flush_timeline().await?;
         match self.inner {
             TxInner::Sqlite(tx) => tx.commit().await?,
             TxInner::Postgres(tx) => tx.commit().await?,
@@ -430,6 +433,7 @@ impl Db {
             wakeups: std::sync::Arc::clone(&self.wakeups),
             queued_deliveries: false,
             pending_events: Vec::new(),
+            pending_timeline: Vec::new(),
         })
     }
 

@@ -38,6 +38,7 @@ use crate::messages::StatusChange;
 use crate::sql::bump_updated_at;
 use tern_domain::failure::Failure;
 use tern_domain::message::Status;
+use tern_domain::timeline::{AttemptOutcome, Detail};
 
 /// `dispatch_state` of a message waiting for an attempt at `next_attempt_at`. The API
 /// inserts accepted outbound messages with this state and `next_attempt_at = now`.
@@ -371,35 +372,39 @@ impl Db {
     }
 
     /// The network did not take the message (or the request never left): back to `queued`,
-    /// due at `retry_at`, keeping `error` in `last_error`. A message whose status already
-    /// moved on (a webhook) leaves the queue instead. `false` when `lease` is no longer the
-    /// message's claim (nothing written).
+    /// due at `retry_at`, keeping `error` in `last_error`, with the attempt's timeline
+    /// `entry` in the same transaction. A message whose status already moved on (a webhook)
+    /// leaves the queue instead. `false` when `lease` is no longer the message's claim
+    /// (nothing written).
     pub async fn retry_dispatch(
         &self,
         id: Uuid,
         lease: &DispatchLease,
         retry_at: i64,
         error: &str,
+        entry: &Detail,
     ) -> Result<bool> {
         let queued = self
-            .requeue(id, lease, DISPATCH_QUEUED, retry_at, error)
+            .requeue(id, lease, DISPATCH_QUEUED, retry_at, error, entry)
             .await?;
         self.wake_dispatch_if_due(queued, retry_at);
         Ok(queued)
     }
 
     /// The request may have reached the network but no answer came: `unknown` until
-    /// `deadline`. The message is not sent again; a status webhook settles it, or
-    /// the expiry (`Tx::status_writes().expire_dispatch`) fails it at the deadline. A message whose status already moved
-    /// on leaves the queue instead. `false` when `lease` is no longer the message's claim.
+    /// `deadline`, with the attempt's timeline `entry`. The message is not sent again; a
+    /// status webhook settles it, or the expiry (`Tx::status_writes().expire_dispatch`)
+    /// fails it at the deadline. A message whose status already moved on leaves the queue
+    /// instead. `false` when `lease` is no longer the message's claim.
     pub async fn mark_dispatch_unknown(
         &self,
         id: Uuid,
         lease: &DispatchLease,
         deadline: i64,
         error: &str,
+        entry: &Detail,
     ) -> Result<bool> {
-        self.requeue(id, lease, DISPATCH_UNKNOWN, deadline, error)
+        self.requeue(id, lease, DISPATCH_UNKNOWN, deadline, error, entry)
             .await
     }
 
@@ -410,8 +415,10 @@ impl Db {
         state: &str,
         at: i64,
         error: &str,
+        entry: &Detail,
     ) -> Result<bool> {
-        let n = with_pool!(self, pool => sqlx::query(
+        let mut tx = self.begin().await?;
+        let n = with_tx!(tx, conn => sqlx::query(
                 "UPDATE messages SET \
                  dispatch_state = CASE WHEN status IN ('accepted', 'sending') THEN $1 ELSE NULL END, \
                  next_attempt_at = CASE WHEN status IN ('accepted', 'sending') THEN $2 ELSE NULL END, \
@@ -423,32 +430,43 @@ impl Db {
             .bind(id)
             .bind(&lease.owner)
             .bind(lease.attempt)
-            .execute(pool)
+            .execute(&mut **conn)
             .await
             .map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+        if n != 1 {
+            return Ok(false);
+        }
+        tx.add_timeline(id, tern_domain::time::now_ms(), entry);
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// The first two steps of the queue's housekeeping (`testkit::sweep_dispatch` shows all three): claims past their lease become
     /// `unknown`, and messages whose status moved on leave the queue. Returns how many of
     /// each.
     pub async fn release_dispatch(&self, now: i64) -> Result<(u64, u64)> {
+        // The claim's attempt gets its `unknown` entry with the change, so the timeline of a
+        // message whose worker died (kill -9) has no gap, however it ends.
         const ABANDON: &str = "UPDATE messages SET dispatch_state = 'unknown' \
-             WHERE dispatch_state = 'in_flight' AND locked_until < $1";
+             WHERE dispatch_state = 'in_flight' AND locked_until < $1 RETURNING id, attempts";
         const RELEASE: &str = "UPDATE messages SET dispatch_state = NULL, next_attempt_at = NULL, \
              locked_until = NULL \
              WHERE dispatch_state IN ('in_flight', 'unknown') \
                AND status NOT IN ('accepted', 'sending')";
-        let r = with_pool!(self, pool => {
-            let abandoned = sqlx::query(ABANDON)
-                .bind(now)
-                .execute(pool)
-                .await?
-                .rows_affected();
-            let released = sqlx::query(RELEASE).execute(pool).await?.rows_affected();
-            (abandoned, released)
-        });
-        Ok(r)
+        let mut tx = self.begin().await?;
+        let abandoned = with_tx!(tx, conn => sqlx::query_as::<_, (Uuid, i64)>(ABANDON)
+            .bind(now)
+            .fetch_all(&mut **conn)
+            .await)?;
+        for (id, attempt) in &abandoned {
+            tx.add_timeline(*id, now, &lost_attempt(*attempt));
+        }
+        let released = with_tx!(tx, conn => sqlx::query(RELEASE)
+            .execute(&mut **conn)
+            .await
+            .map(|r| r.rows_affected()))?;
+        tx.commit().await?;
+        Ok((abandoned.len() as u64, released))
     }
 
     /// [`Tx::refund_message_debit`] in a transaction of its own.
@@ -487,6 +505,23 @@ impl Db {
             .fetch_optional(pool)
             .await)?;
         info.ok_or(StoreError::NotFound)
+    }
+}
+
+/// The entry of a claim whose worker stopped (died or hung) before recording its answer.
+fn lost_attempt(attempt: i64) -> Detail {
+    Detail::DispatchAttempt {
+        attempt,
+        outcome: AttemptOutcome::Unknown,
+        http_status: None,
+        error_code: None,
+        error_message: Some(
+            "The sending process stopped before it recorded the network's answer; the message \
+             is not sent again and waits for the network's status."
+                .into(),
+        ),
+        latency_ms: None,
+        next_attempt_at: None,
     }
 }
 

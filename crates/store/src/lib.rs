@@ -42,6 +42,7 @@ mod tags;
 mod templates;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod timeline;
 mod usage;
 
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
@@ -85,4 +86,5 @@ pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 pub use sqlx::types::Json;
 pub use status_writes::{StatusWrites, TxStatusWrites};
 pub use templates::Template;
+pub use timeline::{MAX_ENTRIES as TIMELINE_MAX_ENTRIES, Origin, TimelineRow};
 pub use usage::{UsageAdd, UsageGrant, UsageTake};

@@ -30,7 +30,7 @@ use std::collections::BTreeSet;
 
 use uuid::Uuid;
 
-use crate::db::{Backend, BeginWrite as _, Db, Pool, with_pool};
+use crate::db::{Backend, BeginWrite as _, Db, Pool, Tx, own_tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::sql::bump_updated_at;
 
@@ -354,23 +354,7 @@ impl Db {
         network_media_id: &str,
         expires_at: i64,
     ) -> Result<()> {
-        // `WHERE EXISTS` rather than the foreign key's error, which differs per backend.
-        let n = with_pool!(self, pool => sqlx::query(
-                "INSERT INTO media_network (media_id, phone_number_id, network_media_id, expires_at) \
-                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM media WHERE id = $1) \
-                 ON CONFLICT (media_id, phone_number_id) DO UPDATE SET \
-                   network_media_id = excluded.network_media_id, expires_at = excluded.expires_at")
-            .bind(media_id)
-            .bind(phone_number_id)
-            .bind(network_media_id)
-            .bind(expires_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
-        if n == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        own_tx!(self, tx => tx.save_network_media_id(media_id, phone_number_id, network_media_id, expires_at))
     }
 
     /// Forgets the network's id of media `media_id` for number `phone_number_id` (the
@@ -643,5 +627,35 @@ impl Db {
             .await
             .map(|r| r.rows_affected()))?;
         Ok(n)
+    }
+}
+
+impl Tx {
+    /// [`Db::save_network_media_id`] in this transaction (the upload's timeline entry joins
+    /// it).
+    pub async fn save_network_media_id(
+        &mut self,
+        media_id: Uuid,
+        phone_number_id: &str,
+        network_media_id: &str,
+        expires_at: i64,
+    ) -> Result<()> {
+        // `WHERE EXISTS` rather than the foreign key's error, which differs per backend.
+        let n = with_tx!(self, conn => sqlx::query(
+                "INSERT INTO media_network (media_id, phone_number_id, network_media_id, expires_at) \
+                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM media WHERE id = $1) \
+                 ON CONFLICT (media_id, phone_number_id) DO UPDATE SET \
+                   network_media_id = excluded.network_media_id, expires_at = excluded.expires_at")
+            .bind(media_id)
+            .bind(phone_number_id)
+            .bind(network_media_id)
+            .bind(expires_at)
+            .execute(&mut **conn)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if n == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
     }
 }

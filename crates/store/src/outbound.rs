@@ -98,6 +98,10 @@ pub struct Accept {
     pub contact_limit: Option<i64>,
     /// Create the conversation (id `message.conversation_id`) if it does not exist.
     pub new_conversation: bool,
+    /// The API key that sent it and the request's id (the `accepted` timeline entry), stored
+    /// on the message with `key`; `None` for a campaign's messages.
+    pub api_key_id: Option<Uuid>,
+    pub request_id: Option<String>,
 }
 
 impl Accept {
@@ -254,6 +258,8 @@ impl Db {
             new_contact: None,
             contact_limit: None,
             new_conversation: false,
+            api_key_id: None,
+            request_id: None,
         }];
         self.accept_messages(&mut items)
             .await
@@ -545,17 +551,17 @@ impl Db {
             }
 
             // 4. The accepted messages, queued for dispatch now, in one statement.
-            let accepted: Vec<&Message> = idx
+            let accepted: Vec<&Accept> = idx
                 .iter()
                 .zip(&outcome)
                 .filter(|(_, o)| matches!(o, Some(Acceptance::Accepted)))
-                .map(|(&i, _)| &items[i].message)
+                .map(|(&i, _)| &items[i])
                 .collect();
             if !accepted.is_empty() {
                 AcceptBatch::insert_queued(&mut *tx, &accepted).await?;
                 // 5. Each conversation's latest activity, once per conversation.
                 let mut latest: BTreeMap<Uuid, i64> = BTreeMap::new();
-                for m in &accepted {
+                for m in accepted.iter().map(|it| &it.message) {
                     let t = latest.entry(m.conversation_id).or_insert(m.created_at);
                     *t = (*t).max(m.created_at);
                 }
@@ -655,8 +661,9 @@ macro_rules! bind_message_arrays {
 trait AcceptBatch {
     /// Binds each item's key where it is free or expired; returns the keys bound.
     async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>>;
-    /// Inserts the messages, queued for dispatch at their `created_at`.
-    async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()>;
+    /// Inserts the items' messages (with who sent them), queued for dispatch at their
+    /// `created_at`.
+    async fn insert_queued(&mut self, items: &[&Accept]) -> Result<()>;
     /// `last_message_at = max(last_message_at, t)` per conversation.
     async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()>;
     /// Plain items ([`Accept::is_plain`]) in one statement, which is its own transaction:
@@ -709,13 +716,14 @@ impl AcceptBatch for SqliteConnection {
         Ok(rows.into_iter().collect())
     }
 
-    async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
+    async fn insert_queued(&mut self, items: &[&Accept]) -> Result<()> {
         let mut q = sqlx::QueryBuilder::new(concat!(
             "INSERT INTO messages (",
             crate::messages::outbound_columns!(),
-            ", attempts, next_attempt_at, dispatch_state) "
+            ", api_key_id, request_id, idempotency_key, attempts, next_attempt_at, dispatch_state) "
         ));
-        q.push_values(messages, |mut b, m| {
+        q.push_values(items, |mut b, it| {
+            let m = &it.message;
             b.push_bind(m.id)
                 .push_bind(m.org_id)
                 .push_bind(m.conversation_id)
@@ -740,6 +748,9 @@ impl AcceptBatch for SqliteConnection {
                 .push_bind(m.failure.as_ref().map(Json))
                 .push_bind(m.updated_at)
                 .push_bind(m.reply_to.as_ref().map(Json))
+                .push_bind(it.api_key_id)
+                .push_bind(it.request_id.as_deref())
+                .push_bind(it.key.as_str())
                 .push_bind(0_i64)
                 .push_bind(m.created_at)
                 .push_bind(crate::dispatch::DISPATCH_QUEUED);
@@ -783,11 +794,12 @@ impl AcceptBatch for PgConnection {
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
                $23::int8[], $24::jsonb[], $25::text[], $26::bytea[], $27::int8[], $28::int8[], \
-               $29::int8[]) AS t(id, org_id, \
+               $29::int8[], $30::uuid[], $31::text[]) AS t(id, org_id, \
                conversation_id, contact_id, phone_number_id, direction, type, status, \
                template_name, template_language, text, media_id, wamid, request, campaign_id, \
                created_at, sent_at, delivered_at, read_at, failed_at, failure_code, failure, \
-               updated_at, reply_to, key, fingerprint, key_expires_at, period, allowance)), \
+               updated_at, reply_to, key, fingerprint, key_expires_at, period, allowance, \
+               api_key_id, request_id)), \
              k AS (INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
                created_at, expires_at) \
                SELECT org_id, key, fingerprint, id, 'completed', created_at, key_expires_at FROM t",
@@ -795,9 +807,11 @@ impl AcceptBatch for PgConnection {
             ", message_id), \
              m AS (INSERT INTO messages (",
             crate::messages::outbound_columns!(),
-            ", attempts, next_attempt_at, dispatch_state) SELECT ",
+            ", api_key_id, request_id, idempotency_key, attempts, next_attempt_at, \
+               dispatch_state) SELECT ",
             crate::messages::outbound_columns!(),
-            ", 0, created_at, 'queued' FROM t WHERE id IN (SELECT message_id FROM k) \
+            ", api_key_id, request_id, key, 0, created_at, 'queued' FROM t \
+               WHERE id IN (SELECT message_id FROM k) \
                RETURNING id, conversation_id, org_id, contact_id, phone_number_id, created_at), \
              c AS (INSERT INTO conversations (id, org_id, contact_id, phone_number_id, created_at, \
                  last_message_at) \
@@ -838,6 +852,13 @@ impl AcceptBatch for PgConnection {
                 items
                     .iter()
                     .map(|i| i.charges.messages_sent.map(|c| c.1))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|i| i.api_key_id).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.request_id.as_deref())
                     .collect::<Vec<_>>(),
             )
             .fetch_all(&mut *self)
@@ -881,22 +902,32 @@ impl AcceptBatch for PgConnection {
         Ok(rows.into_iter().collect())
     }
 
-    async fn insert_queued(&mut self, messages: &[&Message]) -> Result<()> {
+    async fn insert_queued(&mut self, items: &[&Accept]) -> Result<()> {
         let sql = concat!(
             "INSERT INTO messages (",
             crate::messages::outbound_columns!(),
-            ", attempts, next_attempt_at, dispatch_state) \
+            ", api_key_id, request_id, idempotency_key, attempts, next_attempt_at, dispatch_state) \
              SELECT *, 0, t.created_at, 'queued' FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], \
                $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
                $11::text[], $12::uuid[], $13::text[], $14::jsonb[], $15::uuid[], $16::int8[], \
                $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::text[], $22::jsonb[], \
-               $23::int8[], $24::jsonb[]) \
+               $23::int8[], $24::jsonb[], $25::uuid[], $26::text[], $27::text[]) \
                AS t(id, org_id, conversation_id, contact_id, phone_number_id, \
                direction, type, status, template_name, template_language, text, media_id, wamid, \
                request, campaign_id, created_at, sent_at, delivered_at, read_at, failed_at, \
-               failure_code, failure, updated_at, reply_to)"
+               failure_code, failure, updated_at, reply_to, api_key_id, request_id, \
+               idempotency_key)"
         );
-        bind_message_arrays!(sqlx::query(sql), messages)
+        let messages: Vec<&Message> = items.iter().map(|i| &i.message).collect();
+        bind_message_arrays!(sqlx::query(sql), &messages)
+            .bind(items.iter().map(|i| i.api_key_id).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.request_id.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
             .execute(&mut *self)
             .await?;
         Ok(())

@@ -202,6 +202,7 @@ pub(super) fn refine(v: &mut Value, base_url: &str) {
     for (name, schema) in crate::routes::messages::send_schemas()
         .into_iter()
         .chain(crate::routes::campaigns::campaign_schemas())
+        .chain(crate::routes::timeline::timeline_schemas())
     {
         schemas[name] = schema;
     }

@@ -193,6 +193,7 @@ fn ids_are_uuids_wherever_they_are_terns() {
         "parent_user_id",
         "request_id",
         "message_id",
+        "network_media_id",
     ];
     let doc = doc();
     let mut wrong = Vec::new();

@@ -232,6 +232,7 @@ impl utoipa::ToSchema for SendMessageRequest {}
 pub async fn send_message(
     State(state): State<AppState>,
     slot: Option<Extension<auth::RateSlot>>,
+    request_id: Option<Extension<crate::frame::RequestId>>,
     headers: HeaderMap,
     body: Result<ApiJson<Value>, ApiError>,
 ) -> Result<Response, ApiError> {
@@ -275,11 +276,15 @@ pub async fn send_message(
                 idempotency_key: &key,
                 fingerprint: &fingerprint,
                 now,
+                request_id: request_id.as_ref().map(|Extension(r)| r.0.as_str()),
             };
             accept::accept(&state.core, &auth, send).await?
         }
         // A bound key still answers first (replay, or duplicate_request for another body).
-        Some(Err(p)) => accept::refused(&state.core, &auth, &key, &fingerprint, now, p).await?,
+        Some(Err(p)) => {
+            let request_id = request_id.as_ref().map(|Extension(r)| r.0.as_str());
+            accept::refused(&state.core, &auth, (&key, &fingerprint), request_id, now, p).await?
+        }
         // Not reached: a broken body was answered above.
         None => return Err(ApiError(Problem::unavailable())),
     };

@@ -11,6 +11,7 @@ pub mod messages;
 pub mod network_webhook;
 pub mod phone_numbers;
 pub mod templates;
+pub mod timeline;
 pub mod webhooks;
 
 use crate::error::ApiError;
@@ -32,6 +33,7 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(phone_numbers::list_phone_numbers))
         .routes(routes!(messages::send_message))
         .routes(routes!(messages::get_message))
+        .routes(routes!(timeline::get_timeline))
         .routes(routes!(conversations::list_conversations))
         .routes(routes!(conversations::list_conversation_messages))
         .routes(routes!(contacts::list_contacts, contacts::upsert_contact))

@@ -171,6 +171,8 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
             new_contact: None,
             contact_limit: None,
             new_conversation: r.conversation_id.is_none(),
+            api_key_id: None,
+            request_id: None,
         });
     }
     let results = core.db.accept_messages(&mut items).await;

@@ -8,6 +8,7 @@
 use serde_json::Value;
 use tern_cloudapi::{Ids, InboundContent, InboundMedia, InboundMessage, MessagesValue};
 use tern_domain::message::{Direction, Status};
+use tern_domain::timeline::Detail;
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Identity, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched};
 use uuid::Uuid;
@@ -38,7 +39,7 @@ pub(super) async fn store(
             let edited = edit(
                 db,
                 org_id,
-                original,
+                (original, &m.id),
                 text.as_deref(),
                 &new_content,
                 sent_at,
@@ -56,7 +57,7 @@ pub(super) async fn store(
         InboundContent::Revoke {
             original_id: Some(original),
         } => {
-            let revoked = revoke(db, org_id, original, sent_at, now).await?;
+            let revoked = revoke(db, org_id, (original, &m.id), sent_at, now).await?;
             if revoked.is_some() {
                 report.messages_updated += 1;
                 return Ok(());
@@ -193,6 +194,26 @@ pub(super) async fn store(
     let mut tx = db.begin().await?;
     let inserted = tx.insert_message(&row).await?;
     if inserted == Inserted::New {
+        // An edit or deletion that came before its original made this row: that is an
+        // entry of its timeline (the `received` entry is the row itself).
+        if row.edited_at.is_some() {
+            tx.add_timeline(
+                row.id,
+                now,
+                &Detail::Edited {
+                    wamid: m.id.clone(),
+                },
+            );
+        }
+        if row.revoked_at.is_some() {
+            tx.add_timeline(
+                row.id,
+                now,
+                &Detail::Revoked {
+                    wamid: m.id.clone(),
+                },
+            );
+        }
         events::message_received(&mut tx, &row).await?;
     }
     tx.commit().await?;
@@ -231,7 +252,7 @@ pub(super) async fn store(
         } => edit(
             db,
             org_id,
-            original,
+            (original, &m.id),
             row.text.as_deref(),
             row.content.as_ref().unwrap_or(&Value::Null),
             sent_at,
@@ -241,7 +262,7 @@ pub(super) async fn store(
         .is_some_and(|t| t.changed || t.message.edited_at == Some(sent_at)),
         InboundContent::Revoke {
             original_id: Some(original),
-        } => revoke(db, org_id, original, sent_at, now)
+        } => revoke(db, org_id, (original, &m.id), sent_at, now)
             .await?
             .is_some_and(|t| t.changed || t.message.revoked_at == Some(sent_at)),
         _ => false,
@@ -254,12 +275,13 @@ pub(super) async fn store(
     Ok(())
 }
 
-/// Applies a customer's edit of `wamid` with the `message.updated` event in one
-/// transaction. `None`: Tern does not hold the message.
+/// Applies a customer's edit (notice `notice`) of `wamid` with the `message.updated` event
+/// and the `edited` timeline entry in one transaction. `None`: Tern does not hold the
+/// message.
 async fn edit(
     db: &Db,
     org_id: Uuid,
-    wamid: &str,
+    (wamid, notice): (&str, &str),
     text: Option<&str>,
     content: &Value,
     at: i64,
@@ -272,18 +294,23 @@ async fn edit(
     if let Some(t) = &t
         && t.changed
     {
+        let edited = Detail::Edited {
+            wamid: notice.to_string(),
+        };
+        tx.add_timeline(t.message.id, now, &edited);
         events::message_updated(&mut tx, &t.message).await?;
     }
     tx.commit().await?;
     Ok(t)
 }
 
-/// Applies a customer's deletion of `wamid` with the `message.updated` event in one
-/// transaction. `None`: Tern does not hold the message.
+/// Applies a customer's deletion (notice `notice`) of `wamid` with the `message.updated`
+/// event and the `revoked` timeline entry in one transaction. `None`: Tern does not hold
+/// the message.
 async fn revoke(
     db: &Db,
     org_id: Uuid,
-    wamid: &str,
+    (wamid, notice): (&str, &str),
     at: i64,
     now: i64,
 ) -> Result<Option<Touched>, StoreError> {
@@ -292,6 +319,10 @@ async fn revoke(
     if let Some(t) = &t
         && t.changed
     {
+        let revoked = Detail::Revoked {
+            wamid: notice.to_string(),
+        };
+        tx.add_timeline(t.message.id, now, &revoked);
         events::message_updated(&mut tx, &t.message).await?;
     }
     tx.commit().await?;

@@ -90,6 +90,12 @@ pub async fn receive(db: &Db, body: &[u8], signature: &str) -> Result<Uuid, Stor
 /// (or refused something shared by the whole batch); an item it refuses is in
 /// [`Report::failed`].
 pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
+    apply_received(db, body, now_ms()).await
+}
+
+/// [`apply`] of a notification that reached Tern at `received_at` (the `received_at` of its
+/// status reports' timeline entries).
+pub async fn apply_received(db: &Db, body: &[u8], received_at: i64) -> Result<Report, StoreError> {
     let mut report = Report::default();
     let parsed = serde_json::from_slice::<Value>(body)
         .map_err(|e| e.to_string())
@@ -108,7 +114,7 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
         }
     };
     for (_waba, value) in notification.messages_values() {
-        apply_messages_value(db, value, &mut report).await?;
+        apply_messages_value(db, value, received_at, &mut report).await?;
     }
     // Statuses first, then categories (as the network lists them within each).
     let statuses = notification
@@ -261,6 +267,7 @@ async fn number_org(
 async fn apply_messages_value(
     db: &Db,
     value: &MessagesValue,
+    received_at: i64,
     report: &mut Report,
 ) -> Result<(), StoreError> {
     for err in &value.errors {
@@ -282,7 +289,7 @@ async fn apply_messages_value(
         report.add(&part);
     }
     let mut part = Report::default();
-    match apply_statuses(db, org_id, &value.statuses, &mut part).await {
+    match apply_statuses(db, org_id, &value.statuses, received_at, &mut part).await {
         Ok(()) => report.add(&part),
         Err(e) if e.is_unavailable() => return Err(e),
         // One of them was refused: each on its own, so the others are applied.
@@ -290,7 +297,8 @@ async fn apply_messages_value(
             for s in &value.statuses {
                 let mut part = Report::default();
                 let key = format!("{}:{}", s.id, s.status.as_str());
-                let outcome = apply_statuses(db, org_id, std::slice::from_ref(s), &mut part);
+                let outcome =
+                    apply_statuses(db, org_id, std::slice::from_ref(s), received_at, &mut part);
                 isolated(report, "status", key, &s.raw, outcome).await?;
                 report.add(&part);
             }
@@ -334,6 +342,7 @@ async fn apply_statuses(
     db: &Db,
     org_id: Uuid,
     statuses: &[StatusUpdate],
+    received_at: i64,
     report: &mut Report,
 ) -> Result<(), StoreError> {
     let failures: Vec<Option<failure::Failure>> = statuses
@@ -366,6 +375,11 @@ async fn apply_statuses(
                 precision: Precision::WholeSecond,
                 wamid: Some(&s.id),
                 failure: failure.as_ref(),
+                seen: Some(status::Seen {
+                    received_at,
+                    pricing: s.raw.get("pricing").filter(|p| p.is_object()),
+                }),
+                attempt: None,
             },
         });
     }

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tern_cloudapi::{CloudApiClient, SendError};
+use tern_domain::time::now_ms;
+use tern_domain::timeline::{Detail, UploadOutcome};
 use tern_store::{Db, StoreError};
 use uuid::Uuid;
 
@@ -50,7 +52,10 @@ impl UploadLocks {
 }
 
 /// The network's media id for `media_id` on number `pnid`: the one uploaded before while
-/// still valid, else a fresh upload (streamed from the media store) that is remembered.
+/// still valid, else a fresh upload (streamed from the media store) that is remembered,
+/// with a `media_upload` entry in the timeline of `message_id` (the message being sent),
+/// uploaded or failed.
+#[allow(clippy::too_many_arguments)]
 pub async fn network_media_id(
     db: &Db,
     cloud: &CloudApiClient,
@@ -59,6 +64,7 @@ pub async fn network_media_id(
     pnid: &str,
     token: &str,
     now: i64,
+    message_id: Uuid,
 ) -> Result<String, NetworkMediaError> {
     if let Some(id) = db.network_media_id(media_id, pnid, now).await? {
         return Ok(id);
@@ -85,7 +91,7 @@ pub async fn network_media_id(
     // made from the type, never the customer's (a document message carries its own
     // `filename` for the recipient).
     let filename = network_file_name(&m.mime_type);
-    let id = cloud
+    let uploaded = cloud
         .upload_media_stream(
             pnid,
             token,
@@ -94,10 +100,29 @@ pub async fn network_media_id(
             &m.mime_type,
             &filename,
         )
-        .await
-        .map_err(NetworkMediaError::Network)?;
-    db.save_network_media_id(media_id, pnid, &id, now + NETWORK_ID_TTL_MS)
+        .await;
+    let entry = |outcome, network_media_id| Detail::MediaUpload {
+        media_id,
+        outcome,
+        network_media_id,
+    };
+    let id = match uploaded {
+        Ok(id) => id,
+        Err(e) => {
+            let failed = entry(UploadOutcome::Failed, None);
+            db.add_timeline(message_id, now_ms(), &failed).await?;
+            return Err(NetworkMediaError::Network(e));
+        }
+    };
+    let mut tx = db.begin().await?;
+    tx.save_network_media_id(media_id, pnid, &id, now + NETWORK_ID_TTL_MS)
         .await?;
+    tx.add_timeline(
+        message_id,
+        now_ms(),
+        &entry(UploadOutcome::Uploaded, Some(id.clone())),
+    );
+    tx.commit().await?;
     metrics::counter!("tern_media_network_uploads_total").increment(1);
     Ok(id)
 }

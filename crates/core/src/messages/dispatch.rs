@@ -32,6 +32,7 @@ use tern_domain::backoff::Backoff;
 use tern_domain::crypto::MasterKey;
 use tern_domain::message::{Precision, Status};
 use tern_domain::time::now_ms;
+use tern_domain::timeline::{self, AttemptOutcome, Detail};
 use tern_store::{DispatchItem, PhoneNumber};
 use uuid::Uuid;
 
@@ -89,6 +90,8 @@ impl Final {
                 precision: Precision::Millis,
                 wamid: Some(wamid),
                 failure: None,
+                seen: None,
+                attempt: None,
             },
             Final::Failed(f) => Report {
                 status: Status::Failed,
@@ -96,8 +99,84 @@ impl Final {
                 precision: Precision::Millis,
                 wamid: None,
                 failure: Some(f),
+                seen: None,
+                attempt: None,
             },
         }
+    }
+}
+
+/// What the network answered to one send call (the fields of a `dispatch_attempt` entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    pub http_status: Option<i64>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    /// `None` when no answer came.
+    pub latency_ms: Option<i64>,
+}
+
+impl Answer {
+    /// The answer of a send call that took `latency_ms`: the network's status, code and
+    /// words; when no answer came (never sent, timed out), what happened instead.
+    pub fn of(result: &Result<SendAccepted, SendError>, latency_ms: i64) -> Answer {
+        match result {
+            Ok(_) => Answer {
+                http_status: Some(200),
+                latency_ms: Some(latency_ms),
+                ..Answer::default()
+            },
+            Err(SendError::Graph(g)) => Answer {
+                http_status: Some(i64::from(g.http_status)),
+                error_code: g.code.map(|c| c.to_string()),
+                error_message: Some(g.message.clone()),
+                latency_ms: Some(latency_ms),
+            },
+            Err(SendError::UnexpectedResponse {
+                http_status,
+                reason,
+            }) => Answer {
+                http_status: Some(i64::from(*http_status)),
+                error_code: None,
+                error_message: Some(reason.clone()),
+                latency_ms: Some(latency_ms),
+            },
+            Err(e) => Answer {
+                error_message: Some(e.to_string()),
+                ..Answer::default()
+            },
+        }
+    }
+}
+
+/// The `dispatch_attempt` entry of claim `item` that ended in `decision`, with the send
+/// call's `answer` (`None`: no call was made — an unusable number, media gone, a failed
+/// upload — and the entry says why instead).
+pub fn attempt_entry(item: &DispatchItem, decision: &Decision, answer: Option<Answer>) -> Detail {
+    let (outcome, next_attempt_at, why) = match decision {
+        Decision::Final(Final::Sent { .. }) => (AttemptOutcome::Sent, None, None),
+        Decision::Final(Final::Failed(f)) => {
+            (AttemptOutcome::Failed, None, Some(f.message.clone()))
+        }
+        Decision::Retry { at, error } => (
+            AttemptOutcome::Retry,
+            Some(timeline::time(*at)),
+            Some(error.clone()),
+        ),
+        Decision::Unknown { error, .. } => (AttemptOutcome::Unknown, None, Some(error.clone())),
+    };
+    let a = answer.unwrap_or(Answer {
+        error_message: why,
+        ..Answer::default()
+    });
+    Detail::DispatchAttempt {
+        attempt: item.attempts,
+        outcome,
+        http_status: a.http_status,
+        error_code: a.error_code,
+        error_message: a.error_message,
+        latency_ms: a.latency_ms,
+        next_attempt_at,
     }
 }
 
@@ -219,6 +298,7 @@ async fn network_media(
         &item.phone_number_id,
         token,
         now_ms(),
+        item.id,
     )
     .await;
     let e = match got {

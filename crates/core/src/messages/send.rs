@@ -22,6 +22,7 @@ use tern_domain::plan::{
 };
 use tern_domain::send::{self, Addressee, Recipient, SendRequest, Sender, To, WindowState};
 use tern_domain::time::format_ms;
+use tern_domain::timeline::Detail;
 use tern_domain::{ErrorCode, FieldError, Problem, new_id, phone, template};
 use tern_store::{
     Accept, Acceptance, Charges, IdempotencyRecord, Message, NewContact, PhoneNumber, ReplyTo,
@@ -45,6 +46,8 @@ pub struct Send<'a> {
     /// SHA-256 of the canonical body (`send::fingerprint`).
     pub fingerprint: &'a [u8],
     pub now: i64,
+    /// The request's id (`X-Request-Id`), kept with the message for its timeline.
+    pub request_id: Option<&'a str>,
 }
 
 /// What a send did.
@@ -60,7 +63,10 @@ pub enum Sent {
 pub async fn accept(core: &Core, principal: &Principal, s: Send<'_>) -> Result<Sent> {
     match checked_accept(core, principal, &s).await {
         Ok(sent) => Ok(sent),
-        Err(e) => refused(core, principal, s.idempotency_key, s.fingerprint, s.now, e).await,
+        Err(e) => {
+            let key = (s.idempotency_key, s.fingerprint);
+            refused(core, principal, key, s.request_id, s.now, e).await
+        }
     }
 }
 
@@ -68,11 +74,12 @@ pub async fn accept(core: &Core, principal: &Principal, s: Send<'_>) -> Result<S
 /// its key, when the key is bound already (replay or `duplicate_request`), else `problem`.
 /// The happy path does not read the key: binding it is part of the acceptance, which
 /// reports a bound key itself. Only a refusal needs to know.
+/// `key` is the Idempotency-Key and the body's fingerprint; `request_id` the request's.
 pub async fn refused(
     core: &Core,
     principal: &Principal,
-    idempotency_key: &str,
-    fingerprint: &[u8],
+    (idempotency_key, fingerprint): (&str, &[u8]),
+    request_id: Option<&str>,
     now: i64,
     problem: Problem,
 ) -> Result<Sent> {
@@ -81,7 +88,7 @@ pub async fn refused(
         .get_idempotency_key(principal.org_id, idempotency_key, now)
         .await
     {
-        Ok(Some(rec)) => replay(core, principal, rec, fingerprint).await,
+        Ok(Some(rec)) => replay(core, principal, rec, fingerprint, request_id).await,
         _ => Err(problem),
     }
 }
@@ -192,6 +199,8 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         new_contact,
         contact_limit,
         new_conversation: option.conversation_id.is_none(),
+        api_key_id: Some(principal.key_id),
+        request_id: s.request_id.map(str::to_string),
     };
     let (item, outcome) = core.acceptor.accept(item).await?;
     match outcome {
@@ -201,7 +210,9 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
                 .increment(1);
             Ok(Sent::Accepted(item.message))
         }
-        Acceptance::KeyTaken(rec) => replay(core, principal, rec, s.fingerprint).await,
+        Acceptance::KeyTaken(rec) => {
+            replay(core, principal, rec, s.fingerprint, s.request_id).await
+        }
         Acceptance::WalletLow { balance_minor } => Err(wallet_low(
             balance_minor,
             item.charges.debit_minor.unwrap_or_default(),
@@ -231,13 +242,14 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
     }
 }
 
-/// The answer to a request whose key is already bound: its message for the same body,
-/// `duplicate_request` (409) for another.
+/// The answer to a request whose key is already bound: its message for the same body (a
+/// `replayed` entry of its timeline), `duplicate_request` (409) for another.
 async fn replay(
     core: &Core,
     principal: &Principal,
     rec: IdempotencyRecord,
     fingerprint: &[u8],
+    request_id: Option<&str>,
 ) -> Result<Sent> {
     if rec.fingerprint != fingerprint {
         return Err(Problem::new(ErrorCode::DuplicateRequest)
@@ -249,7 +261,14 @@ async fn replay(
         None => None,
     };
     // The key's message is gone (cannot happen while both live 24 h); do not guess.
-    message.map(Sent::Replayed).ok_or_else(Problem::unavailable)
+    let message = message.ok_or_else(Problem::unavailable)?;
+    let entry = Detail::Replayed {
+        request_id: request_id.map(str::to_string),
+    };
+    core.db
+        .add_timeline(message.id, tern_domain::time::now_ms(), &entry)
+        .await?;
+    Ok(Sent::Replayed(message))
 }
 
 fn numbers_detail(numbers: &[&PhoneNumber]) -> Value {

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use tern_domain::campaign::{Bucket, ReasonKind};
 use tern_domain::message::{self, Precision, Status, Times};
 use tern_domain::time::now_ms;
+use tern_domain::timeline::{self, Detail};
 use tern_store::{
     Db, DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchSweep,
     DispatchWrite, Message, StatusChange, StoreError, Tx, counter_shard,
@@ -50,6 +51,61 @@ pub struct Report<'a> {
     pub wamid: Option<&'a str>,
     /// Why, when `status` is `failed`.
     pub failure: Option<&'a Failure>,
+    /// A network report's arrival (then it is a `status` entry of the timeline, applied or
+    /// not); `None` for Tern's own steps (the dispatcher's outcome).
+    pub seen: Option<Seen<'a>>,
+    /// The dispatch attempt that ended in this step (its timeline entry), if any.
+    pub attempt: Option<&'a Detail>,
+}
+
+/// How a network status report reached Tern.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seen<'a> {
+    /// When its notification arrived (epoch ms).
+    pub received_at: i64,
+    /// The network's pricing object.
+    pub pricing: Option<&'a serde_json::Value>,
+}
+
+/// The timeline entries of `r` about `msg` (as it was before), recorded at `at` in `tx`:
+/// the attempt that ended in it, the network's report (applied or not, and why) and the
+/// failure it caused. The event that reports the change follows (emitted after).
+fn record_entries(
+    tx: &mut Tx,
+    msg: &Message,
+    r: &Report<'_>,
+    change: Option<&StatusChange>,
+    at: i64,
+) {
+    if let Some(attempt) = r.attempt {
+        tx.add_timeline(msg.id, at, attempt);
+    }
+    // Applied: the report changed the status or one of the `*_at` (a wamid alone is not).
+    let changed = change.is_some_and(|c| {
+        c.status != msg.status
+            || c.sent_at != msg.sent_at
+            || c.delivered_at != msg.delivered_at
+            || c.read_at != msg.read_at
+            || c.failed_at != msg.failed_at
+    });
+    if let Some(seen) = r.seen {
+        let detail = Detail::Status {
+            status: r.status,
+            network_timestamp: Some(timeline::time(r.at)),
+            received_at: Some(timeline::time(seen.received_at)),
+            pricing: seen.pricing.cloned(),
+            applied: changed,
+            reason: timeline::not_applied(msg.status, r.status, changed),
+        };
+        tx.add_timeline(msg.id, at, &detail);
+    }
+    if let Some(c) = change
+        && c.status == Status::Failed
+        && msg.status != Status::Failed
+        && let Some(f) = &c.failure
+    {
+        tx.add_timeline(msg.id, at, &Detail::failed(f));
+    }
 }
 
 /// The write a report makes on `msg`, if any (the domain's rule decides).
@@ -116,18 +172,30 @@ pub async fn apply_report(
             return Ok(Applied::UnknownMessage);
         }
         let Some((change, _)) = decide(&msg, report) else {
+            if report.seen.is_some() || report.attempt.is_some() {
+                let mut tx = db.begin().await?;
+                record_entries(&mut tx, &msg, report, None, now_ms());
+                tx.commit().await?;
+            }
             return Ok(Applied::Unchanged);
         };
         let mut tx = db.begin().await?;
+        let at = now_ms();
         if tx
             .status_writes()
-            .update_message_status(msg.id, msg.status, msg.updated_at, &change, now_ms())
+            .update_message_status(msg.id, msg.status, msg.updated_at, &change, at)
             .await?
         {
             campaign_progress(&mut tx, &msg, change.status, change.failure_code.as_deref()).await?;
-            events::message_status(&mut tx, msg.org_id, msg.status, change.status, || {
-                written(&msg, &change)
-            })
+            record_entries(&mut tx, &msg, report, Some(&change), at);
+            events::message_status(
+                &mut tx,
+                msg.org_id,
+                msg.status,
+                change.status,
+                msg.id,
+                || written(&msg, &change),
+            )
             .await?;
             tx.commit().await?;
             return Ok(Applied::Changed);
@@ -188,11 +256,14 @@ pub async fn apply_reports(
         plan.reports.push(i);
         match decide(&plan.now, &r.report) {
             Some((change, _)) => {
-                let before = plan.now.status;
+                let before = plan.now.clone();
                 plan.now = written(&plan.now, &change);
-                plan.steps.push((i, before, change));
+                plan.steps.push((i, before, Some(change)));
             }
-            None => results[i] = Applied::Unchanged,
+            None => {
+                results[i] = Applied::Unchanged;
+                plan.steps.push((i, plan.now.clone(), None));
+            }
         }
     }
     let mut tx = db.begin().await?;
@@ -200,10 +271,14 @@ pub async fn apply_reports(
     let mut counts = Counts::default();
     let mut events = events::StatusEvents::new(org_id);
     for plan in plans.values() {
-        let Some((_, _, last)) = plan.steps.last() else {
+        let o = plan.original;
+        let Some(last) = plan.steps.iter().rev().find_map(|(_, _, c)| c.as_ref()) else {
+            // Nothing to write: the reports are entries all the same.
+            for (i, before, _) in &plan.steps {
+                record_entries(&mut tx, before, &reports[*i].report, None, at);
+            }
             continue;
         };
-        let o = plan.original;
         if !tx
             .status_writes()
             .update_message_status(o.id, o.status, o.updated_at, last, at)
@@ -214,11 +289,13 @@ pub async fn apply_reports(
             continue;
         }
         counts.add(o, last.status, last.failure_code.as_deref());
-        let mut msg = o.clone();
         for (i, before, change) in &plan.steps {
-            msg = written(&msg, change);
+            record_entries(&mut tx, before, &reports[*i].report, change.as_ref(), at);
+            let Some(change) = change else { continue };
             events
-                .emit(&mut tx, *before, change.status, || msg.clone())
+                .emit(&mut tx, before.status, change.status, o.id, || {
+                    written(before, change)
+                })
                 .await?;
             results[*i] = Applied::Changed;
         }
@@ -240,8 +317,8 @@ struct Plan<'m> {
     now: Message,
     /// Every report about it (those that change nothing too).
     reports: Vec<usize>,
-    /// `(report index, status before, change)`.
-    steps: Vec<(usize, Status, StatusChange)>,
+    /// Every report in order: `(report index, the message before it, its change)`.
+    steps: Vec<(usize, Message, Option<StatusChange>)>,
 }
 
 /// What recording a send's outcome did.
@@ -285,9 +362,15 @@ pub async fn record_send(
                 };
                 campaign_progress(&mut tx, &msg, change.status, change.failure_code.as_deref())
                     .await?;
-                events::message_status(&mut tx, msg.org_id, msg.status, change.status, || {
-                    written(&msg, &change)
-                })
+                record_entries(&mut tx, &msg, report, Some(&change), at);
+                events::message_status(
+                    &mut tx,
+                    msg.org_id,
+                    msg.status,
+                    change.status,
+                    msg.id,
+                    || written(&msg, &change),
+                )
                 .await?;
                 tx.commit().await?;
                 return Ok(Recorded::Written { refunded_minor });
@@ -364,10 +447,13 @@ pub async fn record_sends(
             0
         };
         counts.add(msg, change.status, change.failure_code.as_deref());
+        record_entries(&mut tx, msg, &outcomes[*i].1, Some(change), at);
         events
             .entry(msg.org_id)
             .or_insert_with(|| events::StatusEvents::new(msg.org_id))
-            .emit(&mut tx, msg.status, change.status, || written(msg, change))
+            .emit(&mut tx, msg.status, change.status, msg.id, || {
+                written(msg, change)
+            })
             .await?;
         results[*i] = Recorded::Written { refunded_minor };
     }
@@ -493,8 +579,13 @@ pub async fn expire_unknown(
                 ..m.clone()
             };
             campaign_progress(&mut tx, &before, m.status, m.failure_code.as_deref()).await?;
-            events::message_status(&mut tx, m.org_id, Status::Sending, m.status, || m.clone())
-                .await?;
+            if let Some(f) = &m.failure {
+                tx.add_timeline(m.id, now, &Detail::failed(f));
+            }
+            events::message_status(&mut tx, m.org_id, Status::Sending, m.status, m.id, || {
+                m.clone()
+            })
+            .await?;
         }
     }
     tx.commit().await?;
@@ -534,6 +625,8 @@ pub async fn expire_campaign_queue(
         precision: Precision::Millis,
         wamid: None,
         failure: Some(failure),
+        seen: None,
+        attempt: None,
     };
     let mut shards: BTreeMap<i64, i64> = BTreeMap::new();
     let mut events = events::StatusEvents::new(org_id);
@@ -544,8 +637,11 @@ pub async fn expire_campaign_queue(
         };
         tx.status_writes().refund_message_debit(m.id, now).await?;
         *shards.entry(counter_shard(m.id)).or_default() += 1;
+        record_entries(&mut tx, m, &report, Some(&change), now);
         events
-            .emit(&mut tx, m.status, change.status, || written(m, &change))
+            .emit(&mut tx, m.status, change.status, m.id, || {
+                written(m, &change)
+            })
             .await?;
     }
     let contacts: Vec<Uuid> = before.iter().map(|m| m.contact_id).collect();

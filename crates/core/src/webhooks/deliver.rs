@@ -33,6 +33,15 @@ pub struct Made {
     pub delivery_id: Uuid,
     pub attempt: AttemptRecord,
     pub outcome: DeliveryOutcome,
+    /// The message the event is about and the receiver's host: the attempt is an entry of
+    /// its timeline.
+    pub message: Option<(Uuid, String)>,
+}
+
+/// The timeline side of a delivery of `job`: its event's message and the receiver's host.
+fn about(job: &DeliveryJob) -> Option<(Uuid, String)> {
+    job.message_id
+        .map(|id| (id, tern_domain::timeline::host_of(&job.url)))
 }
 
 impl Made {
@@ -43,6 +52,7 @@ impl Made {
             owner,
             attempt: &self.attempt,
             outcome: self.outcome,
+            message: self.message.as_ref().map(|(id, host)| (*id, host.as_str())),
         }
     }
 }
@@ -75,6 +85,7 @@ pub fn prepare(core: &Core, job: DeliveryJob) -> std::result::Result<Ready, Made
             response_body: None,
         },
         outcome: DeliveryOutcome::Failed,
+        message: about(job),
     };
     if !job.enabled {
         return Err(unsent(&job, "not sent: the subscription is disabled"));
@@ -159,6 +170,7 @@ pub async fn decide(core: &Core, ready: &Ready, a: Attempt, schedule: &RetrySche
             response_body: a.response_body,
         },
         outcome,
+        message: about(job),
     }
 }
 
@@ -202,6 +214,7 @@ pub async fn test(core: &Core, p: &Principal, id: Uuid, kind: EventType) -> Resu
         event_type: kind.as_str().to_string(),
         payload: String::from_utf8(payload).unwrap_or_default(),
         created_at,
+        message_id: None,
     };
     let owner = format!("test-{}", Uuid::new_v4());
     let delivery_id = core
@@ -225,6 +238,7 @@ pub async fn test(core: &Core, p: &Principal, id: Uuid, kind: EventType) -> Resu
         previous_secret_expires_at: sub.previous_secret_expires_at,
         // A test is sent even to a disabled subscription: that is how one checks a fix.
         enabled: true,
+        message_id: None,
     };
     // An empty schedule: the first failure is final.
     let mut made = attempt(core, &job, &RetrySchedule::none()).await;

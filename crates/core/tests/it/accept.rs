@@ -124,6 +124,7 @@ impl World {
             idempotency_key: key,
             fingerprint: &tern_domain::send::fingerprint(body),
             now: now_ms(),
+            request_id: None,
         };
         send::accept(&self.core, &self.p, s).await
     }

@@ -195,6 +195,7 @@ async fn accepted(core: &Core, p: &Principal, db: &Db, t: &Tpl, id: Uuid) -> Dec
         idempotency_key: &Uuid::now_v7().to_string(),
         fingerprint: &tern_domain::send::fingerprint(&body),
         now: now_ms(),
+        request_id: None,
     };
     match send::accept(core, p, s).await {
         Ok(Sent::Accepted(_)) => Decision::Sent,

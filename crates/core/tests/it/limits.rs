@@ -174,6 +174,7 @@ async fn sends_to_new_recipients_at_the_limit_admit_one(db: Db) {
                 idempotency_key: &key,
                 fingerprint: &tern_domain::send::fingerprint(&body),
                 now: tern_domain::time::now_ms(),
+                request_id: None,
             };
             send::accept(&core, &p, s)
                 .await

@@ -22,6 +22,8 @@ fn report(status: Status, at: i64) -> Report<'static> {
         precision: Precision::Millis,
         wamid: None,
         failure: None,
+        seen: None,
+        attempt: None,
     }
 }
 
@@ -156,6 +158,8 @@ async fn reports_follow_the_monotonic_rule(db: Db) {
         precision: Precision::Millis,
         wamid: None,
         failure: Some(&f),
+        seen: None,
+        attempt: None,
     };
     assert_eq!(
         status::apply_report(&db, org.id, "wamid.R3", None, &failed)
@@ -240,6 +244,8 @@ async fn a_batch_ends_where_the_reports_one_by_one_end(db: Db) {
         precision: Precision::WholeSecond,
         wamid: None,
         failure: (status == Status::Failed).then_some(&f),
+        seen: None,
+        attempt: None,
     };
     let orders: [[(Status, i64); 4]; 4] = [
         [

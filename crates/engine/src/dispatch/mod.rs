@@ -598,14 +598,21 @@ impl Shared {
     /// decide), its decision recorded.
     async fn attempt(&self, item: &DispatchItem, number: &Number) -> Outcome {
         let core = &self.core;
-        let decision = match dispatch::prepare(core, item, number, &self.policy).await {
-            Err(decided) => decided,
+        let (decision, answer) = match dispatch::prepare(core, item, number, &self.policy).await {
+            Err(decided) => (decided, None),
             Ok(ready) => {
-                let answer = ready.send(&core.cloud, item, &self.policy).await;
-                dispatch::decide(core, item, answer, &self.policy).await
+                let started = Instant::now();
+                let result = ready.send(&core.cloud, item, &self.policy).await;
+                let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+                let answer = dispatch::Answer::of(&result, latency);
+                (
+                    dispatch::decide(core, item, result, &self.policy).await,
+                    Some(answer),
+                )
             }
         };
-        self.record(item, decision).await
+        let entry = dispatch::attempt_entry(item, &decision, answer);
+        self.record(item, decision, entry).await
     }
 }
 

@@ -2,11 +2,14 @@
 
 use super::*;
 use crate::retry::store_write;
+use tern_domain::timeline::Detail;
 
 /// A send outcome waiting for the next batch.
 pub(super) struct Waiting {
     item: DispatchItem,
     fin: Final,
+    /// The attempt's timeline entry, written with the outcome.
+    entry: Detail,
     at: i64,
     done: tokio::sync::oneshot::Sender<Result<Recorded, StoreError>>,
 }
@@ -14,18 +17,27 @@ pub(super) struct Waiting {
 impl Shared {
     /// Records what was decided for a claimed message: a final status through the status
     /// writer (in batches), a retry or an unknown outcome as a queue write.
-    pub(super) async fn record(&self, item: &DispatchItem, decision: Decision) -> Outcome {
+    /// The attempt's timeline `entry` is written with it.
+    pub(super) async fn record(
+        &self,
+        item: &DispatchItem,
+        decision: Decision,
+        entry: Detail,
+    ) -> Outcome {
         let lease = item.lease();
         let db = &self.core.db;
         match decision {
-            Decision::Final(fin) => self.record_final(item, fin).await,
+            Decision::Final(fin) => self.record_final(item, fin, entry).await,
             Decision::Unknown { deadline, error } => {
-                let r = store_write(|| db.mark_dispatch_unknown(item.id, &lease, deadline, &error))
-                    .await;
+                let r = store_write(|| {
+                    db.mark_dispatch_unknown(item.id, &lease, deadline, &error, &entry)
+                })
+                .await;
                 finish_queue_write(item, r, Outcome::Unknown)
             }
             Decision::Retry { at, error } => {
-                let r = store_write(|| db.retry_dispatch(item.id, &lease, at, &error)).await;
+                let r =
+                    store_write(|| db.retry_dispatch(item.id, &lease, at, &error, &entry)).await;
                 finish_queue_write(item, r, Outcome::Retried)
             }
         }
@@ -39,7 +51,12 @@ impl Shared {
     /// waits for the turn to record; whoever gets the turn records everything waiting, so
     /// while one batch commits the next gathers, and an outcome is never later than the
     /// batch after its arrival.
-    pub(super) async fn record_final(&self, item: &DispatchItem, fin: Final) -> Outcome {
+    pub(super) async fn record_final(
+        &self,
+        item: &DispatchItem,
+        fin: Final,
+        entry: Detail,
+    ) -> Outcome {
         let outcome = match &fin {
             Final::Sent { .. } => Outcome::Sent,
             Final::Failed(_) => Outcome::Failed,
@@ -48,6 +65,7 @@ impl Shared {
         let waiting = Waiting {
             item: item.clone(),
             fin,
+            entry,
             at: now_ms(),
             done,
         };
@@ -91,7 +109,13 @@ impl Shared {
         if batch.is_empty() {
             return;
         }
-        let reports: Vec<Report<'_>> = batch.iter().map(|w| w.fin.report(w.at)).collect();
+        let reports: Vec<Report<'_>> = batch
+            .iter()
+            .map(|w| Report {
+                attempt: Some(&w.entry),
+                ..w.fin.report(w.at)
+            })
+            .collect();
         let pairs: Vec<(&DispatchItem, Report<'_>)> = batch
             .iter()
             .zip(reports)

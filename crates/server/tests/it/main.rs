@@ -26,4 +26,5 @@ mod network_webhook;
 mod permissions;
 mod simulator_e2e;
 mod templates;
+mod timeline;
 mod webhooks;

@@ -32,7 +32,7 @@ pub(crate) fn text_message(wamid: &str, from: &str, ts: i64, body: &str) -> Valu
     json!({"from": from, "id": wamid, "timestamp": ts.to_string(), "type": "text", "text": {"body": body}})
 }
 
-fn status(wamid: &str, status: &str, ts: i64, callback: Option<&str>) -> Value {
+pub(crate) fn status(wamid: &str, status: &str, ts: i64, callback: Option<&str>) -> Value {
     let mut s = json!({"id": wamid, "status": status, "timestamp": ts.to_string(), "recipient_id": "447700900001"});
     if let Some(c) = callback {
         s["biz_opaque_callback_data"] = json!(c);
@@ -205,7 +205,7 @@ async fn inbound_is_idempotent_and_builds_contacts(app: &TestApp) {
 }
 
 /// An outbound message as the sending path will store it.
-async fn outbound(app: &TestApp, wamid: Option<&str>) -> Message {
+pub(crate) async fn outbound(app: &TestApp, wamid: Option<&str>) -> Message {
     let now = tern_domain::time::now_ms();
     let contact = app
         .db

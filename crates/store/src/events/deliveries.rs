@@ -11,6 +11,8 @@ use super::{
 use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
 use crate::sql::{ROWS_PER_STATEMENT as CHUNK, bump_updated_at, push_id_list, split_after};
+use crate::timeline;
+use tern_domain::timeline::{Detail, WebhookOutcome, time};
 
 /// PostgreSQL's claim: for each subscription, its earliest due deliveries up to `$5` less
 /// those it has in flight (leased by anyone), through the per-subscription index, so a claim
@@ -49,7 +51,7 @@ macro_rules! job_sql {
             "SELECT d.id AS delivery_id, d.subscription_id, s.org_id, d.event_id, \
              e.type AS event_type, e.payload, e.created_at AS event_created_at, \
              d.attempts + 1 AS attempt, d.lease_owner, d.locked_until, s.url, s.secret_enc, \
-             s.previous_secret_enc, s.previous_secret_expires_at, s.enabled FROM ",
+             s.previous_secret_enc, s.previous_secret_expires_at, s.enabled, e.message_id FROM ",
             $from,
             " d JOIN events e ON e.id = d.event_id \
              JOIN webhook_subscriptions s ON s.id = d.subscription_id",
@@ -221,6 +223,7 @@ impl Db {
                 owner,
                 attempt,
                 outcome,
+                message: None,
             }])
             .await?;
         Ok(r.first().copied().unwrap_or(false))
@@ -376,20 +379,60 @@ async fn record_postgres(pool: &sqlx::PgPool, recordings: &[Recording<'_>]) -> R
          SELECT v.attempt_id, upd.id, upd.subscription_id, upd.event_id, e.type, upd.attempts, \
            v.attempt_status, v.code, v.latency, v.err, v.at, v.body \
          FROM upd JOIN v ON v.id = upd.id JOIN events e ON e.id = upd.event_id \
-         RETURNING delivery_id",
+         RETURNING delivery_id, subscription_id, event_id, attempt",
     );
     let mut tx = pool.begin_write().await?;
-    let recorded: std::collections::HashSet<Uuid> = q
-        .build_query_scalar::<Uuid>()
+    let recorded: std::collections::HashMap<Uuid, (Uuid, Uuid, i64)> = q
+        .build_query_as::<(Uuid, Uuid, Uuid, i64)>()
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
+        .map(|(d, s, e, n)| (d, (s, e, n)))
         .collect();
+    timeline::insert_pg(&mut tx, &attempt_entries(recordings, &recorded)).await?;
     tx.commit().await?;
     Ok(recordings
         .iter()
-        .map(|r| recorded.contains(&r.delivery_id))
+        .map(|r| recorded.contains_key(&r.delivery_id))
         .collect())
+}
+
+/// The timeline entries of the recorded attempts at deliveries of message events
+/// (`recorded`: delivery id → subscription, event, attempt number).
+fn attempt_entries(
+    recordings: &[Recording<'_>],
+    recorded: &std::collections::HashMap<Uuid, (Uuid, Uuid, i64)>,
+) -> Vec<timeline::NewRow> {
+    recordings
+        .iter()
+        .filter_map(|r| {
+            let (message_id, host) = r.message?;
+            let (subscription_id, event_id, attempt) = *recorded.get(&r.delivery_id)?;
+            let (outcome, next) = match r.outcome {
+                DeliveryOutcome::Succeeded => (WebhookOutcome::Succeeded, None),
+                DeliveryOutcome::Retry { next_attempt_at } => {
+                    (WebhookOutcome::Failed, Some(time(next_attempt_at)))
+                }
+                DeliveryOutcome::Failed => (WebhookOutcome::Failed, None),
+            };
+            let detail = Detail::WebhookAttempt {
+                subscription_id,
+                event_id,
+                host: host.to_string(),
+                attempt,
+                response_status: r.attempt.response_status,
+                // No answer, no latency to tell.
+                latency_ms: r.attempt.response_status.map(|_| r.attempt.latency_ms),
+                outcome,
+                next_attempt_at: next,
+            };
+            Some(timeline::NewRow::new(
+                message_id,
+                r.attempt.created_at,
+                &detail,
+            ))
+        })
+        .collect()
 }
 
 /// The delivery's new status, due time and the attempt's status for an outcome.
@@ -555,6 +598,7 @@ async fn record_sqlite(pool: &sqlx::SqlitePool, recordings: &[Recording<'_>]) ->
         );
         q.build().execute(&mut *tx).await?;
     }
+    timeline::insert_sqlite(&mut tx, &attempt_entries(recordings, &updated)).await?;
     tx.commit().await?;
     Ok(recordings
         .iter()

@@ -147,6 +147,9 @@ pub struct NewEvent {
     /// The exact body to sign and send.
     pub payload: String,
     pub created_at: i64,
+    /// The message it is about (`message.*` events): the event and its delivery attempts
+    /// are entries of that message's timeline.
+    pub message_id: Option<Uuid>,
 }
 
 /// A delivery row (operators, tests).
@@ -189,6 +192,8 @@ pub struct DeliveryJob {
     pub previous_secret_expires_at: Option<i64>,
     /// A disabled subscription's delivery is claimed too, so the worker can close it.
     pub enabled: bool,
+    /// The message the event is about (`message.*` events).
+    pub message_id: Option<Uuid>,
 }
 
 /// What one attempt did ([`Db::record_webhook_attempt`]).
@@ -211,6 +216,9 @@ pub struct Recording<'a> {
     pub owner: &'a str,
     pub attempt: &'a AttemptRecord,
     pub outcome: DeliveryOutcome,
+    /// The message the event is about and the receiver's host: the attempt is an entry of
+    /// that message's timeline, written with it.
+    pub message: Option<(Uuid, &'a str)>,
 }
 
 /// What becomes of the delivery after an attempt.
@@ -270,7 +278,7 @@ const MATCHING_POSTGRES: &str = "SELECT id FROM webhook_subscriptions \
 pub(crate) const INSERT_EVENT: &str =
     "INSERT INTO events (id, org_id, type, payload, created_at) VALUES ($1, $2, $3, $4, $5)";
 const INSERT_FANNED_EVENT: &str = "INSERT INTO events (id, org_id, type, payload, created_at, \
-     fanout) VALUES ($1, $2, $3, $4, $5, $6)";
+     fanout, message_id) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 impl Tx {
     /// The enabled subscriptions of the organisation that list `event_type`, by id: who an
@@ -306,6 +314,16 @@ impl Tx {
         if subscribers.is_empty() {
             return Ok(());
         }
+        if let Some(message_id) = event.message_id {
+            self.add_timeline(
+                message_id,
+                event.created_at,
+                &tern_domain::timeline::Detail::Event {
+                    event_id: event.id,
+                    event_type: event.event_type.clone(),
+                },
+            );
+        }
         self.pending_events.push(PendingEvent {
             event: event.clone(),
             fanout: fanout::encode(subscribers),
@@ -333,10 +351,12 @@ impl Tx {
                     pending.iter().map(|p| p.event.payload.as_str()).collect();
                 let times: Vec<i64> = pending.iter().map(|p| p.event.created_at).collect();
                 let fanouts: Vec<&str> = pending.iter().map(|p| p.fanout.as_str()).collect();
+                let messages: Vec<Option<Uuid>> =
+                    pending.iter().map(|p| p.event.message_id).collect();
                 sqlx::query(
-                    "INSERT INTO events (id, org_id, type, payload, created_at, fanout) \
-                     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], \
-                     $5::int8[], $6::text[])",
+                    "INSERT INTO events (id, org_id, type, payload, created_at, fanout, \
+                     message_id) SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], \
+                     $4::text[], $5::int8[], $6::text[], $7::uuid[])",
                 )
                 .bind(&ids)
                 .bind(&orgs)
@@ -344,6 +364,7 @@ impl Tx {
                 .bind(&payloads)
                 .bind(&times)
                 .bind(&fanouts)
+                .bind(&messages)
                 .execute(&mut **conn)
                 .await?;
             }
@@ -356,13 +377,15 @@ impl Tx {
                         .bind(&one.event.payload)
                         .bind(one.event.created_at)
                         .bind(&one.fanout)
+                        .bind(one.event.message_id)
                         .execute(&mut **conn)
                         .await?;
                     return Ok(());
                 }
                 for chunk in pending.chunks(ROWS_PER_STATEMENT) {
                     let mut q = sqlx::QueryBuilder::new(
-                        "INSERT INTO events (id, org_id, type, payload, created_at, fanout) ",
+                        "INSERT INTO events (id, org_id, type, payload, created_at, fanout, \
+                         message_id) ",
                     );
                     q.push_values(chunk, |mut row, p| {
                         row.push_bind(p.event.id)
@@ -370,7 +393,8 @@ impl Tx {
                             .push_bind(&p.event.event_type)
                             .push_bind(&p.event.payload)
                             .push_bind(p.event.created_at)
-                            .push_bind(&p.fanout);
+                            .push_bind(&p.fanout)
+                            .push_bind(p.event.message_id);
                     });
                     // Each batch size would be another statement cached per connection.
                     q.build().persistent(false).execute(&mut **conn).await?;

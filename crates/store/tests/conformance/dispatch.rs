@@ -11,6 +11,19 @@ use tern_store::{
 };
 use uuid::Uuid;
 
+/// A dispatch attempt's timeline entry (its content is the caller's; the store writes it).
+pub(crate) fn attempt_entry() -> tern_domain::timeline::Detail {
+    tern_domain::timeline::Detail::DispatchAttempt {
+        attempt: 1,
+        outcome: tern_domain::timeline::AttemptOutcome::Retry,
+        http_status: Some(400),
+        error_code: Some("130429".into()),
+        error_message: Some("(#130429) Rate limit hit".into()),
+        latency_ms: Some(12),
+        next_attempt_at: None,
+    }
+}
+
 const LEASE: i64 = 10_000;
 const GRACE: i64 = 60_000;
 
@@ -296,8 +309,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         let a = queued(&db, &w, "100", T0).await;
         let now = T0 + 100;
         let first = db.status_writes().claim_dispatch(&claim("w1", None, 1, now)).await.unwrap().remove(0);
-        assert!(!db.retry_dispatch(a, &DispatchLease { owner: "w9".into(), attempt: 1 }, now, "x").await.unwrap());
-        assert!(db.retry_dispatch(a, &first.lease(), now + 500, "graph error 130429").await.unwrap());
+        assert!(!db.retry_dispatch(a, &DispatchLease { owner: "w9".into(), attempt: 1 }, now, "x", &attempt_entry()).await.unwrap());
+        assert!(db.retry_dispatch(a, &first.lease(), now + 500, "graph error 130429", &attempt_entry()).await.unwrap());
         let info = db.dispatch_info(a).await.unwrap();
         assert_eq!(info.dispatch_state.as_deref(), Some("queued"));
         assert_eq!((info.next_attempt_at, info.locked_until), (Some(now + 500), None));
@@ -311,8 +324,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!((second.id, second.attempts, second.status.as_str()), (a, 2, "sending"));
 
         // The first claim is stale now: none of its writes land.
-        assert!(!db.retry_dispatch(a, &first.lease(), now, "late").await.unwrap());
-        assert!(!db.mark_dispatch_unknown(a, &first.lease(), now, "late").await.unwrap());
+        assert!(!db.retry_dispatch(a, &first.lease(), now, "late", &attempt_entry()).await.unwrap());
+        assert!(!db.mark_dispatch_unknown(a, &first.lease(), now, "late", &attempt_entry()).await.unwrap());
         let r = db.status_writes().complete_dispatch(a, &first.lease(), Status::Sending, second.updated_at, &sent_change("wamid.OLD", now), now).await.unwrap();
         assert_eq!(r, DispatchWrite::LeaseLost);
         let info = db.dispatch_info(a).await.unwrap();
@@ -341,8 +354,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         for (item, wamid) in items.iter().zip(["wamid.WA", "wamid.WB"]) {
             assert!(db.status_writes().update_message_status(item.id, Status::Sending, item.updated_at, &sent_change(wamid, now + 1), now + 1).await.unwrap());
         }
-        assert!(db.retry_dispatch(a, &items[0].lease(), now + 500, "late 5xx").await.unwrap());
-        assert!(db.mark_dispatch_unknown(b, &items[1].lease(), now + 500, "timeout").await.unwrap());
+        assert!(db.retry_dispatch(a, &items[0].lease(), now + 500, "late 5xx", &attempt_entry()).await.unwrap());
+        assert!(db.mark_dispatch_unknown(b, &items[1].lease(), now + 500, "timeout", &attempt_entry()).await.unwrap());
         for id in [a, b] {
             let info = db.dispatch_info(id).await.unwrap();
             assert_eq!((info.status.as_str(), info.dispatch_state, info.next_attempt_at), ("sent", None, None), "{id}");
@@ -363,7 +376,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(ids(&items), [unknown, abandoned, settled]);
         let deadline = now + LEASE + GRACE;
         // `unknown`: the request left, no answer; its grace ends earlier than the claim's.
-        assert!(db.mark_dispatch_unknown(unknown, &items[0].lease(), now + GRACE, "timed out").await.unwrap());
+        assert!(db.mark_dispatch_unknown(unknown, &items[0].lease(), now + GRACE, "timed out", &attempt_entry()).await.unwrap());
         // `settled`: a status webhook arrived, and the queue state stays until the sweep.
         assert!(db.status_writes().update_message_status(settled, Status::Sending, items[2].updated_at, &sent_change("wamid.S", now + 2), now + 2).await.unwrap());
         // `abandoned`: the worker died with the claim.
@@ -420,7 +433,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         let r = db.status_writes().complete_dispatch(a, &item.lease(), msg.status, msg.updated_at, &change, item.deadline + 1).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         // Its queue writes, however, change nothing.
-        assert!(db.retry_dispatch(a, &item.lease(), T0, "x").await.unwrap());
+        assert!(db.retry_dispatch(a, &item.lease(), T0, "x", &attempt_entry()).await.unwrap());
         let info = db.dispatch_info(a).await.unwrap();
         assert_eq!((info.status.as_str(), info.dispatch_state), ("failed", None));
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();

@@ -43,6 +43,7 @@ fn event(org_id: Uuid, event_type: &str, at: i64) -> NewEvent {
             r#"{{"id":"{id}", "type":"{event_type}","version":1,  "data":{{"z":1,"a":2}}}}"#
         ),
         created_at: at,
+        message_id: None,
     }
 }
 
@@ -497,7 +498,7 @@ mod in_transactions {
             db.insert_webhook_subscription(&NewSubscription { enabled: false, ..new_sub(org.id, key.id, &["message.status"]) })
                 .await
                 .unwrap();
-            let event = NewEvent { id: Uuid::now_v7(), org_id: org.id, event_type: "message.status".into(), payload: "{}".into(), created_at: T0 };
+            let event = NewEvent { id: Uuid::now_v7(), org_id: org.id, event_type: "message.status".into(), payload: "{}".into(), created_at: T0, message_id: None };
             assert_eq!(db.emit_event(&event).await.unwrap(), 0);
         },
     }
@@ -516,9 +517,9 @@ mod batches_and_leases {
             let ok = attempt(T0 + 20, Some(204));
             let retry = attempt(T0 + 20, Some(500));
             let done = db.record_webhook_attempts(&[
-                Recording { delivery_id: a, owner: "w", attempt: &ok, outcome: DeliveryOutcome::Succeeded },
+                Recording { delivery_id: a, owner: "w", attempt: &ok, outcome: DeliveryOutcome::Succeeded, message: None },
                 // Not this claimer's: nothing written for it, the other one still is.
-                Recording { delivery_id: b, owner: "intruder", attempt: &retry, outcome: DeliveryOutcome::Failed },
+                Recording { delivery_id: b, owner: "intruder", attempt: &retry, outcome: DeliveryOutcome::Failed, message: None },
             ]).await.unwrap();
             assert_eq!(done, [true, false]);
             let states: Vec<DeliveryStatus> = db.webhook_delivery_states().await.unwrap().into_iter().map(|(_, s)| s).collect();

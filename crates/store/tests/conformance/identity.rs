@@ -261,6 +261,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
             new_contact: Some(NewContact::UserId(BSUID2.into())),
             contact_limit: Some(10),
             new_conversation: true,
+            api_key_id: None,
+            request_id: None,
         }];
         assert_eq!(db.accept_messages(&mut items).await[0].as_ref().unwrap(), &Acceptance::Accepted);
         let created = db.get_contact_by_key(org, ContactKey::UserId(BSUID2)).await.unwrap().unwrap();

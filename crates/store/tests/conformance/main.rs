@@ -30,4 +30,5 @@ mod request_log;
 mod settings;
 mod tags;
 mod templates;
+mod timeline;
 mod usage;

@@ -264,6 +264,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
             new_contact: None,
             contact_limit: None,
             new_conversation: false,
+            api_key_id: None,
+            request_id: None,
         };
         let debit = |n| Charges { debit_minor: Some(n), messages_sent: None };
         let allowance = |n| Charges { debit_minor: None, messages_sent: Some((T0, n)) };
@@ -317,6 +319,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
             new_contact: None,
             contact_limit: None,
             new_conversation: false,
+            api_key_id: None,
+            request_id: None,
         };
         let mut first: Vec<Accept> = (0..3).map(|i| item(&format!("k-first-{i}"), 5)).collect();
         let got: Vec<Acceptance> = db.accept_messages(&mut first).await.into_iter().map(Result::unwrap).collect();
@@ -356,6 +360,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
             new_contact: None,
             contact_limit: None,
             new_conversation: false,
+            api_key_id: None,
+            request_id: None,
         };
         let mut on_other = outbound(&s, T0 + 20);
         (on_other.conversation_id, on_other.contact_id) = (other_conv.id, other_conv.contact_id);
@@ -410,6 +416,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
                 new_contact: Some(NewContact::WaId("4915550001".into())),
                 contact_limit: None,
                 new_conversation: true,
+                api_key_id: None,
+                request_id: None,
             }
         };
         let mut items = vec![new("k-000001"), new("k-000002")];
@@ -450,6 +458,8 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
                     new_contact: None,
                     contact_limit: None,
                     new_conversation: false,
+                    api_key_id: None,
+                    request_id: None,
                 };
                 let (item, outcome) = queue.accept(item).await.unwrap();
                 (item.message.id, item.key, outcome)

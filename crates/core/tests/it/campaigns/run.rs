@@ -305,6 +305,7 @@ async fn accept_with_key(w: &World, to: &str, key: &str) -> Uuid {
         idempotency_key: key,
         fingerprint: &tern_domain::send::fingerprint(&body),
         now: now_ms(),
+        request_id: None,
     };
     match send::accept(&w.core, &w.p, s).await.unwrap() {
         Sent::Accepted(m) => m.id,
@@ -445,6 +446,8 @@ async fn fail_queued(w: &World, n: i64) {
         precision: Precision::Millis,
         wamid: None,
         failure: Some(&failure),
+        seen: None,
+        attempt: None,
     };
     let outcomes: Vec<_> = items.iter().map(|i| (i, report.clone())).collect();
     status::record_sends(&w.db, &outcomes).await.unwrap();
