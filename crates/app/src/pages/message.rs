@@ -105,16 +105,20 @@ pub struct TimelineQuery {
 
 /// The timeline of the message: entries as the public API serialises them, oldest first,
 /// and the next page's cursor.
-// TODO(lead): wire tern_core::timeline::page — e.g.
-// `let p = tern_core::timeline::page(core, org_id, message_id, cursor, TIMELINE_PAGE).await?;`
-// `Ok((p.entries.iter().filter_map(|e| serde_json::to_value(e).ok()).collect(), p.next_cursor))`
 async fn timeline_entries(
-    _state: &AppState,
-    _org_id: Uuid,
-    _message_id: Uuid,
-    _cursor: Option<&str>,
+    state: &AppState,
+    org_id: Uuid,
+    message_id: Uuid,
+    cursor: Option<&str>,
 ) -> Result<(Vec<Value>, Option<String>), AppError> {
-    Ok((Vec::new(), None))
+    let p =
+        tern_core::timeline::page(&state.core, org_id, message_id, cursor, TIMELINE_PAGE).await?;
+    let entries = p
+        .entries
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .collect();
+    Ok((entries, p.next_cursor))
 }
 
 fn message_view(d: &Detail) -> MessageView {

@@ -1,9 +1,9 @@
 //! The app's pages, one module per page or group of pages.
 
 pub mod audit;
+pub mod campaigns;
 pub mod contacts;
 pub mod conversations;
-pub mod campaigns;
 pub mod form;
 pub mod home;
 pub mod keys;
