@@ -1,7 +1,8 @@
 """An HTTPS receiver of event webhooks for the browser tests: a CA and a certificate for
 127.0.0.1 made with Debian's ``openssl`` (tern trusts the CA: ``TERN_EXTRA_CA_FILE``), a
-threaded server on a free loopback port that answers 204 and keeps every request (path,
-headers, body) for the test to verify with the official Standard Webhooks library."""
+threaded server on a free loopback port that answers 204 (500 for a path in ``failing``, a
+receiver that is down for a while) and keeps every request (path, headers, body, the status
+answered) for the test to verify with the official Standard Webhooks library."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class Receiver:
     def __init__(self, workdir: pathlib.Path):
         self.ca_file, cert, key = make_certs(workdir)
         self.requests: list[dict] = []
+        # Paths answered 500 until removed (the receiver recovers).
+        self.failing: set[str] = set()
         self.lock = threading.Lock()
         outer = self
 
@@ -46,10 +49,12 @@ class Receiver:
                 n = int(self.headers.get("content-length", "0"))
                 body = self.rfile.read(n)
                 with outer.lock:
+                    status = 500 if self.path in outer.failing else 204
                     outer.requests.append(
-                        {"path": self.path, "headers": dict(self.headers.items()), "body": body}
+                        {"path": self.path, "headers": dict(self.headers.items()), "body": body,
+                         "status": status}
                     )
-                self.send_response(204)
+                self.send_response(status)
                 self.end_headers()
 
             def log_message(self, *args):
@@ -68,13 +73,19 @@ class Receiver:
     def url(self, path: str) -> str:
         return f"https://127.0.0.1:{self.port}{path}"
 
-    def wait_for(self, path: str, timeout: float = 15.0) -> dict:
-        """The first request to ``path``, waiting up to ``timeout`` seconds."""
+    def fail(self, path: str, failing: bool = True) -> None:
+        """Answers 500 to ``path`` from now on (``failing=False``: 204 again)."""
+        with self.lock:
+            (self.failing.add if failing else self.failing.discard)(path)
+
+    def wait_for(self, path: str, timeout: float = 15.0, status: int | None = None) -> dict:
+        """The first request to ``path`` (answered ``status``, if given), waiting up to
+        ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.lock:
                 for r in self.requests:
-                    if r["path"] == path:
+                    if r["path"] == path and status in (None, r["status"]):
                         return r
             time.sleep(0.1)
         raise AssertionError(f"no request to {path} within {timeout}s")

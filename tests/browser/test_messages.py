@@ -1,8 +1,10 @@
 """The message explorer and a message's page in a real browser (issue 30's proof): a message
 sent through the API to `tern simulator` (the network, which reports sent, delivered and then
 read a few seconds later) is found by the customer's phone number written another way, its
-page opened, and its status moves to ``read`` without the page being reloaded. Screenshots at
-1280 and 375 px in /tmp (and docs/app with TERN_SCREENSHOTS=1); no sideways scrolling."""
+page opened, and its status moves to ``read`` without the page being reloaded. A failed
+delivery of the message's ``message.status`` event (the receiver answers 500) is replayed from
+the message page once the receiver recovers. Screenshots at 1280 and 375 px in /tmp (and
+docs/app with TERN_SCREENSHOTS=1); no sideways scrolling."""
 
 from __future__ import annotations
 
@@ -49,7 +51,10 @@ def networked(receiver):
         sim_port = free_port()
         sim = f"http://127.0.0.1:{sim_port}"
         s.env.update(
-            {"TERN_GRAPH_URL": sim, "TERN_APP_SECRET": APP_SECRET, "TERN_VERIFY_TOKEN": "verify"}
+            {"TERN_GRAPH_URL": sim, "TERN_APP_SECRET": APP_SECRET, "TERN_VERIFY_TOKEN": "verify",
+             # A failed webhook delivery is tried again only after an hour: the Replay button
+             # is what delivers it within the test.
+             "TERN_WEBHOOK_RETRY_SCHEDULE": "3600"}
         )
         log = open(pathlib.Path(tmp) / "simulator.log", "wb")
         proc = subprocess.Popen(
@@ -80,15 +85,26 @@ def no_sideways_scrolling(page, width):
     assert scroll <= width, f"{page.url}: {scroll}px wide at {width}"
 
 
-def test_find_by_phone_and_watch_it_become_read(page, networked, viewport_width):
-    server, sim, org = networked
-    n = next(_n)
-    member = server.admin("member", "add", "--org", org, "--email", f"explorer{n}@browser.test",
+def _owner_and_key(server, org, name: str) -> tuple[dict, str]:
+    """A new owner of ``org`` (invited: ``invite_url``) and a full-access key of theirs."""
+    member = server.admin("member", "add", "--org", org, "--email", f"{name}@browser.test",
                           "--role", "owner")
-    key = server.admin("key", "create", "--org", org, "--member", member["id"], "--name", "b",
+    key = server.admin("key", "create", "--org", org, "--member", member["id"], "--name", name,
                        "--preset", "full_access")["key"]
-    customer = f"1415555{6000 + n:04d}"
-    # The customer writes first (the 24-hour window opens), then the business answers.
+    return member, key
+
+
+def _accept_invite(page, member: dict) -> None:
+    page.goto(member["invite_url"])
+    page.get_by_label("Your name").fill("Grace Hopper")
+    page.get_by_label("Password").fill(PASSWORD)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Create account and sign in").click()
+
+
+def _answer_customer(server, sim: str, key: str, customer: str) -> str:
+    """The customer writes first (the 24-hour window opens), then the business answers
+    through the API: the answer's message id."""
     status, _ = _post(f"{sim}/_sim/inbound", {"phone_number_id": PNID, "from": customer,
                                               "type": "text", "text": {"body": "Where is it?"}})
     assert status in (200, 201, 202)
@@ -102,13 +118,16 @@ def test_find_by_phone_and_watch_it_become_read(page, networked, viewport_width)
             break
         time.sleep(0.3)  # the inbound message is still on its way
     assert status in (200, 201, 202), sent
-    message_id = sent["id"]
+    return sent["id"]
 
-    page.goto(member["invite_url"])
-    page.get_by_label("Your name").fill("Grace Hopper")
-    page.get_by_label("Password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_role("button", name="Create account and sign in").click()
+
+def test_find_by_phone_and_watch_it_become_read(page, networked, viewport_width):
+    server, sim, org = networked
+    n = next(_n)
+    member, key = _owner_and_key(server, org, f"explorer{n}")
+    customer = f"1415555{6000 + n:04d}"
+    message_id = _answer_customer(server, sim, key, customer)
+    _accept_invite(page, member)
 
     # This test's own server, not the session's (the page's base URL).
     page.goto(f"{server.base_url}/app/messages")
@@ -136,3 +155,60 @@ def test_find_by_phone_and_watch_it_become_read(page, networked, viewport_width)
     no_sideways_scrolling(page, viewport_width)
     page.screenshot(path=f"/tmp/h4-message-{viewport_width}.png", full_page=True)
     screenshot(page, f"message-{viewport_width}")
+
+
+@pytest.mark.parametrize("viewport_width", [1280])
+def test_replay_a_failed_delivery_from_the_message_page(page, networked, receiver, viewport_width):
+    server, sim, org = networked
+    n = next(_n)
+    member, key = _owner_and_key(server, org, f"replay{n}")
+    # A receiver of message.status that is down (answers 500).
+    path = f"/replay-{n}"
+    receiver.fail(path)
+    status, sub = _post(f"{server.base_url}/api/public/v1/webhook-subscriptions",
+                        {"url": receiver.url(path), "events": ["message.status"]}, key)
+    assert status == 201, sub
+    customer = f"1415555{7000 + n:04d}"
+    message_id = _answer_customer(server, sim, key, customer)
+    _accept_invite(page, member)
+
+    page.goto(f"{server.base_url}/app/messages/{message_id}")
+    # The message reaches `read` (the page stops following it); its status events' first
+    # attempts failed, each with its Replay button on the page.
+    page.locator('#message-status[data-status="read"]').wait_for(timeout=READ_AFTER_MS + 15000)
+    replay = page.locator("form.replay-form")
+    deadline = time.monotonic() + 15
+    while replay.count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        page.reload()
+    assert replay.count() >= 1, page.content()
+    failed = page.locator('li[data-kind="webhook_attempt"]', has=replay).first
+    assert "HTTP 500" in failed.inner_text(), failed.inner_text()
+    event_id = failed.locator('input[name="event_id"]').get_attribute("value")
+    page.screenshot(path=f"/tmp/h6-replay-before-{viewport_width}.png", full_page=True)
+
+    # The receiver recovers; the person replays that delivery.
+    receiver.fail(path, False)
+    with page.expect_navigation():
+        failed.get_by_role("button", name="Replay this delivery").click()
+    flash = page.locator(".flash-success")
+    assert "queued again" in flash.inner_text(), page.content()
+    got = receiver.wait_for(path, status=204)
+    assert json.loads(got["body"])["id"] == event_id
+
+    # The next attempt of that delivery shows as delivered (the page reloaded by hand: the
+    # message is final, so the page no longer follows it), and its Replay button is gone.
+    def delivered():
+        return page.locator('li[data-kind="webhook_attempt"]').filter(has_text=event_id).filter(
+            has_text="delivered")
+
+    deadline = time.monotonic() + 15
+    while delivered().count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        page.reload()
+    assert delivered().count() == 1, page.content()
+    assert "Webhook attempt 2" in delivered().inner_text()
+    assert page.locator(f'form.replay-form:has(input[value="{event_id}"])').count() == 0
+    no_sideways_scrolling(page, viewport_width)
+    page.screenshot(path=f"/tmp/h6-replay-after-{viewport_width}.png", full_page=True)
+    screenshot(page, f"message-replay-{viewport_width}")
