@@ -338,7 +338,8 @@ pub async fn replay(
     let (kind, words) = match redeliver(&state.core, &p, p_sub(&form)?, event).await? {
         Redelivered::Queued => (
             FlashKind::Success,
-            "The delivery is queued again: it is sent within moments, and its attempt shows below.",
+            // A final message's page no longer refreshes itself: say how to see the attempt.
+            "The delivery is queued again: it is sent within moments. Reload this page to see its attempt in the timeline.",
         ),
         Redelivered::Disabled => (
             FlashKind::Error,
