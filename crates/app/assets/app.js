@@ -1,7 +1,8 @@
 // Tern's app: small enhancements only; every page works without this file.
 // - <button data-copy="#id" hidden>Copy</button>: shown, copies the element's text (or an
 //   input's value) to the clipboard and says "Copied".
-// - <time datetime="RFC 3339">: shown in the browser's time zone, the UTC value on hover.
+// - <time datetime="RFC 3339">: shown in the browser's time zone, the UTC value on hover
+//   (with seconds when it has data-seconds).
 // - <details data-narrow-closed open>: the navigation; closed on small screens (a "Menu"
 //   button), open again when the screen is wide (where its summary is hidden).
 // - <div data-live="URL" data-final="false"> with [data-live-part="name"] children: every 2 s
@@ -45,7 +46,9 @@
       if (isNaN(d.getTime())) return;
       t.title = d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) +
         " " + pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
-      t.textContent = d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+      // data-seconds: where seconds matter (a timeline's entries, retries seconds apart).
+      const timeStyle = t.hasAttribute("data-seconds") ? "medium" : "short";
+      t.textContent = d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: timeStyle });
     });
   }
 

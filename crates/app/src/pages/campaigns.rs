@@ -207,6 +207,10 @@ pub struct LiveFragment {
     pub live: LiveView,
 }
 
+/// How long a completed campaign's page still refreshes itself (its last messages are
+/// delivered and read after it completes).
+const STILL_MOVING_MS: i64 = 5 * 60_000;
+
 fn may_send(me: &OrgMember) -> bool {
     me.role().allows(Permission::CampaignsSend)
 }
@@ -232,7 +236,10 @@ async fn load(
     let send = may_send(me);
     let live = LiveView {
         id: c.id.to_string(),
-        is_final: !matches!(c.status, Status::Running | Status::Scheduled),
+        // A completed campaign's messages still move (delivered → read) for a while.
+        is_final: !matches!(c.status, Status::Running | Status::Scheduled)
+            && c.completed_at
+                .is_none_or(|t| tern_domain::time::now_ms() - t > STILL_MOVING_MS),
         status: c.status.as_str().to_string(),
         status_words: status_words(c.status),
         pause_reason: c

@@ -1,5 +1,6 @@
 //! One message's page (APP.md §4): its fields and its whole story (the timeline), which
-//! refreshes itself while an outbound message is not final (app.js polls the `live`
+//! refreshes itself until its story ends — final, quiet for a minute, no webhook retry
+//! waiting ([`settled`]) — (app.js polls the `live`
 //! fragment every 2 s; without script, a Refresh link), with "Replay" next to a failed
 //! webhook delivery for a person who manages that endpoint's key. Another organisation's
 //! message, or an unknown id, is the 404 page.
@@ -26,6 +27,7 @@ use tern_core::explorer::{self, Detail};
 use tern_core::keys;
 use tern_core::webhooks::{Redelivered, redeliver, subscriptions};
 use tern_domain::message::Direction;
+use tern_domain::time::now_ms;
 use uuid::Uuid;
 
 /// Timeline entries shown at once (a message has a few dozen; a later page is a link).
@@ -119,6 +121,26 @@ async fn timeline_entries(
         .filter_map(|e| serde_json::to_value(e).ok())
         .collect();
     Ok((entries, p.next_cursor))
+}
+
+/// How long after its last entry a final message's page still refreshes itself: the events
+/// of its last status are delivered after it.
+const SETTLE_MS: i64 = 60_000;
+
+/// Whether the story has ended: the message is final, nothing was recorded in the last
+/// [`SETTLE_MS`], and no webhook delivery waits for a later attempt.
+fn settled(terminal: bool, entries: &[Value], now: i64) -> bool {
+    let ms = |e: &Value, key: &str| {
+        e.get(key)
+            .and_then(Value::as_str)
+            .and_then(tern_domain::time::parse_rfc3339_ms)
+    };
+    let latest = entries.iter().filter_map(|e| ms(e, "at")).max();
+    let retry_due = entries.iter().any(|e| {
+        e.get("kind").and_then(Value::as_str) == Some("webhook_attempt")
+            && ms(e, "next_attempt_at").is_some_and(|t| t > now)
+    });
+    terminal && !retry_due && latest.is_none_or(|t| now - t > SETTLE_MS)
 }
 
 fn message_view(d: &Detail) -> MessageView {
@@ -262,7 +284,7 @@ async fn load(
     .collect();
     let live = LiveView {
         id: m.id.to_string(),
-        is_final: m.status.is_terminal(),
+        is_final: settled(m.status.is_terminal(), &entries, now_ms()),
         status: m.status.as_str().to_string(),
         status_words: status_words(m.status),
         times,
@@ -363,4 +385,32 @@ pub async fn replay(
 
 fn p_sub(form: &FormFields) -> Result<Uuid, AppError> {
     Uuid::parse_str(form.get("subscription_id").unwrap_or_default()).map_err(|_| AppError::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_769_860_800_000; // 2026-01-31T12:00:00Z
+
+    #[test]
+    fn a_final_message_settles_a_minute_after_its_last_entry_unless_a_retry_waits() {
+        let at = |s: &str| json!({"kind": "status", "at": s});
+        let recent = [at("2026-01-31T11:59:30.000Z")];
+        let old = [at("2026-01-31T11:58:00.000Z")];
+        assert!(!settled(false, &old, NOW), "not final");
+        assert!(
+            !settled(true, &recent, NOW),
+            "its last event may still be delivered"
+        );
+        assert!(settled(true, &old, NOW));
+        assert!(settled(true, &[], NOW));
+        let waiting = json!({"kind": "webhook_attempt", "at": "2026-01-31T11:50:00.000Z",
+            "next_attempt_at": "2026-01-31T13:00:00.000Z"});
+        assert!(
+            !settled(true, &[waiting], NOW),
+            "a delivery retry is still to come"
+        );
+    }
 }
