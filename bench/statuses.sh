@@ -78,7 +78,8 @@ for name in $backends; do
     member=$("$tern" admin member add --org "$org" --email "owner@bench.test" --role owner | json id)
     key=$("$tern" admin key create --org "$org" --member "$member" --name bench --preset full_access | json key)
   fi
-  # The messages, as the dispatcher leaves them: `sent` with a wamid.
+  # The messages, as the dispatcher leaves them: `sent` with a wamid. Their ids ascend with
+  # the order their statuses are posted in, as Tern's time-ordered ids (UUID v7) do.
   case $name in
     sqlite)
       o="X'${org//-/}'"
@@ -89,7 +90,7 @@ for name in $backends; do
            SELECT randomblob(16), org_id, id, '$PNID', $now, $now FROM contacts;
            WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < $messages - 1)
            INSERT INTO messages (id, org_id, conversation_id, contact_id, phone_number_id, direction, type, status, text, wamid, created_at, sent_at, updated_at)
-           SELECT randomblob(16), c.org_id, v.id, c.id, '$PNID', 'outbound', 'text', 'sent', 'hello', 'wamid.st.' || n, $now, $now, $now
+           SELECT CAST(printf('%016d', n) AS BLOB), c.org_id, v.id, c.id, '$PNID', 'outbound', 'text', 'sent', 'hello', 'wamid.st.' || n, $now, $now, $now
            FROM g JOIN contacts c ON c.wa_id = CAST(447000000000 + n % $contacts AS TEXT) JOIN conversations v ON v.contact_id = c.id;"
       ;;
     postgres)
@@ -99,7 +100,7 @@ for name in $backends; do
            INSERT INTO conversations (id, org_id, contact_id, phone_number_id, last_message_at, created_at)
            SELECT gen_random_uuid(), org_id, id, '$PNID', $now, $now FROM contacts;
            INSERT INTO messages (id, org_id, conversation_id, contact_id, phone_number_id, direction, type, status, text, wamid, created_at, sent_at, updated_at)
-           SELECT gen_random_uuid(), c.org_id, v.id, c.id, '$PNID', 'outbound', 'text', 'sent', 'hello', 'wamid.st.' || g, $now, $now, $now
+           SELECT lpad(to_hex(g), 32, '0')::uuid, c.org_id, v.id, c.id, '$PNID', 'outbound', 'text', 'sent', 'hello', 'wamid.st.' || g, $now, $now, $now
            FROM generate_series(0, $messages - 1) g JOIN contacts c ON c.wa_id = (447000000000 + g % $contacts)::text JOIN conversations v ON v.contact_id = c.id;
            ANALYZE;"
       ;;

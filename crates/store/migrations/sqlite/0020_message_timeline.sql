@@ -23,4 +23,4 @@ CREATE TABLE message_timeline (
     kind       TEXT    NOT NULL,
     data       TEXT    NOT NULL,
     CONSTRAINT message_timeline_pkey PRIMARY KEY (message_id, at, id)
-);
+) WITHOUT ROWID; -- one B-tree (the key's) instead of a rowid table beside an index
