@@ -1,11 +1,16 @@
 //! `GET /messages/{id}/timeline`: every status report (applied or not, and why), the
 //! failure with its fix, pagination without gap or repeat, and 404 for another
-//! organisation's message — on SQLite and PostgreSQL.
+//! organisation's message, an inbound message edited and deleted — on SQLite and
+//! PostgreSQL. Messages through the network: `network.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod network;
+
 use crate::common::TestApp;
-use crate::network_webhook::{PNID, envelope, messages_change, outbound, setup, status};
-use serde_json::Value;
+use crate::network_webhook::{
+    PNID, envelope, messages_change, outbound, setup, status, text_message,
+};
+use serde_json::{Value, json};
 use tern_domain::auth::Preset;
 
 const API: &str = "/api/public/v1";
@@ -164,7 +169,68 @@ async fn a_failure_and_its_fix(app: &TestApp) {
     assert_eq!(all[3]["reason"], "duplicate");
 }
 
+async fn an_inbound_message_edited_and_deleted(app: &TestApp) {
+    setup(app).await;
+    let (_, key) = app.owner_key("full_access").await;
+    let from = "447700900555";
+    let notify = |messages: Vec<Value>| {
+        let body = serde_json::to_vec(&envelope(vec![messages_change(
+            PNID,
+            vec![json!({"wa_id": from, "profile": {"name": "Ann"}})],
+            messages,
+            vec![],
+        )]))
+        .unwrap();
+        async move {
+            assert_eq!(app.post_network(&body).await.0, 200);
+            tern_engine::inbox::drain(&app.db).await.unwrap();
+        }
+    };
+    notify(vec![text_message(
+        "wamid.ORIG",
+        from,
+        1_700_000_000,
+        "See you at 5",
+    )])
+    .await;
+    notify(vec![
+        json!({"from": from, "id": "wamid.EDIT", "timestamp": "1700000100",
+        "type": "edit", "edit": {"original_message_id": "wamid.ORIG",
+        "message": {"type": "text", "text": {"body": "See you at 6"}}}}),
+    ])
+    .await;
+    notify(vec![
+        json!({"from": from, "id": "wamid.GONE", "timestamp": "1700000200",
+        "type": "revoke", "revoke": {"original_message_id": "wamid.ORIG"}}),
+    ])
+    .await;
+    let (_, _, convs) = app.get(&format!("{API}/conversations"), Some(&key)).await;
+    let conv = convs["data"][0]["id"].as_str().unwrap();
+    let (_, _, page) = app
+        .get(
+            &format!("{API}/conversations/{conv}/messages?direction=inbound"),
+            Some(&key),
+        )
+        .await;
+    let msgs = page["data"].as_array().unwrap();
+    assert_eq!(msgs.len(), 1, "{page}");
+    let id = msgs[0]["id"].as_str().unwrap().parse().unwrap();
+    let all = walk(app, &key, id, 100).await;
+    assert_eq!(kinds(&all), ["received", "edited", "revoked"], "{all:?}");
+    assert_eq!(
+        (
+            all[0]["wamid"].as_str(),
+            all[1]["wamid"].as_str(),
+            all[2]["wamid"].as_str()
+        ),
+        (Some("wamid.ORIG"), Some("wamid.EDIT"), Some("wamid.GONE"))
+    );
+    // `received` is at the network's time of the message.
+    assert_eq!(all[0]["at"], "2023-11-14T22:13:20.000Z");
+}
+
 tern_store::both_backends! { TestApp;
     timeline_keeps_every_report_applied_or_not => reports_out_of_order,
     timeline_shows_a_failure_with_its_fix => a_failure_and_its_fix,
+    timeline_of_an_inbound_message_edited_and_deleted => an_inbound_message_edited_and_deleted,
 }

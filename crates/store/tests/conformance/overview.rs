@@ -131,6 +131,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
                 event_type: "message.status".into(),
                 payload: "{}".into(),
                 created_at: T0,
+                message_id: None,
             };
             let id = db.insert_event_for_subscription(&e, failing.id).await.unwrap();
             db.claim_webhook_deliveries("w", at, 30_000, 1, 1).await.unwrap();

@@ -275,8 +275,9 @@ impl Fixture {
         panic!("the simulator did not start: {last_err}");
     }
 
+    /// The environment of every child: the fixture's, then `extra_env` (which wins).
     pub(super) fn env(&self) -> Vec<(String, String)> {
-        let mut env = self.extra_env.clone();
+        let mut env: Vec<(String, String)> = Vec::new();
         env.extend([
             ("TERN_DATABASE_URL".into(), self.db_url.clone()),
             (
@@ -295,6 +296,8 @@ impl Fixture {
             ),
             ("TERN_LOG".into(), "info".into()),
         ]);
+        // Later entries win (`Command::envs` sets them in order).
+        env.extend(self.extra_env.iter().cloned());
         env
     }
 

@@ -49,6 +49,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 
 mod campaigns;
 mod fixture;
+mod timeline;
 mod webhooks;
 use crate::common::{create_pg_schema, free_port};
 use fixture::*;
