@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::db::{Db, Tx, TxInner, with_pool};
 use crate::error::Result;
+use crate::sql::ROWS_PER_STATEMENT;
 
 /// A stored entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,22 +93,23 @@ pub(crate) async fn insert_pg(conn: &mut PgConnection, rows: &[NewRow]) -> Resul
     Ok(())
 }
 
-/// Inserts `rows` on SQLite: one kept-prepared single-row statement run per row (SQLite
-/// runs in-process, so there is no round trip to save; preparing a multi-row statement for
-/// each batch size cost more than the rows themselves on the one-status-a-webhook path).
+/// Inserts `rows` on SQLite: multi-row `VALUES`, one statement a chunk. Each statement is a
+/// round trip to the connection's SQLite thread (sqlx hands it over a channel), which costs
+/// more than the rows, so a batch's entries go in as few statements as possible; each chunk
+/// size's statement is kept prepared (sqlx's per-connection cache bounds them).
 pub(crate) async fn insert_sqlite(conn: &mut SqliteConnection, rows: &[NewRow]) -> Result<()> {
-    for r in rows {
-        sqlx::query(
-            "INSERT INTO message_timeline (message_id, at, id, kind, data) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(r.message_id)
-        .bind(r.at)
-        .bind(r.id)
-        .bind(r.kind)
-        .bind(r.data.as_str())
-        .execute(&mut *conn)
-        .await?;
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut q = sqlx::QueryBuilder::new(
+            "INSERT INTO message_timeline (message_id, at, id, kind, data) ",
+        );
+        q.push_values(chunk, |mut b, r| {
+            b.push_bind(r.message_id)
+                .push_bind(r.at)
+                .push_bind(r.id)
+                .push_bind(r.kind)
+                .push_bind(r.data.as_str());
+        });
+        q.build().execute(&mut *conn).await?;
     }
     Ok(())
 }
