@@ -14,6 +14,7 @@ const TABLE: &[(&str, &str, &str)] = &[
     ("POST", "/messages", "messages.send"),
     ("POST", "/media", "messages.send"),
     ("GET", "/messages/{message_id}", "messages.read"),
+    ("GET", "/messages/{message_id}/timeline", "messages.read"),
     ("GET", "/media/{media_id}", "messages.read"),
     ("GET", "/conversations", "messages.read"),
     (
