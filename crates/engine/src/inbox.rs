@@ -12,14 +12,16 @@
 use futures::StreamExt as _;
 use std::time::Duration;
 use tern_core::Core;
+use tern_core::inbox::{Received, apply_statuses_together};
 use tern_domain::backoff::{Backoff, Jitter};
 use tern_domain::time::now_ms;
-use tern_store::{Db, SetAside, StoreError};
+use tern_store::{Db, InboxItem, SetAside, StoreError};
 use tokio_util::sync::CancellationToken;
 
 /// How long a claimed batch is reserved for one worker.
 const LEASE_MS: i64 = 60_000;
-const BATCH: i64 = 20;
+/// Batches claimed at once: those of statuses alone are applied in one transaction.
+const BATCH: i64 = 100;
 /// Batches applied at once. Applying one is a chain of short statements (a customer's
 /// identity, conversation, message), so one at a time leaves PostgreSQL waiting on round
 /// trips; every effect is idempotent and tolerates any order (statuses are monotonic, edits
@@ -143,43 +145,88 @@ pub async fn drain_with_retry(db: &Db, apply_db: &Db, retry: Retry) -> Result<Re
         if items.is_empty() {
             return Ok(total);
         }
-        // Each batch is applied and marked in its own future: the loop below awaits nothing,
-        // so no batch's open transaction (holding row locks others wait for) is left unpolled
-        // while the loop waits for a connection.
-        let mut done = futures::stream::iter(items)
-            .map(|item| async move {
-                let retry_at = now_ms() + retry.delay_ms(item.attempts);
-                match tern_core::inbox::apply_received(apply_db, &item.body, item.received_at).await
-                {
-                    Ok(report) if report.failed.is_empty() => db
-                        .mark_inbox_processed(item.id, now_ms())
-                        .await
-                        .map(|()| Some(report)),
-                    Ok(report) if item.attempts < retry.item_attempts => {
-                        let first = report.failed.first().map(|f| f.error.as_str());
-                        tracing::warn!(inbox_id = %item.id, failed = report.failed.len(),
-                            attempts = item.attempts, "inbox batch items failed; will retry");
-                        db.mark_inbox_failed(item.id, first.unwrap_or_default(), retry_at)
-                            .await
-                            .map(|()| Some(report))
-                    }
-                    Ok(report) => set_aside(db, item.id, item.attempts, &report)
-                        .await
-                        .map(|()| Some(report)),
-                    Err(e) => {
-                        // The database could not be reached: the batch stays until it works.
-                        tracing::warn!(inbox_id = %item.id, error = %e, "inbox batch failed");
-                        db.mark_inbox_failed(item.id, &e.to_string(), retry_at)
-                            .await
-                            .map(|()| None)
-                    }
+        // Batches of statuses alone (most of them: the network sends statuses one per
+        // webhook) are applied together and marked processed in one statement.
+        let received: Vec<Received<'_>> = items
+            .iter()
+            .map(|item| Received {
+                body: &item.body,
+                received_at: item.received_at,
+            })
+            .collect();
+        let together = match apply_statuses_together(apply_db, &received).await {
+            Ok(together) => together,
+            // The database could not be reached: each batch alone records its failure.
+            Err(_) => vec![None; items.len()],
+        };
+        let mut processed = Vec::new();
+        let mut rest = Vec::new();
+        for (item, report) in items.into_iter().zip(together) {
+            match report {
+                Some(report) if report.failed.is_empty() => {
+                    processed.push(item.id);
+                    total.add(&report);
                 }
+                report => rest.push((item, report)),
+            }
+        }
+        if !processed.is_empty() {
+            db.mark_inbox_processed_many(&processed, now_ms()).await?;
+        }
+        // The others each in their own future: the loop below awaits nothing, so no
+        // batch's open transaction (holding row locks others wait for) is left unpolled
+        // while the loop waits for a connection.
+        let mut done = futures::stream::iter(rest)
+            .map(|(item, report)| async move {
+                let report = match report {
+                    Some(report) => Ok(report),
+                    None => {
+                        tern_core::inbox::apply_received(apply_db, &item.body, item.received_at)
+                            .await
+                    }
+                };
+                settle(db, &item, report, retry).await
             })
             .buffer_unordered(concurrency(db));
         while let Some(outcome) = done.next().await {
             if let Some(report) = outcome? {
                 total.add(&report);
             }
+        }
+    }
+}
+
+/// Records what applying one batch did: processed, failed items retried later (or set aside
+/// after their retries), or the whole batch retried when the database could not be reached.
+async fn settle(
+    db: &Db,
+    item: &InboxItem,
+    applied: Result<Report, StoreError>,
+    retry: Retry,
+) -> Result<Option<Report>, StoreError> {
+    let retry_at = now_ms() + retry.delay_ms(item.attempts);
+    match applied {
+        Ok(report) if report.failed.is_empty() => db
+            .mark_inbox_processed(item.id, now_ms())
+            .await
+            .map(|()| Some(report)),
+        Ok(report) if item.attempts < retry.item_attempts => {
+            let first = report.failed.first().map(|f| f.error.as_str());
+            tracing::warn!(inbox_id = %item.id, failed = report.failed.len(),
+                attempts = item.attempts, "inbox batch items failed; will retry");
+            db.mark_inbox_failed(item.id, first.unwrap_or_default(), retry_at)
+                .await
+                .map(|()| Some(report))
+        }
+        Ok(report) => set_aside(db, item.id, item.attempts, &report)
+            .await
+            .map(|()| Some(report)),
+        Err(e) => {
+            // The database could not be reached: the batch stays until it works.
+            tracing::warn!(inbox_id = %item.id, error = %e, "inbox batch failed");
+            db.mark_inbox_failed(item.id, &e.to_string(), retry_at)
+                .await
+                .map(|()| None)
         }
     }
 }

@@ -118,6 +118,28 @@ impl Db {
         Ok(())
     }
 
+    /// Marks batches processed at `at` in one statement (one commit for a pass's batches of
+    /// statuses). Ids that are missing are skipped; as [`Db::mark_inbox_processed`],
+    /// leases are not checked.
+    pub async fn mark_inbox_processed_many(&self, ids: &[Uuid], at: i64) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        with_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(
+                "UPDATE network_inbox SET processed_at = ");
+            q.push_bind(at);
+            q.push(", locked_until = NULL, error = NULL WHERE id IN (");
+            let mut list = q.separated(", ");
+            for id in ids {
+                list.push_bind(*id);
+            }
+            q.push(")");
+            q.build().execute(pool).await.map(|r| r.rows_affected())
+        })?;
+        Ok(())
+    }
+
     /// Records a failed attempt: keeps `error` and makes the batch claimable again from
     /// `retry_at`. A batch already processed is left processed. `NotFound` if missing.
     pub async fn mark_inbox_failed(&self, id: Uuid, error: &str, retry_at: i64) -> Result<()> {

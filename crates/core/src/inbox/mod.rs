@@ -17,19 +17,18 @@
 //! item aside. A database that cannot be reached fails the whole batch.
 
 mod inbound;
+mod statuses;
 
-use std::collections::HashSet;
+pub use statuses::{Received, apply_statuses_together};
+
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
 use serde_json::Value;
-use tern_cloudapi::{MessagesValue, Sender, StatusUpdate};
-use tern_domain::message::{Precision, Status};
+use tern_cloudapi::{MessagesValue, Notification, Sender, StatusUpdate};
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{Db, Identity, StoreError};
 use uuid::Uuid;
-
-use crate::messages::failure;
-use crate::messages::status::{self, Applied, Report as StatusReport, Reported};
 
 /// What applying a notification did, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -97,13 +96,7 @@ pub async fn apply(db: &Db, body: &[u8]) -> Result<Report, StoreError> {
 /// status reports' timeline entries).
 pub async fn apply_received(db: &Db, body: &[u8], received_at: i64) -> Result<Report, StoreError> {
     let mut report = Report::default();
-    let parsed = serde_json::from_slice::<Value>(body)
-        .map_err(|e| e.to_string())
-        .and_then(|mut root| {
-            replace_nul(&mut root);
-            tern_cloudapi::parse_notification_value(&root).map_err(|e| e.to_string())
-        });
-    let notification = match parsed {
+    let notification = match parse(body) {
         Ok(n) => n,
         Err(e) => {
             // Signed by the network but not a notification we can read: nothing to retry.
@@ -141,6 +134,16 @@ pub async fn apply_received(db: &Db, body: &[u8], received_at: i64) -> Result<Re
         report.templates_updated += done;
     }
     Ok(report)
+}
+
+/// Reads a stored notification body, every U+0000 replaced (see [`replace_nul`]).
+fn parse(body: &[u8]) -> Result<Notification, String> {
+    serde_json::from_slice::<Value>(body)
+        .map_err(|e| e.to_string())
+        .and_then(|mut root| {
+            replace_nul(&mut root);
+            tern_cloudapi::parse_notification_value(&root).map_err(|e| e.to_string())
+        })
 }
 
 /// A template change the network reported.
@@ -246,22 +249,33 @@ pub(crate) fn identity(s: &Sender) -> Identity<'_> {
     }
 }
 
+/// The organisation of each number, looked up once per pass.
+type Orgs = HashMap<String, Option<Uuid>>;
+
 /// The organisation of the number a notification is about (`None`: not Tern's; logged).
 async fn number_org(
     db: &Db,
+    orgs: &mut Orgs,
     pnid: Option<&str>,
     report: &mut Report,
 ) -> Result<Option<Uuid>, StoreError> {
-    let number = match pnid {
-        Some(pnid) => db.get_phone_number(pnid).await?,
+    let org = match pnid {
+        Some(pnid) => match orgs.get(pnid) {
+            Some(org) => *org,
+            None => {
+                let org = db.get_phone_number(pnid).await?.map(|n| n.org_id);
+                orgs.insert(pnid.to_owned(), org);
+                org
+            }
+        },
         None => None,
     };
-    if number.is_none() {
+    if org.is_none() {
         tracing::warn!(phone_number_id = ?pnid, "event for an unknown number dropped");
         metrics::counter!("tern_network_events_total", "kind" => "unknown_number").increment(1);
         report.unknown_numbers += 1;
     }
-    Ok(number.map(|n| n.org_id))
+    Ok(org)
 }
 
 async fn apply_messages_value(
@@ -270,137 +284,36 @@ async fn apply_messages_value(
     received_at: i64,
     report: &mut Report,
 ) -> Result<(), StoreError> {
-    for err in &value.errors {
-        tracing::warn!(code = ?err.code, title = ?err.title, "network reported an error");
-    }
-    let Some(org_id) = number_org(db, value.metadata.phone_number_id.as_deref(), report).await?
-    else {
+    statuses::log_errors(value);
+    let pnid = value.metadata.phone_number_id.as_deref();
+    let Some(org_id) = number_org(db, &mut Orgs::new(), pnid, report).await? else {
         return Ok(());
     };
-    let pnid = value
-        .metadata
-        .phone_number_id
-        .as_deref()
-        .unwrap_or_default();
+    let pnid = pnid.unwrap_or_default();
     for m in &value.messages {
         let mut part = Report::default();
         let outcome = inbound::store(db, org_id, pnid, value, m, &mut part);
         isolated(report, "message", m.id.clone(), &m.raw, outcome).await?;
         report.add(&part);
     }
-    let mut part = Report::default();
-    match apply_statuses(db, org_id, &value.statuses, received_at, &mut part).await {
-        Ok(()) => report.add(&part),
+    let statuses: Vec<(&StatusUpdate, i64)> =
+        value.statuses.iter().map(|s| (s, received_at)).collect();
+    match statuses::apply(db, org_id, &statuses).await {
+        Ok(applied) => statuses::count(report, &applied),
         Err(e) if e.is_unavailable() => return Err(e),
         // One of them was refused: each on its own, so the others are applied.
         Err(_) => {
-            for s in &value.statuses {
-                let mut part = Report::default();
-                let key = format!("{}:{}", s.id, s.status.as_str());
-                let outcome =
-                    apply_statuses(db, org_id, std::slice::from_ref(s), received_at, &mut part);
-                isolated(report, "status", key, &s.raw, outcome).await?;
-                report.add(&part);
+            for one in &statuses {
+                let mut applied = Vec::new();
+                let key = format!("{}:{}", one.0.id, one.0.status.as_str());
+                let outcome = async {
+                    applied = statuses::apply(db, org_id, std::slice::from_ref(one)).await?;
+                    Ok::<(), StoreError>(())
+                };
+                isolated(report, "status", key, &one.0.raw, outcome).await?;
+                statuses::count(report, &applied);
             }
         }
     }
-    // Since 2026 statuses name the customer too (BSUID; username on delivered/read): each
-    // customer once per notification.
-    let mut seen = HashSet::new();
-    for s in &value.statuses {
-        let who = value.recipient(s);
-        if (who.user_id.is_some() || who.username.is_some())
-            && seen.insert((
-                who.wa_id.clone(),
-                who.user_id.clone(),
-                who.parent_user_id.clone(),
-                who.username.clone(),
-            ))
-        {
-            let mut observed = false;
-            let outcome = async {
-                observed = db
-                    .observe_identity(org_id, &identity(&who), now_ms())
-                    .await?
-                    .is_some();
-                Ok::<(), StoreError>(())
-            };
-            let key = who
-                .user_id
-                .clone()
-                .or_else(|| who.username.clone())
-                .unwrap_or_default();
-            isolated(report, "identity", key, &s.raw, outcome).await?;
-            report.contacts_updated += usize::from(observed);
-        }
-    }
-    Ok(())
-}
-
-/// A notification's statuses, through the status writer in one batch.
-async fn apply_statuses(
-    db: &Db,
-    org_id: Uuid,
-    statuses: &[StatusUpdate],
-    received_at: i64,
-    report: &mut Report,
-) -> Result<(), StoreError> {
-    let failures: Vec<Option<failure::Failure>> = statuses
-        .iter()
-        .map(|s| {
-            (s.status.message_status() == Some(Status::Failed))
-                .then(|| failure::from_webhook(s.errors.first()))
-        })
-        .collect();
-    let mut reports = Vec::with_capacity(statuses.len());
-    for (s, failure) in statuses.iter().zip(&failures) {
-        let Some(incoming) = s.status.message_status() else {
-            tracing::info!(status = s.status.as_str(), "unknown status value ignored");
-            report.statuses_ignored += 1;
-            continue;
-        };
-        let at = s
-            .timestamp
-            .map(|t| t.saturating_mul(1000))
-            .unwrap_or_else(now_ms);
-        reports.push(Reported {
-            wamid: &s.id,
-            tern_id: s
-                .biz_opaque_callback_data
-                .as_deref()
-                .and_then(|d| Uuid::parse_str(d).ok()),
-            report: StatusReport {
-                status: incoming,
-                at,
-                precision: Precision::WholeSecond,
-                wamid: Some(&s.id),
-                failure: failure.as_ref(),
-                seen: Some(status::Seen {
-                    received_at,
-                    pricing: s.raw.get("pricing").filter(|p| p.is_object()),
-                }),
-                attempt: None,
-            },
-        });
-    }
-    if reports.is_empty() {
-        return Ok(());
-    }
-    for (r, applied) in reports
-        .iter()
-        .zip(status::apply_reports(db, org_id, &reports).await?)
-    {
-        match applied {
-            Applied::Changed => {
-                metrics::counter!("tern_network_events_total", "kind" => "status").increment(1);
-                report.statuses_applied += 1;
-            }
-            Applied::Unchanged => report.statuses_ignored += 1,
-            Applied::UnknownMessage => {
-                tracing::debug!(wamid = %r.wamid, "status for an unknown message ignored");
-                report.statuses_ignored += 1;
-            }
-        }
-    }
-    Ok(())
+    statuses::observe_identities(db, org_id, value, &mut HashSet::new(), report).await
 }

@@ -4,9 +4,13 @@
 //! PostgreSQL.
 
 use crate::common::{Backend, TestApp};
-use crate::network_webhook::{PNID, envelope, messages_change, setup, text_message};
+use crate::network_webhook::{
+    PNID, envelope, messages_change, outbound, setup, status, text_message,
+};
 use serde_json::{Value, json};
-use tern_domain::message::Direction;
+use tern_core::inbox::{Received, apply_statuses_together};
+use tern_domain::message::{Direction, Status};
+use tern_domain::timeline::Detail;
 use tern_engine::inbox::{Retry, drain_with_retry};
 use tern_store::Message;
 
@@ -85,6 +89,20 @@ async fn nul_from_the_network_is_replaced_and_the_message_kept(app: &TestApp) {
     assert_eq!(contact.name.as_deref(), Some("Ad\u{fffd}a"));
 }
 
+/// Drains until every batch is processed or set aside (a retry "due at once" is due from
+/// the next millisecond, so one pass may end before it); the passes' combined report.
+async fn drain_until_done(app: &TestApp, retry: Retry) -> tern_engine::inbox::Report {
+    let mut total = tern_engine::inbox::Report::default();
+    for _ in 0..1_000 {
+        total.add(&drain_with_retry(&app.db, &app.db, retry).await.unwrap());
+        if app.db.count_unprocessed_inbox().await.unwrap() == 0 {
+            return total;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("batches still unprocessed after 1,000 passes: {total:?}");
+}
+
 /// Makes the database refuse the inbound message `wamid.REFUSED`, as it would a value it
 /// cannot hold.
 fn refusing_trigger(backend: &Backend) -> &'static str {
@@ -139,10 +157,7 @@ async fn an_item_that_cannot_be_applied_is_set_aside(app: &TestApp) {
     );
     assert!(by_wamid(&msgs, "wamid.REFUSED").is_none());
     // After its retries (due at once) the refused item is set aside and the batch is done.
-    for _ in 1..retry.item_attempts {
-        drain_with_retry(&app.db, &app.db, retry).await.unwrap();
-    }
-    assert_eq!(app.db.count_unprocessed_inbox().await.unwrap(), 0);
+    drain_until_done(app, retry).await;
     let aside = app.db.list_set_aside_inbox(10).await.unwrap();
     assert_eq!(aside.len(), 1, "{aside:?}");
     let a = &aside[0];
@@ -184,7 +199,170 @@ async fn an_item_that_cannot_be_applied_is_set_aside(app: &TestApp) {
     );
 }
 
+/// One status a webhook, as the network mostly sends them.
+fn one_status(wamid: &str, state: &str, ts: i64) -> Value {
+    envelope(vec![messages_change(
+        PNID,
+        vec![],
+        vec![],
+        vec![status(wamid, state, ts, None)],
+    )])
+}
+
+/// Makes the database refuse to mark `wamid.G3` read.
+fn refusing_read_trigger(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "CREATE TRIGGER refuse_read BEFORE UPDATE ON messages \
+             WHEN NEW.wamid = 'wamid.G3' AND NEW.status = 'read' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+        }
+        Backend::Postgres => {
+            "CREATE FUNCTION refuse_read() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.wamid = 'wamid.G3' AND NEW.status = 'read' THEN \
+             RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_read BEFORE UPDATE ON messages \
+             FOR EACH ROW EXECUTE FUNCTION refuse_read();"
+        }
+    }
+}
+
+async fn statuses_of_many_webhooks_are_applied_together(app: &TestApp) {
+    setup(app).await;
+    let g1 = outbound(app, Some("wamid.G1")).await;
+    let g2 = outbound(app, Some("wamid.G2")).await;
+    let g3 = outbound(app, Some("wamid.G3")).await;
+    let inbound = envelope(vec![messages_change(
+        PNID,
+        vec![json!({"wa_id": CUSTOMER, "profile": {"name": "Ada"}})],
+        vec![text_message("wamid.IN", CUSTOMER, 1_700_000_100, "hi")],
+        vec![],
+    )]);
+    let mut bodies: Vec<Vec<u8>> = [
+        one_status("wamid.G1", "delivered", 1_700_000_020),
+        one_status("wamid.G1", "read", 1_700_000_030),
+        inbound,
+        one_status("wamid.G2", "read", 1_700_000_031),
+    ]
+    .iter()
+    .map(|b| serde_json::to_vec(b).unwrap())
+    .collect();
+    bodies.push(b"not json".to_vec());
+    let received: Vec<Received<'_>> = bodies
+        .iter()
+        .map(|body| Received {
+            body,
+            received_at: 1_700_000_040_000,
+        })
+        .collect();
+    // The statuses alone are applied together; the inbound message and what cannot be read
+    // are left to be applied alone.
+    let together = apply_statuses_together(&app.db, &received).await.unwrap();
+    let applied: Vec<Option<usize>> = together
+        .iter()
+        .map(|r| r.as_ref().map(|r| r.statuses_applied))
+        .collect();
+    assert_eq!(
+        applied,
+        [Some(1), Some(1), None, Some(1), None],
+        "{together:?}"
+    );
+    let get = |id| async move {
+        app.db
+            .get_message(app.org_uuid(), id)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let m1 = get(g1.id).await;
+    assert_eq!(
+        (m1.status, m1.delivered_at, m1.read_at),
+        (
+            Status::Read,
+            Some(1_700_000_020_000),
+            Some(1_700_000_030_000)
+        )
+    );
+    assert_eq!(get(g2.id).await.status, Status::Read);
+    // Each report is in the timeline, in order, with when its own webhook arrived.
+    let rows = app.db.timeline_rows(g1.id).await.unwrap();
+    let reports: Vec<(Status, bool)> = rows
+        .iter()
+        .filter_map(|r| match &r.detail {
+            Detail::Status {
+                status, applied, ..
+            } => Some((*status, *applied)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reports,
+        [(Status::Delivered, true), (Status::Read, true)],
+        "{rows:?}"
+    );
+
+    // Through the worker: webhooks of statuses, one refused by the database, and an inbound
+    // message. The refused one fails the shared transaction, so each is applied alone: the
+    // others are applied, the refused one is retried, then set aside.
+    app.db
+        .execute_test_sql(refusing_read_trigger(&app.backend))
+        .await
+        .unwrap();
+    for body in [
+        one_status("wamid.G3", "delivered", 1_700_000_050),
+        one_status("wamid.G3", "read", 1_700_000_060),
+        one_status("wamid.G2", "read", 1_700_000_031),
+        envelope(vec![messages_change(
+            PNID,
+            vec![],
+            vec![text_message("wamid.IN2", CUSTOMER, 1_700_000_101, "again")],
+            vec![],
+        )]),
+    ] {
+        post(app, &body).await;
+    }
+    let retry = Retry {
+        first_delay_ms: 0,
+        max_delay_ms: 0,
+        item_attempts: 2,
+    };
+    let first = drain_until_done(app, retry).await;
+    assert_eq!(
+        (
+            first.statuses_applied,
+            first.statuses_ignored,
+            first.inbound_stored
+        ),
+        (1, 1, 1),
+        "{first:?}"
+    );
+    // Its retry is due at once: tried again, then set aside.
+    assert_eq!(
+        first
+            .failed
+            .iter()
+            .map(|f| f.key.as_str())
+            .collect::<Vec<_>>(),
+        ["wamid.G3:read"; 2],
+        "{first:?}"
+    );
+    let m3 = get(g3.id).await;
+    assert_eq!(
+        (m3.status, m3.delivered_at),
+        (Status::Delivered, Some(1_700_000_050_000))
+    );
+    let aside = app.db.list_set_aside_inbox(10).await.unwrap();
+    assert_eq!(
+        aside
+            .iter()
+            .map(|a| (a.kind.as_str(), a.item_key.as_str()))
+            .collect::<Vec<_>>(),
+        [("status", "wamid.G3:read")]
+    );
+}
+
 tern_store::both_backends! { TestApp;
     nul_from_the_network_is_replaced_and_the_message_kept_http => nul_from_the_network_is_replaced_and_the_message_kept,
     an_item_that_cannot_be_applied_is_set_aside_http => an_item_that_cannot_be_applied_is_set_aside,
+    statuses_of_many_webhooks_are_applied_together_http => statuses_of_many_webhooks_are_applied_together,
 }

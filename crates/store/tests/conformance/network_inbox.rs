@@ -86,6 +86,26 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(db.count_unprocessed_inbox().await.unwrap(), 1);
     },
 
+    inbox_batches_marked_processed_together => async |db| {
+        let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+        for (i, id) in ids.iter().enumerate() {
+            db.insert_inbox(*id, b"{}", "s", T0 + i as i64).await.unwrap();
+        }
+        let now = T0 + 100;
+        assert_eq!(db.claim_inbox(10, LEASE, now).await.unwrap().len(), 5);
+        db.mark_inbox_failed(ids[1], "was failing", now + LEASE).await.unwrap();
+        // Three of them (and an id that is not there) in one statement; nothing for none.
+        db.mark_inbox_processed_many(&[ids[0], ids[1], ids[3], Uuid::now_v7()], now + 1).await.unwrap();
+        db.mark_inbox_processed_many(&[], now + 1).await.unwrap();
+        assert_eq!(db.count_unprocessed_inbox().await.unwrap(), 2);
+        // The others come back when their lease ends; the processed ones never do.
+        let again = db.claim_inbox(10, LEASE, now + LEASE + 1).await.unwrap();
+        assert_eq!(again.iter().map(|i| i.id).collect::<Vec<_>>(), [ids[2], ids[4]]);
+        // Processed at `now + 1`: pruned by a cut-off after it, not before.
+        assert_eq!(db.prune_processed_inbox(now + 1).await.unwrap(), 0);
+        assert_eq!(db.prune_processed_inbox(now + 2).await.unwrap(), 3);
+    },
+
     concurrent_claims_never_share_a_batch => async |db| {
         let total = 60;
         for i in 0..total {
