@@ -28,6 +28,9 @@ pub struct NetworkWebhook {
     pub app_secret: Option<Vec<u8>>,
     /// `TERN_VERIFY_TOKEN`: answer to the subscription handshake.
     pub verify_token: Option<String>,
+    /// The built-in test network's app secret (`/webhooks/whatsapp/test`); `None`: no test
+    /// network in this process.
+    pub test_secret: Option<Vec<u8>>,
 }
 
 pub struct StateConfig {

@@ -35,6 +35,7 @@ pub async fn create_org(db: &Db, name: &str, plan: &str) -> Result<Org> {
         two_factor_required: false,
         created_at: now,
         updated_at: now,
+        live_org_id: None,
     };
     db.insert_org(&org).await?;
     Ok(org)
@@ -99,6 +100,7 @@ pub async fn add_number(db: &Db, key: &MasterKey, n: NewNumber<'_>) -> Result<Ph
         throughput_mps: n.throughput_mps,
         created_at: now,
         updated_at: now,
+        mode: tern_domain::auth::Mode::Live,
     };
     let mut tx = db.begin().await?;
     let o = Overrides::from_json(&org.overrides);

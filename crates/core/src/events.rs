@@ -8,7 +8,11 @@
 //! An event is stored only when a subscription wants it: with none, emitting costs one
 //! indexed read and the body is never built.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use serde::Serialize;
+use tern_domain::auth::Mode;
 use tern_domain::events::{EventType, event_body};
 use tern_domain::message::Status;
 use tern_domain::new_id;
@@ -56,7 +60,8 @@ async fn emit_to<T: Serialize>(
     let id = new_id();
     let created_at = now_ms();
     let data = serde_json::to_value(data()).unwrap_or_default();
-    let payload = event_body(&id.to_string(), kind, created_at, &data);
+    let mode = org_mode(tx, org_id).await?;
+    let payload = event_body(&id.to_string(), kind, created_at, mode, &data);
     let event = NewEvent {
         id,
         org_id,
@@ -69,6 +74,28 @@ async fn emit_to<T: Serialize>(
     tx.insert_event(&event, subscribers).await?;
     metrics::counter!("tern_events_total", "type" => kind.as_str()).increment(1);
     Ok(subscribers.len())
+}
+
+/// Whether `org_id` is a test space (its events say `"mode": "test"`). An organisation never
+/// changes mode, so the answer is kept for the process: one read per organisation.
+async fn org_mode(tx: &mut Tx, org_id: Uuid) -> Result<Mode, StoreError> {
+    static MODES: std::sync::LazyLock<Mutex<HashMap<Uuid, Mode>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    if let Some(mode) = MODES.lock().unwrap_or_else(|e| e.into_inner()).get(&org_id) {
+        return Ok(*mode);
+    }
+    let mode = if tx.org_is_test_space(org_id).await? {
+        Mode::Test
+    } else {
+        Mode::Live
+    };
+    let mut modes = MODES.lock().unwrap_or_else(|e| e.into_inner());
+    // Bounded: a process serving very many organisations reads again now and then.
+    if modes.len() >= 100_000 {
+        modes.clear();
+    }
+    modes.insert(org_id, mode);
+    Ok(mode)
 }
 
 /// `message.status`: the message, as written, reached `sent`, `delivered`, `read` or

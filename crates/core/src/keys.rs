@@ -15,7 +15,8 @@
 //! | revoking a revoked key / rotating a revoked key | `409 conflict` (`already_revoked` / `revoked`) |
 
 use serde_json::json;
-use tern_domain::auth::{self, KeyGrantError, Preset, Role};
+use tern_domain::auth::{self, KeyGrantError, Mode, Preset, Role};
+use tern_domain::crypto::MasterKey;
 use tern_domain::error::{ConflictReason, FieldError};
 use tern_domain::plan::{self, Effective, Entitlement, Feature, Overrides};
 use tern_domain::{ErrorCode, Problem, new_id, time::now_ms};
@@ -52,6 +53,8 @@ pub struct NewKey<'a> {
     pub name: &'a str,
     pub preset: Option<Preset>,
     pub permissions: &'a [String],
+    /// A test key reaches the organisation's test space (made with it on first use).
+    pub mode: Mode,
 }
 
 /// `402 plan_feature_unavailable` unless the organisation's plan includes the public API.
@@ -99,12 +102,19 @@ pub fn check_name(name: &str) -> Result<&str> {
 }
 
 fn key_detail(key: &ApiKey) -> serde_json::Value {
-    json!({"name": key.name, "prefix": key.prefix, "permissions": key.permissions})
+    json!({"name": key.name, "prefix": key.prefix, "permissions": key.permissions,
+        "mode": key.mode})
 }
 
 /// Creates a key: its permissions are the preset's or the named ones, never more than the
 /// member's role allows; within the plan's key limit. Records `key.created`.
-pub async fn create(db: &Db, ctx: &Context, org_id: Uuid, new: NewKey<'_>) -> Result<CreatedKey> {
+pub async fn create(
+    db: &Db,
+    master_key: &MasterKey,
+    ctx: &Context,
+    org_id: Uuid,
+    new: NewKey<'_>,
+) -> Result<CreatedKey> {
     let name = check_name(new.name)?;
     let org = admin::get_org(db, org_id).await?;
     let member = db
@@ -120,7 +130,10 @@ pub async fn create(db: &Db, ctx: &Context, org_id: Uuid, new: NewKey<'_>) -> Re
     require_public_api(&org)?;
     let perms =
         auth::resolve_grant(member.role, new.preset, new.permissions).map_err(grant_refused)?;
-    let generated = auth::generate_key();
+    if new.mode == Mode::Test {
+        crate::test_space::ensure(db, master_key, &org).await?;
+    }
+    let generated = auth::generate_key_for(new.mode);
     let key = ApiKey {
         id: new_id(),
         org_id,
@@ -133,6 +146,7 @@ pub async fn create(db: &Db, ctx: &Context, org_id: Uuid, new: NewKey<'_>) -> Re
         last_used_at: None,
         revoked_at: None,
         replaced_by: None,
+        mode: new.mode,
     };
     let mut tx = db.begin().await?;
     let o = Overrides::from_json(&org.overrides);
@@ -193,7 +207,8 @@ pub async fn rotate(db: &Db, ctx: &Context, org_id: Uuid, id: Uuid) -> Result<Cr
     if old.revoked_at.is_some() {
         return Err(revoked());
     }
-    let generated = auth::generate_key();
+    // A rotated test key stays a test key.
+    let generated = auth::generate_key_for(old.mode);
     let now = now_ms();
     let key = ApiKey {
         id: new_id(),
@@ -207,6 +222,7 @@ pub async fn rotate(db: &Db, ctx: &Context, org_id: Uuid, id: Uuid) -> Result<Cr
         last_used_at: None,
         revoked_at: None,
         replaced_by: None,
+        mode: old.mode,
     };
     let mut tx = db.begin().await?;
     if !tx.rotate_api_key(id, &key, now).await? {

@@ -30,6 +30,7 @@
 //! | [`keys`] | API keys: create, rotate, revoke (audited), who may manage one, the keys page's reads |
 //! | [`audit`] | the audit log: who did what, when, from where |
 //! | [`request_log`] | every public API request, recorded off the request path in batches; the app's reads |
+//! | [`test_space`] | test mode: an organisation's test space, its number and the built-in network that answers it |
 //! | `testkit` | (feature `testkit`, tests only) the seed of a test: organisation, members, numbers, keys, contacts, templates |
 
 use std::sync::Arc;
@@ -62,6 +63,7 @@ pub mod principal;
 pub mod rate;
 pub mod request_log;
 pub mod templates;
+pub mod test_space;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod timeline;
@@ -113,6 +115,8 @@ pub struct Inner {
     pub people_throttle: people::AddressThrottle,
     /// The request log's recorder (`TERN_REQUEST_LOG_DAYS`).
     pub request_log: request_log::RequestLog,
+    /// The network of test spaces (the built-in simulator), when this process runs one.
+    pub test_network: Option<Arc<dyn test_space::TestNetwork>>,
 }
 
 impl Core {
@@ -156,6 +160,7 @@ impl Core {
             people: people::PeopleSettings::default(),
             people_throttle: people::AddressThrottle::default(),
             request_log: request_log::RequestLog::start(db.clone(), Default::default()),
+            test_network: None,
         });
         Core { db, inner }
     }
@@ -204,6 +209,28 @@ impl Core {
             None => tracing::error!("with_request_log on a shared core: settings not replaced"),
         }
         self
+    }
+}
+
+impl Core {
+    /// The same core answering test spaces' numbers with `network`. Call right after
+    /// construction, before the core is shared.
+    pub fn with_test_network(mut self, network: Arc<dyn test_space::TestNetwork>) -> Core {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.test_network = Some(network),
+            None => tracing::error!("with_test_network on a shared core: not set"),
+        }
+        self
+    }
+
+    /// The network that answers numbers of `mode`: the configured one for live numbers, the
+    /// built-in simulator for test numbers (never the real network, whatever
+    /// `TERN_GRAPH_URL` says). `None`: a test number in a process without a test network.
+    pub fn network(&self, mode: tern_domain::auth::Mode) -> Option<&CloudApiClient> {
+        match mode {
+            tern_domain::auth::Mode::Live => Some(&self.inner.cloud),
+            tern_domain::auth::Mode::Test => self.inner.test_network.as_deref().map(|n| n.client()),
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! request body. The checks run in the contract's order: key (401) → permission (403) →
 //! plan feature (402).
 
-use tern_domain::auth::{self, Permission, Role};
+use tern_domain::auth::{self, Mode, Permission, Role};
 use tern_domain::error::ConflictReason;
 use tern_domain::plan::{self, Effective, Feature, Overrides};
 use tern_domain::time::now_ms;
@@ -16,8 +16,13 @@ use uuid::Uuid;
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub struct Principal {
+    /// The organisation whose data the caller reaches: for a test key its test space (with
+    /// the live organisation's plan, which is shared, and `live_org_id` set).
     pub org: Org,
+    /// `org.id`.
     pub org_id: Uuid,
+    /// Live or test (the key's).
+    pub mode: Mode,
     pub key_id: Uuid,
     pub role: Role,
     pub permissions: Vec<Permission>,
@@ -57,6 +62,7 @@ impl Principal {
         };
         Ok(Principal {
             org_id: org.id,
+            mode: Mode::Live,
             key_id: row.key.id,
             role,
             permissions: auth::effective_permissions(role, &row.key.permissions),
@@ -73,6 +79,7 @@ impl Principal {
     pub fn for_member(org: Org, role: Role, ctx: Context) -> Principal {
         Principal {
             org_id: org.id,
+            mode: Mode::Live,
             key_id: Uuid::nil(),
             role,
             permissions: Permission::ALL
@@ -85,6 +92,12 @@ impl Principal {
             actor: ctx.actor,
             address: ctx.address,
         }
+    }
+
+    /// The organisation whose rate-limit windows the caller's requests count in: the live
+    /// one, whatever the key's mode (test requests are limited like live ones).
+    pub fn quota_org_id(&self) -> Uuid {
+        self.org.live_org_id.unwrap_or(self.org_id)
     }
 
     pub fn effective(&self) -> Effective<'_> {
@@ -153,7 +166,13 @@ pub fn from_record(db: &Db, rec: Option<AuthRecord>) -> Result<Principal, Proble
     let Some(role) = rec.member_role else {
         return Err(unauthenticated("revoked_key"));
     };
+    // A test key reaches its organisation's test space; one without a space reaches nothing
+    // (never the live data).
+    let Some(data_org_id) = rec.data_org_id() else {
+        return Err(unauthenticated("invalid_key"));
+    };
     note_use(db, &rec.key);
+    let mode = rec.key.mode;
     let permissions = auth::effective_permissions(role, &rec.key.permissions);
     let overrides = Overrides::from_json(&rec.org.overrides);
     let actor = Actor::Key {
@@ -161,15 +180,21 @@ pub fn from_record(db: &Db, rec: Option<AuthRecord>) -> Result<Principal, Proble
         name: rec.key.name,
         prefix: rec.key.prefix,
     };
+    let mut org = rec.org;
+    if mode == Mode::Test {
+        org.live_org_id = Some(org.id);
+        org.id = data_org_id;
+    }
     Ok(Principal {
         actor,
         address: None,
-        org_id: rec.org.id,
+        org_id: data_org_id,
+        mode,
         key_id: rec.key.id,
         role,
         permissions,
         overrides,
-        org: rec.org,
+        org,
     })
 }
 

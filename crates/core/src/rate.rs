@@ -73,8 +73,13 @@ impl Limiter {
         if self.off {
             return Verdict::Admitted(Vec::new());
         }
-        self.take_for(p.org_id, p.key_id, &quota::windows(&p.effective()), weight)
-            .await
+        self.take_for(
+            p.quota_org_id(),
+            p.key_id,
+            &quota::windows(&p.effective()),
+            weight,
+        )
+        .await
     }
 
     /// The burst check and the Redis call of a key's request, started before the key is
@@ -110,7 +115,7 @@ impl Limiter {
             return;
         }
         let hint = Hint {
-            org_id: p.org_id,
+            org_id: p.quota_org_id(),
             key_id: p.key_id,
             windows: quota::windows(&p.effective()),
             burst: p.effective().burst(),

@@ -112,20 +112,24 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
             .with_detail("status", t.status.as_str()));
     }
     let numbers = all_numbers(&core.db, principal.org_id).await?;
-    let (_, token) = numbers::usable(&core.key, numbers.iter().filter(|n| n.waba_id == t.waba_id))
-        .ok_or_else(|| {
-            Problem::conflict(ConflictReason::NoConnectedPhoneNumber)
-                .with_message("No connected number of the template's WABA can submit it.")
-                .with_detail("waba_id", t.waba_id.clone())
-        })?;
+    let (number, token) =
+        numbers::usable(&core.key, numbers.iter().filter(|n| n.waba_id == t.waba_id)).ok_or_else(
+            || {
+                Problem::conflict(ConflictReason::NoConnectedPhoneNumber)
+                    .with_message("No connected number of the template's WABA can submit it.")
+                    .with_detail("waba_id", t.waba_id.clone())
+            },
+        )?;
     let body = serde_json::json!({
         "name": t.name,
         "language": t.language,
         "category": template_words::category_word(t.category),
         "components": t.components,
     });
-    let created = core
-        .cloud
+    let cloud = core.network(number.mode).ok_or_else(|| {
+        Problem::unavailable().with_message("The test network is not running in this process.")
+    })?;
+    let created = cloud
         .create_template(&t.waba_id, &token, &body)
         .await
         .map_err(|e| network_problem(&e))?;
@@ -277,7 +281,13 @@ pub async fn waba_tokens(
     org_id: Uuid,
 ) -> std::result::Result<BTreeMap<String, Option<String>>, StoreError> {
     let mut tokens: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for n in all_numbers(db, org_id).await? {
+    // Test numbers' templates are decided by the test network's webhooks: never listed
+    // from the configured network.
+    for n in all_numbers(db, org_id)
+        .await?
+        .into_iter()
+        .filter(|n| n.mode == tern_domain::auth::Mode::Live)
+    {
         let token = numbers::access_token(key, &n);
         let entry = tokens.entry(n.waba_id.clone()).or_insert(None);
         if (numbers::can_send(&n) && token.is_some()) || entry.is_none() {

@@ -79,6 +79,7 @@ struct KeySeed {
     member: String,
     preset: Option<Preset>,
     permissions: Vec<String>,
+    mode: tern_domain::auth::Mode,
 }
 
 impl Seed {
@@ -149,6 +150,18 @@ impl Seed {
             member: email.to_owned(),
             preset: Some(preset),
             permissions: Vec::new(),
+            mode: tern_domain::auth::Mode::Live,
+        });
+        self
+    }
+
+    /// A test key (its organisation's test space) of the member `email` with `preset`.
+    pub fn test_key(mut self, email: &str, preset: Preset) -> Self {
+        self.keys.push(KeySeed {
+            member: email.to_owned(),
+            preset: Some(preset),
+            permissions: Vec::new(),
+            mode: tern_domain::auth::Mode::Test,
         });
         self
     }
@@ -159,6 +172,7 @@ impl Seed {
             member: email.to_owned(),
             preset: None,
             permissions: permissions.iter().map(|p| p.as_str().to_owned()).collect(),
+            mode: tern_domain::auth::Mode::Live,
         });
         self
     }
@@ -218,10 +232,12 @@ impl Seed {
                 name: "test",
                 preset: k.preset,
                 permissions: &k.permissions,
+                mode: k.mode,
             };
-            let created = crate::keys::create(db, &crate::audit::Context::operator(), org.id, new)
-                .await
-                .expect("seed: create a key");
+            let created =
+                crate::keys::create(db, key, &crate::audit::Context::operator(), org.id, new)
+                    .await
+                    .expect("seed: create a key");
             keys.push(created);
         }
         let now = now_ms();
@@ -347,6 +363,11 @@ pub fn principal(org: &Org) -> Principal {
     let key_id = new_id();
     Principal {
         org_id: org.id,
+        mode: if org.is_test_space() {
+            tern_domain::auth::Mode::Test
+        } else {
+            tern_domain::auth::Mode::Live
+        },
         key_id,
         actor: crate::audit::Actor::Key {
             id: key_id,

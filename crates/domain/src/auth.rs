@@ -168,8 +168,61 @@ pub fn effective_permissions(role: Role, stored: &[String]) -> Vec<Permission> {
         .collect()
 }
 
-/// `tern_` followed by 40 base62 characters (about 238 bits of entropy).
+/// Which data a key reaches: the organisation's live data, or its test space (objects made
+/// with test keys, a number answered by the built-in simulator; APP.md §5).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    Live,
+    Test,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "live" => Some(Mode::Live),
+            "test" => Some(Mode::Test),
+            _ => None,
+        }
+    }
+
+    /// What keys of this mode start with.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Mode::Live => KEY_PREFIX,
+            Mode::Test => TEST_KEY_PREFIX,
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl TryFrom<String> for Mode {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Mode::parse(&s).ok_or_else(|| format!("unknown mode {s:?}"))
+    }
+}
+
+/// Live keys: `tern_` followed by 40 base62 characters (about 238 bits of entropy).
 pub const KEY_PREFIX: &str = "tern_";
+/// Test keys: `tern_test_` and 40 base62 characters (a live key's body has no `_`, so the
+/// two never overlap).
+pub const TEST_KEY_PREFIX: &str = "tern_test_";
 const KEY_BODY_LEN: usize = 40;
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -177,18 +230,25 @@ const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 pub struct NewKey {
     pub plaintext: String,
     pub hash: [u8; 32],
-    /// Short, non-secret part kept for display (`tern_AbC1234`).
+    /// Short, non-secret part kept for display (`tern_AbC1234`, `tern_test_AbC1234`).
     pub display_prefix: String,
 }
 
+/// A new live key.
 pub fn generate_key() -> NewKey {
+    generate_key_for(Mode::Live)
+}
+
+/// A new key of `mode`.
+pub fn generate_key_for(mode: Mode) -> NewKey {
     let mut rng = rand::rng();
     let body: String = (0..KEY_BODY_LEN)
         .map(|_| BASE62[rng.random_range(0..BASE62.len())] as char)
         .collect();
-    let plaintext = format!("{KEY_PREFIX}{body}");
+    let prefix = mode.key_prefix();
+    let plaintext = format!("{prefix}{body}");
     let hash = hash_key(&plaintext);
-    let display_prefix = plaintext[..KEY_PREFIX.len() + 7].to_string();
+    let display_prefix = plaintext[..prefix.len() + 7].to_string();
     NewKey {
         plaintext,
         hash,
@@ -202,13 +262,26 @@ pub fn hash_key(plaintext: &str) -> [u8; 32] {
     Sha256::digest(plaintext.as_bytes()).into()
 }
 
-/// Whether a string has the shape of a Tern key, so garbage never reaches the database.
+/// Whether a string has the shape of a Tern key (live or test), so garbage never reaches
+/// the database.
 pub fn looks_like_key(s: &str) -> bool {
-    s.len() == KEY_PREFIX.len() + KEY_BODY_LEN
-        && s.starts_with(KEY_PREFIX)
-        && s[KEY_PREFIX.len()..]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric())
+    key_mode(s).is_some()
+}
+
+/// The mode a key's shape says it has (`None`: not a key).
+pub fn key_mode(s: &str) -> Option<Mode> {
+    let body_ok = |prefix: &str| {
+        s.len() == prefix.len() + KEY_BODY_LEN
+            && s.starts_with(prefix)
+            && s[prefix.len()..].bytes().all(|b| b.is_ascii_alphanumeric())
+    };
+    if body_ok(TEST_KEY_PREFIX) {
+        Some(Mode::Test)
+    } else if body_ok(KEY_PREFIX) {
+        Some(Mode::Live)
+    } else {
+        None
+    }
 }
 
 /// Extracts the token of an `Authorization: Bearer <token>` header value.
@@ -225,6 +298,25 @@ pub fn parse_bearer(header: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_keys_have_their_own_shape() {
+        let live = generate_key();
+        let test = generate_key_for(Mode::Test);
+        assert!(live.plaintext.starts_with("tern_") && !live.plaintext.starts_with("tern_test_"));
+        assert!(test.plaintext.starts_with("tern_test_"));
+        assert_eq!(test.plaintext.len(), 50);
+        assert_eq!(test.display_prefix.len(), "tern_test_".len() + 7);
+        assert_eq!(key_mode(&live.plaintext), Some(Mode::Live));
+        assert_eq!(key_mode(&test.plaintext), Some(Mode::Test));
+        // A test prefix with a live-length body, or an underscore in the body, is no key.
+        assert_eq!(key_mode(&format!("tern_test_{}", "a".repeat(35))), None);
+        assert_eq!(
+            key_mode(&format!("tern_{}_{}", "a".repeat(20), "b".repeat(19))),
+            None
+        );
+        assert_ne!(hash_key(&live.plaintext), hash_key(&test.plaintext));
+    }
 
     #[test]
     fn developer_cannot_send() {

@@ -32,6 +32,9 @@ pub enum Purpose {
     TotpSecret,
     /// The short-lived token between a sign-in's password and code steps.
     PendingSignIn,
+    /// The app secret of the built-in test network (its webhooks to
+    /// `/webhooks/whatsapp/test`): known to every process sharing the database, never shown.
+    TestNetworkSecret,
 }
 
 impl Purpose {
@@ -43,6 +46,7 @@ impl Purpose {
             Purpose::WebhookSecretEncryption => b"tern/webhook-secret/v1",
             Purpose::TotpSecret => b"tern/totp-secret/v1",
             Purpose::PendingSignIn => b"tern/pending-sign-in/v1",
+            Purpose::TestNetworkSecret => b"tern/test-network-secret/v1",
         }
     }
 }

@@ -91,6 +91,7 @@ impl Env {
             two_factor_required: false,
             created_at: now,
             updated_at: now,
+            live_org_id: None,
         };
         db.insert_org(&org).await.unwrap();
         let env = Env {
@@ -122,6 +123,7 @@ impl Env {
                 throughput_mps: mps,
                 created_at: now,
                 updated_at: now,
+                mode: tern_domain::auth::Mode::Live,
             })
             .await
             .unwrap();

@@ -180,6 +180,10 @@ pub enum KeyCmd {
         /// Comma-separated permissions, e.g. messages.read,contacts.read
         #[arg(long, value_delimiter = ',')]
         permissions: Vec<String>,
+        /// `live` (the organisation's data) or `test` (its test space, answered by the
+        /// built-in simulator; made with the first test key).
+        #[arg(long, default_value = "live")]
+        mode: String,
     },
     Revoke {
         #[arg(long = "key-id")]
@@ -334,7 +338,13 @@ pub async fn run(db: &Db, key: &MasterKey, cmd: AdminCmd) -> Result<Value> {
             name,
             preset,
             permissions,
-        }) => create_key(db, org, member, &name, preset.as_deref(), &permissions).await,
+            mode,
+        }) => {
+            let mode = tern_domain::auth::Mode::parse(&mode)
+                .ok_or_else(|| anyhow!("--mode must be live or test, got {mode:?}"))?;
+            let grant = (preset.as_deref(), permissions.as_slice());
+            create_key(db, key, org, member, &name, grant, mode).await
+        }
         AdminCmd::Key(KeyCmd::Revoke { key_id }) => revoke_key(db, key_id).await,
         AdminCmd::Key(KeyCmd::Rotate { key_id }) => rotate_key(db, key_id).await,
         AdminCmd::ContactField(ContactFieldCmd::Add {
@@ -652,11 +662,12 @@ async fn reset_member(db: &Db, links: &LinkSettings, email: &str) -> Result<Valu
 
 async fn create_key(
     db: &Db,
+    master_key: &MasterKey,
     org_id: Uuid,
     member_id: Uuid,
     name: &str,
-    preset: Option<&str>,
-    permissions: &[String],
+    (preset, permissions): (Option<&str>, &[String]),
+    mode: tern_domain::auth::Mode,
 ) -> Result<Value> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > keys::MAX_NAME_CHARS {
@@ -673,11 +684,15 @@ async fn create_key(
         name,
         preset,
         permissions,
+        mode,
     };
-    let k = keys::create(db, &Context::operator(), org_id, new)
+    let k = keys::create(db, master_key, &Context::operator(), org_id, new)
         .await
         .map_err(refused)?;
-    Ok(json!({"id": k.key.id, "key": k.plaintext, "permissions": k.key.permissions}))
+    Ok(
+        json!({"id": k.key.id, "key": k.plaintext, "permissions": k.key.permissions,
+        "mode": k.key.mode}),
+    )
 }
 
 /// The organisation of key `id` (the CLI names the key only), or the use case's 404.

@@ -1,6 +1,7 @@
 //! Building and running the server.
 
 use crate::config::Config;
+use crate::test_network::SimNetwork;
 use anyhow::{Context, Result};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -70,8 +71,19 @@ pub fn media_service(config: &Config) -> Result<tern_core::media::MediaService> 
     .map_err(|e| anyhow::anyhow!("TERN_MEDIA_STORE: {e}"))
 }
 
-/// The application state; fails on a media store that cannot be opened.
+/// The application state; fails on a media store that cannot be opened. No test network:
+/// test numbers' messages wait for a process that runs one ([`try_state_with`]).
 pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
+    try_state_with(db, key, config, None)
+}
+
+/// [`try_state`] with the test spaces' network (`tern serve` and `tern demo` run one).
+pub fn try_state_with(
+    db: Db,
+    key: MasterKey,
+    config: &Config,
+    test_network: Option<Arc<SimNetwork>>,
+) -> Result<AppState> {
     let cloud = cloud_client(config)?;
     let media = Arc::new(media_service(config)?);
     let mut core = Core::with_media(db, key, cloud, media)
@@ -87,6 +99,12 @@ pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
             tern_core::rate::Limiter::with_redis(url).map_err(|e| anyhow::anyhow!(e))?,
         );
     }
+    let test_secret = test_network
+        .as_ref()
+        .map(|n| n.secret().as_bytes().to_vec());
+    if let Some(network) = test_network {
+        core = core.with_test_network(network);
+    }
     let metrics = crate::telemetry::metrics_handle();
     tern_core::request_log::describe_metrics();
     Ok(AppState::new(StateConfig {
@@ -96,6 +114,7 @@ pub fn try_state(db: Db, key: MasterKey, config: &Config) -> Result<AppState> {
         network: NetworkWebhook {
             app_secret: config.app_secret.as_ref().map(|s| s.as_bytes().to_vec()),
             verify_token: config.verify_token.clone(),
+            test_secret,
         },
     }))
 }
@@ -355,10 +374,12 @@ pub async fn serve(config: Config) -> Result<()> {
     let key = master_key(&db, &config).await?;
     // Everything slow (the TLS roots of the Cloud API client) happens before the port opens,
     // so a signal sent as soon as the port answers finds the shutdown handler in place.
-    let state = try_state(db.clone(), key, &config)?;
+    let test_network = SimNetwork::start(&key, &config.graph_version).await?;
+    let state = try_state_with(db.clone(), key, &config, Some(test_network.clone()))?;
     let shutdown = shutdown_signal();
     let listener = bind(config.listen).await?;
     let addr: SocketAddr = listener.local_addr()?;
+    test_network.call_back(addr);
     tracing::info!(%addr, backend = ?db.backend(), "tern listening");
     let workers = Workers::start_full(
         &db,

@@ -7,3 +7,4 @@ pub mod app;
 pub mod config;
 pub mod demo;
 pub mod telemetry;
+pub mod test_network;

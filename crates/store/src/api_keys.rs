@@ -1,7 +1,7 @@
 //! API keys and the per-request authentication lookup.
 
 use sqlx::types::Json;
-use tern_domain::auth::Role;
+use tern_domain::auth::{Mode, Role};
 use tern_domain::events::subscription::DisabledReason;
 use tern_domain::plan::SubscriptionStatus;
 use uuid::Uuid;
@@ -41,6 +41,9 @@ pub struct ApiKey {
     pub revoked_at: Option<i64>,
     /// Set when the key was revoked by [`Db::rotate_api_key`].
     pub replaced_by: Option<Uuid>,
+    /// Live keys reach the organisation's data; test keys its test space.
+    #[sqlx(try_from = "String")]
+    pub mode: Mode,
 }
 
 /// What the API needs to authenticate a request: the key (possibly revoked, the caller
@@ -51,13 +54,32 @@ pub struct AuthRecord {
     /// The creator's role; `None` if the stored name is no longer a role or the creator was
     /// removed from the organisation (no rights either way).
     pub member_role: Option<Role>,
+    /// The live organisation (a test key's too: plans are shared).
     pub org: Org,
+    /// The organisation's test space, read for test keys only.
+    pub test_org_id: Option<Uuid>,
+}
+
+impl AuthRecord {
+    /// The organisation whose data the key reaches: the live one, or for a test key its
+    /// test space (`None` when it has none: such a key reaches nothing).
+    pub fn data_org_id(&self) -> Option<Uuid> {
+        data_org_id(&self.key, self.test_org_id)
+    }
+}
+
+/// The organisation whose data `key` reaches, given its organisation's test space.
+fn data_org_id(key: &ApiKey, test_org_id: Option<Uuid>) -> Option<Uuid> {
+    match key.mode {
+        Mode::Live => Some(key.org_id),
+        Mode::Test => test_org_id,
+    }
 }
 
 macro_rules! key_columns {
     () => {
         "id, org_id, member_id, name, prefix, key_hash, permissions, created_at, last_used_at, \
-         revoked_at, replaced_by"
+         revoked_at, replaced_by, mode"
     };
 }
 
@@ -69,7 +91,8 @@ macro_rules! auth_select {
             "SELECT ",
             $extra,
             "k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
-             k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
+             k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, k.mode, \
+             t.id AS test_org_id, \
              CASE WHEN m.removed_at IS NULL THEN m.role ELSE '' END AS member_role, \
              o.name AS o_name, o.plan AS o_plan, \
              o.subscription_status AS o_subscription_status, \
@@ -80,17 +103,29 @@ macro_rules! auth_select {
              o.two_factor_required AS o_two_factor_required \
              FROM api_keys k \
              JOIN members m ON m.id = k.member_id \
-             JOIN organisations o ON o.id = k.org_id"
+             JOIN organisations o ON o.id = k.org_id \
+             LEFT JOIN organisations t ON k.mode = 'test' AND t.live_org_id = k.org_id"
         )
     };
 }
 
 pub(crate) use auth_select;
 
+/// In a statement over [`auth_select`]: the organisation whose data the key reaches (the
+/// test space for a test key; NULL, so nothing matches, when a test key has none).
+macro_rules! data_org {
+    () => {
+        "(CASE WHEN k.mode = 'test' THEN t.id ELSE k.org_id END)"
+    };
+}
+
+pub(crate) use data_org;
+
 #[derive(sqlx::FromRow)]
 pub(crate) struct AuthRow {
     #[sqlx(flatten)]
     pub(crate) key: ApiKey,
+    pub(crate) test_org_id: Option<Uuid>,
     member_role: String,
     o_name: String,
     o_plan: String,
@@ -103,6 +138,13 @@ pub(crate) struct AuthRow {
     o_created_at: i64,
     o_updated_at: i64,
     o_two_factor_required: bool,
+}
+
+impl AuthRow {
+    /// As [`AuthRecord::data_org_id`].
+    pub(crate) fn data_org_id(&self) -> Option<Uuid> {
+        data_org_id(&self.key, self.test_org_id)
+    }
 }
 
 impl From<AuthRow> for AuthRecord {
@@ -119,11 +161,13 @@ impl From<AuthRow> for AuthRecord {
             created_at: r.o_created_at,
             updated_at: r.o_updated_at,
             two_factor_required: r.o_two_factor_required,
+            live_org_id: None,
         };
         AuthRecord {
             key: r.key,
             member_role: Role::parse(&r.member_role),
             org,
+            test_org_id: r.test_org_id,
         }
     }
 }
@@ -135,7 +179,7 @@ macro_rules! insert_key {
         sqlx::query(concat!(
             "INSERT INTO api_keys (",
             key_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
         ))
         .bind(key.id)
         .bind(key.org_id)
@@ -148,6 +192,7 @@ macro_rules! insert_key {
         .bind(key.last_used_at)
         .bind(key.revoked_at)
         .bind(key.replaced_by)
+        .bind(key.mode.as_str())
     }};
 }
 
@@ -378,7 +423,7 @@ impl From<KeyRowRaw> for KeyRow {
 macro_rules! key_row_select {
     () => {
         "SELECT k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
-         k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, \
+         k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, k.mode, \
          m.email AS created_by_email, m.role AS creator_role \
          FROM api_keys k JOIN members m ON m.id = k.member_id"
     };

@@ -6,7 +6,7 @@ use tern_domain::auth::Role;
 use tern_domain::plan::SubscriptionStatus;
 use uuid::Uuid;
 
-use crate::db::{Db, with_pool};
+use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 
 /// An organisation (tenant) with its billing state.
@@ -29,6 +29,15 @@ pub struct Org {
     pub updated_at: i64,
     /// Members must use two-factor authentication in the app (an owner's setting).
     pub two_factor_required: bool,
+    /// Set on an organisation's test space: the live organisation it belongs to.
+    pub live_org_id: Option<Uuid>,
+}
+
+impl Org {
+    /// Whether this is an organisation's test space (APP.md §5).
+    pub fn is_test_space(&self) -> bool {
+        self.live_org_id.is_some()
+    }
 }
 
 /// A person in an organisation. `email` is stored lower-cased.
@@ -45,31 +54,69 @@ pub struct Member {
 macro_rules! org_columns {
     () => {
         "id, name, plan, subscription_status, wallet_balance_minor, wallet_currency, overrides, \
-         billing_period_start, created_at, updated_at, two_factor_required"
+         billing_period_start, created_at, updated_at, two_factor_required, live_org_id"
     };
+}
+
+/// The insert statement for an organisation, bound and ready to execute.
+macro_rules! insert_org {
+    ($org:expr) => {{
+        let org: &Org = $org;
+        sqlx::query(concat!(
+            "INSERT INTO organisations (",
+            org_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ))
+        .bind(org.id)
+        .bind(&org.name)
+        .bind(&org.plan)
+        .bind(org.subscription_status.as_str())
+        .bind(org.wallet_balance_minor)
+        .bind(&org.wallet_currency)
+        .bind(Json(&org.overrides))
+        .bind(org.billing_period_start)
+        .bind(org.created_at)
+        .bind(org.updated_at)
+        .bind(org.two_factor_required)
+        .bind(org.live_org_id)
+    }};
+}
+
+impl Tx {
+    /// Whether `org_id` is an organisation's test space (`false` when missing).
+    pub async fn org_is_test_space(&mut self, org_id: Uuid) -> Result<bool> {
+        let live = with_tx!(self, conn => sqlx::query_scalar::<_, Option<Uuid>>(
+                "SELECT live_org_id FROM organisations WHERE id = $1")
+            .bind(org_id)
+            .fetch_optional(&mut **conn)
+            .await)?;
+        Ok(live.flatten().is_some())
+    }
+
+    /// [`Db::insert_org`] inside a transaction (a test space with its number).
+    /// `Conflict { "organisations_live_org_id_key" }` when the live organisation already has
+    /// a test space.
+    pub async fn insert_org(&mut self, org: &Org) -> Result<()> {
+        with_tx!(self, conn => insert_org!(org).execute(&mut **conn).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
 }
 
 impl Db {
     /// Inserts an organisation. `Conflict { "organisations_pkey" }` if the id exists.
     pub async fn insert_org(&self, org: &Org) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(concat!(
-                "INSERT INTO organisations (", org_columns!(), ") \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
-            .bind(org.id)
-            .bind(&org.name)
-            .bind(&org.plan)
-            .bind(org.subscription_status.as_str())
-            .bind(org.wallet_balance_minor)
-            .bind(&org.wallet_currency)
-            .bind(Json(&org.overrides))
-            .bind(org.billing_period_start)
-            .bind(org.created_at)
-            .bind(org.updated_at)
-            .bind(org.two_factor_required)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
+        with_pool!(self, pool => insert_org!(org).execute(pool).await.map(|r| r.rows_affected()))?;
         Ok(())
+    }
+
+    /// The test space of organisation `live_org_id`, if it has one.
+    pub async fn get_test_space(&self, live_org_id: Uuid) -> Result<Option<Org>> {
+        let org = with_pool!(self, pool => sqlx::query_as::<_, Org>(concat!(
+                "SELECT ", org_columns!(), " FROM organisations WHERE live_org_id = $1"))
+            .bind(live_org_id)
+            .fetch_optional(pool)
+            .await)?;
+        Ok(org)
     }
 
     pub async fn get_org(&self, id: Uuid) -> Result<Option<Org>> {
@@ -82,7 +129,8 @@ impl Db {
     }
 
     /// Overwrites the organisation's settings (name, plan, subscription status, currency,
-    /// overrides, billing period, `updated_at`). `NotFound` if it does not exist.
+    /// overrides, billing period, `updated_at`), and its test space's with them (plans are
+    /// shared). `NotFound` if it does not exist.
     ///
     /// `wallet_balance_minor` is deliberately **not** written: the balance only moves through
     /// [`Db::adjust_wallet`], an atomic increment with a ledger entry, so a concurrent debit
@@ -91,7 +139,7 @@ impl Db {
         let done = with_pool!(self, pool => sqlx::query(
                 "UPDATE organisations SET name = $2, plan = $3, subscription_status = $4, \
                  wallet_currency = $5, overrides = $6, billing_period_start = $7, updated_at = $8 \
-                 WHERE id = $1")
+                 WHERE id = $1 OR live_org_id = $1")
             .bind(org.id)
             .bind(&org.name)
             .bind(&org.plan)

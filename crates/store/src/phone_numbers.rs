@@ -4,6 +4,7 @@ use uuid::Uuid;
 
 use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
+use tern_domain::auth::Mode;
 use tern_domain::number::NumberStatus;
 
 /// A connected business number. `id` is the network's `phone_number_id`.
@@ -21,12 +22,15 @@ pub struct PhoneNumber {
     pub throughput_mps: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// `test`: a test space's number, answered by the built-in simulator.
+    #[sqlx(try_from = "String")]
+    pub mode: Mode,
 }
 
 macro_rules! phone_columns {
     () => {
         "id, org_id, display_phone_number, waba_id, access_token_enc, status, throughput_mps, \
-         created_at, updated_at"
+         created_at, updated_at, mode"
     };
 }
 
@@ -36,7 +40,7 @@ macro_rules! insert_number {
         sqlx::query(concat!(
             "INSERT INTO phone_numbers (",
             phone_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         ))
         .bind(&n.id)
         .bind(n.org_id)
@@ -47,6 +51,7 @@ macro_rules! insert_number {
         .bind(n.throughput_mps)
         .bind(n.created_at)
         .bind(n.updated_at)
+        .bind(n.mode.as_str())
     }};
 }
 
@@ -64,6 +69,17 @@ impl Db {
     pub async fn insert_phone_number(&self, number: &PhoneNumber) -> Result<()> {
         with_pool!(self, pool => insert_number!(number).execute(pool).await.map(|r| r.rows_affected()))?;
         Ok(())
+    }
+
+    /// Whether any live number has business account `waba_id` (its templates are live
+    /// data).
+    pub async fn waba_has_live_number(&self, waba_id: &str) -> Result<bool> {
+        let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM phone_numbers WHERE waba_id = $1 AND mode = 'live'")
+            .bind(waba_id)
+            .fetch_one(pool)
+            .await)?;
+        Ok(n > 0)
     }
 
     pub async fn get_phone_number(&self, id: &str) -> Result<Option<PhoneNumber>> {

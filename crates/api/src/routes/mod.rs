@@ -11,6 +11,7 @@ pub mod messages;
 pub mod network_webhook;
 pub mod phone_numbers;
 pub mod templates;
+pub mod test_mode;
 pub mod timeline;
 pub mod webhooks;
 
@@ -34,6 +35,7 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::send_message))
         .routes(routes!(messages::get_message))
         .routes(routes!(timeline::get_timeline))
+        .routes(routes!(test_mode::send_test_inbound))
         .routes(routes!(conversations::list_conversations))
         .routes(routes!(conversations::list_conversation_messages))
         .routes(routes!(contacts::list_contacts, contacts::upsert_contact))

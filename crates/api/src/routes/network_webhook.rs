@@ -12,19 +12,63 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use tern_domain::{ErrorCode, Problem};
 
 /// Batches of hundreds of entries stay far below this.
 pub const NETWORK_BODY_LIMIT: usize = 8 * 1024 * 1024;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/webhooks/whatsapp",
-        get(verify)
-            .post(receive)
-            .layer(DefaultBodyLimit::max(NETWORK_BODY_LIMIT)),
+    Router::new()
+        .route(
+            "/webhooks/whatsapp",
+            get(verify)
+                .post(receive)
+                .layer(DefaultBodyLimit::max(NETWORK_BODY_LIMIT)),
+        )
+        .route(
+            "/webhooks/whatsapp/test",
+            post(receive_test).layer(DefaultBodyLimit::max(NETWORK_BODY_LIMIT)),
+        )
+}
+
+/// The built-in test network's webhooks (APP.md §5): signed with a secret derived from the
+/// master key that never leaves the processes, stored in the same inbox as the network's.
+/// Only test numbers' notifications are taken: the secret cannot speak for a live number.
+async fn receive_test(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let signature = headers
+        .get(tern_cloudapi::SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let verified = state
+        .network
+        .test_secret
+        .as_deref()
+        .is_some_and(|secret| tern_cloudapi::verify_signature(secret, &body, signature));
+    if !verified {
+        return Err(ApiError(
+            Problem::unauthenticated()
+                .with_message("The test network's signature is missing or wrong.")
+                .with_detail("reason", "bad_signature"),
+        ));
+    }
+    if !tern_core::test_space::only_test_numbers(&state.db, &body).await? {
+        return Err(ApiError(
+            Problem::new(ErrorCode::PermissionDenied)
+                .with_message("The test network speaks only for test numbers.")
+                .with_detail("reason", "not_a_test_number"),
+        ));
+    }
+    tern_core::inbox::receive(&state.db, &body, signature).await?;
+    Ok((
+        StatusCode::OK,
+        axum::Json(serde_json::json!({"received": true})),
     )
+        .into_response())
 }
 
 /// The subscription handshake (`tern_cloudapi::subscription_challenge` decides).

@@ -17,7 +17,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use tern_core::keys::{self, CreatedKey, NewKey};
-use tern_domain::auth::{Permission, Preset, Role};
+use tern_domain::auth::{Mode, Permission, Preset, Role};
 use tern_domain::plan::{self, Effective, Entitlement, Feature, Overrides};
 use tern_domain::{ErrorCode, Problem};
 use tern_store::{KeyRow, Org};
@@ -111,8 +111,7 @@ impl KeyView {
             id: k.id.to_string(),
             name: k.name.clone(),
             prefix: k.prefix.clone(),
-            // Test keys come with test mode (APP.md §5); every key is live until then.
-            mode: "live",
+            mode: k.mode.as_str(),
             permissions: k.permissions.clone(),
             created_by: row.created_by_email.clone(),
             created_at: Stamp::at(k.created_at),
@@ -221,6 +220,8 @@ pub struct NewPage {
     /// Whether the form asks for the password or a code.
     pub need_confirm: bool,
     pub confirm_label: &'static str,
+    /// The mode chosen: a test key reaches the test space.
+    pub test: bool,
 }
 
 /// The presets, `chosen` checked; one `role` cannot hold is disabled with the reason.
@@ -276,6 +277,7 @@ impl NewPage {
             confirm_error: None,
             need_confirm: !me.confirmed(state),
             confirm_label: confirm_label(&me.signed),
+            test: form.get("mode") == Some("test"),
         }
     }
 
@@ -413,8 +415,9 @@ pub async fn create(
         name: &name,
         preset,
         permissions: &permissions,
+        mode: if page.test { Mode::Test } else { Mode::Live },
     };
-    match keys::create(&state.core.db, &me.ctx(), me.org.id, new).await {
+    match keys::create(&state.core.db, &state.core.key, &me.ctx(), me.org.id, new).await {
         Ok(created) => respond_secret(&CreatedPage::of(me.frame(Nav::Keys), created, None)),
         Err(p) => {
             let (status, page) = page.refused(p)?;

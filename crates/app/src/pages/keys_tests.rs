@@ -32,6 +32,7 @@ fn new_page(role: Role) -> NewPage {
         confirm_error: None,
         need_confirm: true,
         confirm_label: "Your password",
+        test: false,
     }
 }
 

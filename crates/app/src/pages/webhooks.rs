@@ -278,6 +278,15 @@ impl SecretPage {
 
 /// The Principal of key `row` with the person as the actor.
 pub fn acting_for(me: &OrgMember, row: &KeyRow) -> Result<Principal, AppError> {
+    // The app shows live data; a test key's endpoints live in the test space.
+    if row.key.mode == tern_domain::auth::Mode::Test {
+        return Err(AppError::BadRequest(
+            "This is a test key: its endpoints belong to the test space, which the app does \
+             not show yet. Manage them with the test key through the API \
+             (POST /api/public/v1/webhook-subscriptions)."
+                .into(),
+        ));
+    }
     Principal::for_key_acting_as(me.org.clone(), row, me.ctx()).map_err(|p| {
         if p.code == ErrorCode::NotFound {
             AppError::NotFound

@@ -359,6 +359,11 @@ impl Principal {
     pub fn system(org: Org) -> Principal {
         Principal {
             org_id: org.id,
+            mode: if org.is_test_space() {
+                tern_domain::auth::Mode::Test
+            } else {
+                tern_domain::auth::Mode::Live
+            },
             key_id: Uuid::nil(),
             role: tern_domain::auth::Role::Owner,
             permissions: tern_domain::auth::Permission::ALL.to_vec(),

@@ -194,18 +194,21 @@ pub(super) fn count(report: &mut Report, applied: &[bool]) {
     }
 }
 
+/// A customer as a status names them: phone, BSUID, parent BSUID, username.
+pub(super) type Who = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 /// Learns what a notification's statuses reveal about their customers: since 2026 they name
 /// the customer too (BSUID; username on delivered/read). Each customer once per `seen`.
 pub(super) async fn observe_identities(
     db: &Db,
     org_id: Uuid,
     value: &MessagesValue,
-    seen: &mut HashSet<(
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    )>,
+    seen: &mut HashSet<Who>,
     report: &mut Report,
 ) -> Result<(), StoreError> {
     for s in &value.statuses {

@@ -71,13 +71,14 @@ async fn attempt(core: &Core, job: &InboundMediaJob, now: i64) -> Result<(), Att
         .ok_or_else(|| Attempt::Failed("the receiving number was removed".into()))?;
     let token = numbers::access_token(&core.key, &number)
         .ok_or_else(|| Attempt::Failed("the number's access token cannot be read".into()))?;
-    let info = core
-        .cloud
+    let cloud = core
+        .network(number.mode)
+        .ok_or_else(|| Attempt::Retry("this process runs no test network".into()))?;
+    let info = cloud
         .get_media_for(&job.network_media_id, &token, Some(&job.phone_number_id))
         .await
         .map_err(|e| from_send("media lookup", &e))?;
-    let download = core
-        .cloud
+    let download = cloud
         .download_media_stream(&info.url, &token)
         .await
         .map_err(|e| from_send("download", &e))?;

@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_cloudapi::send::SendPayload;
-use tern_cloudapi::{CloudApiClient, RetryClass, SendAccepted, SendError};
+use tern_cloudapi::{RetryClass, SendAccepted, SendError};
+use tern_domain::auth::Mode;
 use tern_domain::backoff::Backoff;
 use tern_domain::crypto::MasterKey;
 use tern_domain::message::{Precision, Status};
@@ -183,8 +184,13 @@ pub fn attempt_entry(item: &DispatchItem, decision: &Decision, answer: Option<An
 /// A sending number as the dispatcher sees it (read again every little while).
 #[derive(Debug, Clone)]
 pub enum Number {
-    /// It can send: its organisation and access token.
-    Usable { org_id: Uuid, token: Arc<str> },
+    /// It can send: its organisation, access token and mode (a test number is answered by
+    /// the test network).
+    Usable {
+        org_id: Uuid,
+        token: Arc<str>,
+        mode: Mode,
+    },
     /// Its messages cannot be sent: the failure they get.
     Unusable(Failure),
 }
@@ -213,6 +219,7 @@ pub fn number(key: &MasterKey, number: Option<&PhoneNumber>) -> Number {
         Some(token) => Number::Usable {
             org_id: n.org_id,
             token: token.into(),
+            mode: n.mode,
         },
         None => Number::Unusable(Failure::tern(
             FAILURE_TOKEN_UNREADABLE,
@@ -231,6 +238,7 @@ pub fn number(key: &MasterKey, number: Option<&PhoneNumber>) -> Number {
 pub struct Ready {
     token: Arc<str>,
     payload: SendPayload,
+    mode: Mode,
 }
 
 /// Readies the claimed `item` sent from `from`: the network's id of its media (uploaded now
@@ -257,12 +265,13 @@ pub async fn prepare(
                 "The sending number is no longer connected to this organisation.",
             ))));
         }
-        Number::Usable { token, .. } => token,
+        Number::Usable { token, mode, .. } => (token, *mode),
     };
+    let (token, mode) = token;
     let request = match item.media_id {
         None => std::borrow::Cow::Borrowed(&item.request),
         Some(media_id) => {
-            let id = network_media(core, item, media_id, token, policy).await?;
+            let id = network_media(core, item, media_id, token, mode, policy).await?;
             std::borrow::Cow::Owned(tern_cloudapi::send::with_network_media(&item.request, &id))
         }
     };
@@ -270,6 +279,7 @@ pub async fn prepare(
         Ok(payload) => Ok(Ready {
             token: token.clone(),
             payload,
+            mode,
         }),
         Err(e) => {
             tracing::error!(message_id = %item.id, error = %e, "stored request cannot be sent");
@@ -288,11 +298,24 @@ async fn network_media(
     item: &DispatchItem,
     media_id: Uuid,
     token: &str,
+    mode: Mode,
     policy: &Policy,
 ) -> Result<String, Decision> {
+    let Some(cloud) = core.network(mode) else {
+        return Err(logged(
+            item,
+            decide_at(
+                Err(no_test_network()),
+                item.attempts,
+                policy,
+                now_ms(),
+                rand::random(),
+            ),
+        ));
+    };
     let got = media::network_media_id(
         &core.db,
-        &core.cloud,
+        cloud,
         &core.media,
         media_id,
         &item.phone_number_id,
@@ -333,10 +356,13 @@ impl Ready {
     /// `policy.send_timeout` (then the outcome is unknown).
     pub async fn send(
         &self,
-        cloud: &CloudApiClient,
+        core: &Core,
         item: &DispatchItem,
         policy: &Policy,
     ) -> Result<SendAccepted, SendError> {
+        let Some(cloud) = core.network(self.mode) else {
+            return Err(no_test_network());
+        };
         let send = cloud.send_message(&item.phone_number_id, &self.token, &self.payload);
         let started = Instant::now();
         match tokio::time::timeout(policy.send_timeout, send).await {
@@ -350,6 +376,14 @@ impl Ready {
                 reason: "no answer before the dispatch lease ran out".into(),
             }),
         }
+    }
+}
+
+/// A test number's message in a process that runs no test network: not sent, retried
+/// (another process, or this one restarted as `tern serve`, sends it).
+fn no_test_network() -> SendError {
+    SendError::NotSent {
+        reason: "this process runs no test network for test numbers".into(),
     }
 }
 
@@ -551,6 +585,7 @@ mod tests {
             throughput_mps: 80,
             created_at: 0,
             updated_at: 0,
+            mode: Mode::Live,
         }
     }
 

@@ -440,6 +440,13 @@ pub(crate) fn billing(
             .require_feature(Feature::Media)
             .map_err(BillingRefusal::Feature)?;
     }
+    // Test sends are free: no wallet debit, no `messages_sent` (APP.md §5).
+    if principal.mode == tern_domain::auth::Mode::Test {
+        return Ok(Charges {
+            debit_minor: None,
+            messages_sent: None,
+        });
+    }
     let org = &principal.org;
     if kind.is_template()
         && matches!(

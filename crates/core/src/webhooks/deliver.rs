@@ -207,7 +207,7 @@ pub async fn test(core: &Core, p: &Principal, id: Uuid, kind: EventType) -> Resu
     let event_id = new_id();
     let created_at = now_ms();
     let data: Value = samples::data(kind, sub.id, created_at);
-    let payload = event_body(&event_id.to_string(), kind, created_at, &data);
+    let payload = event_body(&event_id.to_string(), kind, created_at, p.mode, &data);
     let event = NewEvent {
         id: event_id,
         org_id: p.org_id,

@@ -91,6 +91,7 @@ pub async fn subscribe(db: &Db, org: &Org, types: &[&str]) {
         .unwrap();
     let k = tern_core::keys::create(
         db,
+        &test_master_key(),
         &tern_core::audit::Context::operator(),
         org.id,
         tern_core::keys::NewKey {
@@ -98,6 +99,7 @@ pub async fn subscribe(db: &Db, org: &Org, types: &[&str]) {
             name: "hooks",
             preset: Some(tern_domain::auth::Preset::ReadOnly),
             permissions: &[],
+            mode: tern_domain::auth::Mode::Live,
         },
     )
     .await
@@ -188,4 +190,9 @@ pub async fn sent_message(
     };
     assert!(db.insert_message(&m).await.unwrap());
     m
+}
+
+/// A master key for keys made in this test (a test key's test space seals its token).
+fn test_master_key() -> tern_domain::crypto::MasterKey {
+    tern_domain::crypto::MasterKey::from_bytes([7; 32])
 }

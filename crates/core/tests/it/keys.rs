@@ -31,6 +31,7 @@ fn new_key(member_id: Uuid, preset: Option<Preset>, permissions: &[String]) -> N
         name: "ci",
         preset,
         permissions,
+        mode: tern_domain::auth::Mode::Live,
     }
 }
 
@@ -51,6 +52,7 @@ async fn read_only_key(
 ) -> tern_core::Result<CreatedKey> {
     keys::create(
         db,
+        &test_master_key(),
         ctx,
         org_id,
         new_key(member_id, Some(Preset::ReadOnly), &[]),
@@ -188,9 +190,15 @@ async fn refusals_are_typed(db: Db) {
 
     // A permission above the role names it.
     let send = ["messages.send".to_string()];
-    let e = keys::create(&db, &ctx, org.id, new_key(m.id, None, &send))
-        .await
-        .unwrap_err();
+    let e = keys::create(
+        &db,
+        &test_master_key(),
+        &ctx,
+        org.id,
+        new_key(m.id, None, &send),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, ErrorCode::PermissionDenied);
     assert_eq!(e.details["permission"], json!("messages.send"));
     assert_eq!(e.details["role"], json!("developer"));
@@ -204,8 +212,11 @@ async fn refusals_are_typed(db: Db) {
             name,
             preset: None,
             permissions: perms,
+            mode: tern_domain::auth::Mode::Live,
         };
-        let e = keys::create(&db, &ctx, org.id, k).await.unwrap_err();
+        let e = keys::create(&db, &test_master_key(), &ctx, org.id, k)
+            .await
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::ValidationFailed, "{name:?} {perms:?}");
     }
 
@@ -359,4 +370,9 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     who_may_manage_a_key,
     the_log_pages_newest_first_and_filters,
     a_person_acting_for_a_key,
+}
+
+/// A master key for keys made in this test (a test key's test space seals its token).
+fn test_master_key() -> tern_domain::crypto::MasterKey {
+    tern_domain::crypto::MasterKey::from_bytes([7; 32])
 }

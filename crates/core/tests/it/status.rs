@@ -203,6 +203,7 @@ async fn status_subscription(db: &Db, org: &Org) {
         .unwrap();
     let k = tern_core::keys::create(
         db,
+        &test_master_key(),
         &tern_core::audit::Context::operator(),
         org.id,
         tern_core::keys::NewKey {
@@ -210,6 +211,7 @@ async fn status_subscription(db: &Db, org: &Org) {
             name: "k",
             preset: Some(tern_domain::auth::Preset::ReadOnly),
             permissions: &[],
+            mode: tern_domain::auth::Mode::Live,
         },
     )
     .await
@@ -401,4 +403,9 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     network_seconds_never_move_a_precise_sent_at_back,
     reports_follow_the_monotonic_rule,
     a_batch_ends_where_the_reports_one_by_one_end,
+}
+
+/// A master key for keys made in this test (a test key's test space seals its token).
+fn test_master_key() -> tern_domain::crypto::MasterKey {
+    tern_domain::crypto::MasterKey::from_bytes([7; 32])
 }

@@ -38,11 +38,18 @@ name_enum!(
 pub const EVENT_VERSION: u32 = 1;
 
 /// The body of an event: `{"id", "type", "version", "created_at", "data"}`, serialised once.
-pub fn event_body(id: &str, kind: EventType, created_at_ms: i64, data: &Value) -> Vec<u8> {
+pub fn event_body(
+    id: &str,
+    kind: EventType,
+    created_at_ms: i64,
+    mode: crate::auth::Mode,
+    data: &Value,
+) -> Vec<u8> {
     let body = serde_json::json!({
         "id": id,
         "type": kind.as_str(),
         "version": EVENT_VERSION,
+        "mode": mode.as_str(),
         "created_at": crate::time::format_ms(created_at_ms),
         "data": data,
     });
@@ -183,12 +190,14 @@ mod tests {
             "evt_1",
             EventType::MessageStatus,
             0,
+            crate::auth::Mode::Test,
             &serde_json::json!({"x": 1}),
         );
         let v: Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["id"], "evt_1");
         assert_eq!(v["type"], "message.status");
         assert_eq!(v["version"], 1);
+        assert_eq!(v["mode"], "test");
         assert_eq!(v["created_at"], "1970-01-01T00:00:00.000Z");
         assert_eq!(v["data"]["x"], 1);
     }

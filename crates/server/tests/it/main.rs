@@ -26,5 +26,6 @@ mod network_webhook;
 mod permissions;
 mod simulator_e2e;
 mod templates;
+mod test_mode;
 mod timeline;
 mod webhooks;

@@ -15,6 +15,7 @@ const TABLE: &[(&str, &str, &str)] = &[
     ("POST", "/media", "messages.send"),
     ("GET", "/messages/{message_id}", "messages.read"),
     ("GET", "/messages/{message_id}/timeline", "messages.read"),
+    ("POST", "/test/inbound", "messages.send"),
     ("GET", "/media/{media_id}", "messages.read"),
     ("GET", "/conversations", "messages.read"),
     (

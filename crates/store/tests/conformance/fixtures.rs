@@ -19,6 +19,7 @@ pub fn org() -> Org {
         two_factor_required: false,
         created_at: T0,
         updated_at: T0,
+        live_org_id: None,
     }
 }
 
@@ -62,6 +63,7 @@ pub fn api_key(org_id: Uuid, member_id: Uuid) -> ApiKey {
         last_used_at: None,
         revoked_at: None,
         replaced_by: None,
+        mode: tern_domain::auth::Mode::Live,
     }
 }
 
@@ -85,6 +87,7 @@ pub fn phone_number(org_id: Uuid, id: &str) -> PhoneNumber {
         throughput_mps: 80,
         created_at: T0,
         updated_at: T0,
+        mode: tern_domain::auth::Mode::Live,
     }
 }
 

@@ -30,5 +30,6 @@ mod request_log;
 mod settings;
 mod tags;
 mod templates;
+mod test_spaces;
 mod timeline;
 mod usage;

@@ -32,6 +32,8 @@ pub struct TestApp {
     pub cloud: tern_cloudapi::CloudApiClient,
     /// The server's core (e.g. to flush the request log).
     pub core: tern_core::Core,
+    /// The built-in test network, when started with [`TestAppBuilder::test_network`].
+    pub test_network: Option<std::sync::Arc<tern::test_network::SimNetwork>>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     workers: Option<tern::app::Workers>,
@@ -58,6 +60,7 @@ pub fn test_config() -> Config {
 pub struct TestAppBuilder {
     backend: Backend,
     workers: bool,
+    test_network: bool,
     graph_url: Option<String>,
     configure: Vec<Configure>,
 }
@@ -69,6 +72,12 @@ impl TestAppBuilder {
     /// With the background workers running, as in `tern serve`.
     pub fn workers(mut self) -> Self {
         self.workers = true;
+        self
+    }
+
+    /// With the test spaces' network running, as in `tern serve`.
+    pub fn test_network(mut self) -> Self {
+        self.test_network = true;
         self
     }
 
@@ -89,7 +98,7 @@ impl TestAppBuilder {
         let configure = self.configure;
         TestApp::start_configured(
             self.backend,
-            self.workers,
+            (self.workers, self.test_network),
             self.graph_url.as_deref(),
             move |config| configure.into_iter().for_each(|f| f(config)),
         )
@@ -119,6 +128,7 @@ impl TestApp {
         TestAppBuilder {
             backend,
             workers: false,
+            test_network: false,
             graph_url: None,
             configure: Vec::new(),
         }
@@ -127,7 +137,7 @@ impl TestApp {
     /// Every way of starting an app (see [`TestAppBuilder`]).
     async fn start_configured(
         backend: Backend,
-        with_workers: bool,
+        (with_workers, with_test_network): (bool, bool),
         graph_url: Option<&str>,
         configure: impl FnOnce(&mut Config),
     ) -> TestApp {
@@ -152,7 +162,18 @@ impl TestApp {
         config.media_store = tern_core::media::Location::File(media_tmp.path().to_path_buf());
         configure(&mut config);
         let cloud = tern::app::cloud_client(&config).unwrap();
-        let state = tern::app::state(db.clone(), key.clone(), &config);
+        let test_network = if with_test_network {
+            let network = tern::test_network::SimNetwork::start(&key, &config.graph_version)
+                .await
+                .unwrap();
+            network.call_back(addr);
+            Some(network)
+        } else {
+            None
+        };
+        let state =
+            tern::app::try_state_with(db.clone(), key.clone(), &config, test_network.clone())
+                .unwrap();
         let passes = tern::app::Passes::new(state.core.clone(), &config);
         let core = state.core.clone();
         let workers = with_workers.then(|| {
@@ -190,6 +211,7 @@ impl TestApp {
             developer_id: String::new(),
             cloud,
             core,
+            test_network,
             shutdown: Some(tx),
             server: Some(server),
             workers,

@@ -111,6 +111,7 @@ async fn a_delivery_is_signed_as_standard_webhooks_says() {
         "evt_01",
         events::EventType::WebhookTest,
         1_700_000_000_000,
+        tern_domain::auth::Mode::Live,
         &serde_json::json!({"hello": "world"}),
     );
     let now = tern_domain::time::now_ms() / 1000;
