@@ -114,6 +114,8 @@ pub struct Inner {
     forced: HashMap<String, VecDeque<ForcedAction>>,
     throughput: HashMap<String, Bucket>,
     pair: HashMap<(String, String), Bucket>,
+    /// (pnid, message key) → refusals so far, for `refuses_twice` customers.
+    refusals: HashMap<(String, String), u32>,
     seq: u64,
 }
 
@@ -139,6 +141,7 @@ impl Inner {
             forced: HashMap::new(),
             throughput: HashMap::new(),
             pair: HashMap::new(),
+            refusals: HashMap::new(),
             seq: 0,
         }
     }
@@ -238,6 +241,21 @@ impl Inner {
                 last: now,
             })
             .take(cap, per_sec, now)
+    }
+
+    /// Whether to refuse this attempt of a message to a `refuses_twice` customer: the first
+    /// two attempts are refused, the third goes through and the count starts again (so the
+    /// same text sent later as a new message is refused twice too).
+    pub fn refuse_attempt(&mut self, pnid: &str, message_key: String) -> bool {
+        let key = (pnid.to_owned(), message_key);
+        let n = self.refusals.entry(key.clone()).or_insert(0);
+        if *n < 2 {
+            *n += 1;
+            true
+        } else {
+            self.refusals.remove(&key);
+            false
+        }
     }
 
     /// Whether the customer (by key) wrote to `pnid` in the last 24 h.
@@ -474,6 +492,13 @@ impl Sim {
         st.rng = rng;
         if keep_numbers {
             st.numbers = numbers;
+        }
+        drop(st);
+        if self.args.magic_recipients
+            && let Err(e) = self.seed_magic_customers()
+        {
+            // cannot happen on an empty customer list; logged rather than lost
+            tracing::error!(error = %e, "cannot re-create the magic customers");
         }
     }
 
