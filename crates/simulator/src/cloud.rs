@@ -404,7 +404,7 @@ fn refusal(code: i64, number: &Number) -> GraphErr {
 /// carries the same), else the recipient and a hash of the body.
 fn message_key(send: &ValidSend, target: &Target, payload: &Value) -> String {
     match &send.biz_opaque_callback_data {
-        Some(b) => format!("biz:{b}"),
+        Some(b) => format!("biz:{}:{b}", target.key),
         None => {
             let bytes = serde_json::to_vec(payload).unwrap_or_default();
             format!("body:{}:{}", target.key, hex::encode(Sha256::digest(bytes)))
