@@ -234,6 +234,33 @@ mod tests {
         assert!(a.validate().is_err());
     }
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    #[test]
+    fn magic_recipients_flag() {
+        use clap::Parser as _;
+        let c = Cli::try_parse_from(["sim", "--app-secret", "s"]).unwrap();
+        assert!(!c.sim.magic_recipients);
+        assert_eq!(c.sim.review_delay_ms(), 200);
+        let c = Cli::try_parse_from(["sim", "--app-secret", "s", "--magic-recipients"]).unwrap();
+        assert!(c.sim.magic_recipients);
+        assert_eq!(c.sim.review_delay_ms(), 2000);
+        let c = Cli::try_parse_from([
+            "sim",
+            "--app-secret",
+            "s",
+            "--magic-recipients",
+            "--template-review-delay-ms",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(c.sim.review_delay_ms(), 5);
+    }
+
     #[test]
     fn review_delay_depends_on_the_mode() {
         assert_eq!(SimArgs::local("s").review_delay_ms(), 200);
