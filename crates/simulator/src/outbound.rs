@@ -162,6 +162,10 @@ impl Sim {
     /// the inbound injection like any customer message (it opens the window).
     fn reply_thanks(&self, ctx: &StatusCtx) {
         let t = &ctx.target;
+        if !self.lock().take_auto_reply(&ctx.number.id, &t.key) {
+            tracing::debug!(wamid = %ctx.wamid, "magic reply skipped: answered less than a minute ago");
+            return;
+        }
         let mut body = json!({
             "phone_number_id": ctx.number.id,
             "type": "text",

@@ -196,12 +196,15 @@ async fn never_reads_never_delivers_and_replies() {
     assert_eq!(msg["type"], "text");
     assert_eq!(msg["text"]["body"], "Thanks!");
     assert_eq!(contact["wa_id"], "15550000004");
-    // ... which opens the window: a free-form reply is read
-    let w = send_ok(&e, &text("15550000004", "You're welcome", "m5")).await;
+    // ... which opens the window: a free-form reply is read, and not answered within the
+    // minute (an echo bot and this customer would otherwise talk forever)
+    let w = send_ok(&e, &text("15550000004", "Thanks!", "m5")).await;
     assert_eq!(
         e.rx.wait_statuses(&w, 3).await[2].status,
         DeliveryStatus::Read
     );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(inbound(&e.rx).len(), 1, "one answer a minute");
     // the statuses of 0002 and 0003 stop where planned
     let m = e.sim.messages();
     let statuses = |w: &str| m.iter().find(|r| r.wamid == w).unwrap().statuses.clone();
