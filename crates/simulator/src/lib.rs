@@ -5,7 +5,9 @@
 //! inbound / template webhooks to a callback URL, and offers a `/_sim/…` control API for
 //! tests (register numbers and recipients, inject inbound messages, force errors, read back
 //! every request). Customers have business-scoped user ids (BSUIDs) and may have a username
-//! and no visible phone number, as on the 2026 network. See `docs/simulator.md`.
+//! and no visible phone number, as on the 2026 network. With `SimArgs::magic_recipients` it is
+//! the network of a Tern test space: the recipient decides a send's outcome
+//! ([`MAGIC_RECIPIENTS`]). See `docs/simulator.md`.
 //!
 //! Embedding:
 //! ```no_run
