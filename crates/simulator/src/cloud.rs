@@ -17,13 +17,16 @@ use axum::{
 };
 use bytes::Bytes;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
+use crate::customers::Target;
 use crate::graph::GraphErr;
+use crate::magic;
 use crate::media;
-use crate::model::{ForcedAction, MediaOrigin, Number, RequestRecord};
+use crate::model::{Behaviour, ForcedAction, MediaOrigin, Number, RequestRecord};
 use crate::state::{Sim, unix_now_ms};
 use crate::templates;
-use crate::validate::validate_send;
+use crate::validate::{ValidSend, validate_send};
 
 /// Largest accepted request body (documents may be 100 MB).
 const BODY_LIMIT: usize = 110 * 1024 * 1024;
@@ -332,11 +335,7 @@ fn process_send(
     let (valid, target) = {
         let mut st = sim.lock();
         if !st.take_throughput(number) {
-            return Err(GraphErr::new(130429).details(format!(
-                "Message failed to send because there were too many messages sent from this phone number \
-                 in a short period of time ({} messages per second).",
-                number.throughput_mps
-            )));
+            return Err(refusal(130429, number));
         }
         // mark-as-read uses the same endpoint
         if payload.get("status").and_then(Value::as_str) == Some("read") {
@@ -352,12 +351,17 @@ fn process_send(
             return Ok((String::new(), None, json!({"success": true})));
         }
         let valid = validate_send(&payload, number, &st.templates)?;
-        let target = st.resolve_target(sim.args.seed, &valid);
+        let mut target = st.resolve_target(sim.args.seed, &valid);
+        if sim.args.magic_recipients {
+            magic::apply(&mut target);
+        }
+        if target.behaviour == Behaviour::RefusesTwice
+            && st.refuse_attempt(&number.id, message_key(&valid, &target, &payload))
+        {
+            return Err(refusal(target.fail_code.unwrap_or(131056), number));
+        }
         if !st.take_pair(number, &target.key) {
-            return Err(GraphErr::new(131056).details(
-                "Message failed to send because there were too many messages sent from this phone \
-                 number to the same phone number in a short period of time.",
-            ));
+            return Err(refusal(131056, number));
         }
         (valid, target)
     };
@@ -378,6 +382,34 @@ fn process_send(
         "messages": [msg],
     });
     Ok((wamid, valid.biz_opaque_callback_data, answer))
+}
+
+/// The network's refusal of a send for a rate limit (130429, 131056) or another code.
+fn refusal(code: i64, number: &Number) -> GraphErr {
+    match code {
+        130429 => GraphErr::new(code).details(format!(
+            "Message failed to send because there were too many messages sent from this phone number \
+             in a short period of time ({} messages per second).",
+            number.throughput_mps
+        )),
+        131056 => GraphErr::new(code).details(
+            "Message failed to send because there were too many messages sent from this phone \
+             number to the same phone number in a short period of time.",
+        ),
+        _ => GraphErr::new(code),
+    }
+}
+
+/// What makes attempts "the same message": its `biz_opaque_callback_data` (a client's retry
+/// carries the same), else the recipient and a hash of the body.
+fn message_key(send: &ValidSend, target: &Target, payload: &Value) -> String {
+    match &send.biz_opaque_callback_data {
+        Some(b) => format!("biz:{}:{b}", target.key),
+        None => {
+            let bytes = serde_json::to_vec(payload).unwrap_or_default();
+            format!("body:{}:{}", target.key, hex::encode(Sha256::digest(bytes)))
+        }
+    }
 }
 
 // ---- media ---------------------------------------------------------------------------------

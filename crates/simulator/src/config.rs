@@ -4,6 +4,9 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+/// Review delay without magic recipients, in ms.
+const DEFAULT_REVIEW_DELAY_MS: u64 = 200;
+
 /// Options of `tern simulator` (also used by `tern demo` and tests, see [`SimArgs::local`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct SimArgs {
@@ -63,9 +66,16 @@ pub struct SimArgs {
     /// What happens to newly created templates.
     #[arg(long, value_enum, default_value_t = ReviewMode::Approve)]
     pub template_review: ReviewMode,
-    /// Delay before the automatic review result, in ms.
-    #[arg(long, default_value_t = 200)]
-    pub template_review_delay_ms: u64,
+    /// Delay before the automatic review result, in ms (default 200; 2000 with
+    /// `--magic-recipients`).
+    #[arg(long)]
+    pub template_review_delay_ms: Option<u64>,
+
+    /// The test network of Tern's test spaces: magic recipient numbers decide each send's
+    /// outcome, the customer `@tern_test` exists, and created templates are reviewed by name
+    /// (`reject_…` rejected, others approved). See `docs/simulator.md`.
+    #[arg(long)]
+    pub magic_recipients: bool,
 
     /// Probability (0..1) that a message's statuses are delivered in a shuffled order.
     #[arg(long, default_value_t = 0.0)]
@@ -110,7 +120,8 @@ impl SimArgs {
             pair_period_ms: 6000,
             no_window: false,
             template_review: ReviewMode::Approve,
-            template_review_delay_ms: 200,
+            template_review_delay_ms: None,
+            magic_recipients: false,
             out_of_order: 0.0,
             duplicate: 0.0,
             batch_window_ms: 0,
@@ -119,6 +130,24 @@ impl SimArgs {
             webhook_retry_base_ms: 250,
             webhook_timeout_ms: 5000,
         }
+    }
+
+    /// [`SimArgs::local`] with magic recipients on: the network of a Tern test space.
+    pub fn test_space(app_secret: impl Into<String>) -> Self {
+        Self {
+            magic_recipients: true,
+            ..Self::local(app_secret)
+        }
+    }
+
+    /// The template review delay in effect.
+    pub fn review_delay_ms(&self) -> u64 {
+        self.template_review_delay_ms
+            .unwrap_or(if self.magic_recipients {
+                crate::magic::REVIEW_DELAY_MS
+            } else {
+                DEFAULT_REVIEW_DELAY_MS
+            })
     }
 
     /// Check values clap cannot (probabilities, number specs).
@@ -203,5 +232,41 @@ mod tests {
         assert_eq!(n[1].throughput_mps, Some(5));
         a.numbers = vec!["1:2".into()];
         assert!(a.validate().is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    #[test]
+    fn magic_recipients_flag() {
+        use clap::Parser as _;
+        let c = Cli::try_parse_from(["sim", "--app-secret", "s"]).unwrap();
+        assert!(!c.sim.magic_recipients);
+        assert_eq!(c.sim.review_delay_ms(), 200);
+        let c = Cli::try_parse_from(["sim", "--app-secret", "s", "--magic-recipients"]).unwrap();
+        assert!(c.sim.magic_recipients);
+        assert_eq!(c.sim.review_delay_ms(), 2000);
+        let c = Cli::try_parse_from([
+            "sim",
+            "--app-secret",
+            "s",
+            "--magic-recipients",
+            "--template-review-delay-ms",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(c.sim.review_delay_ms(), 5);
+    }
+
+    #[test]
+    fn review_delay_depends_on_the_mode() {
+        assert_eq!(SimArgs::local("s").review_delay_ms(), 200);
+        let mut t = SimArgs::test_space("s");
+        assert_eq!(t.review_delay_ms(), 2000);
+        t.template_review_delay_ms = Some(10);
+        assert_eq!(t.review_delay_ms(), 10);
     }
 }

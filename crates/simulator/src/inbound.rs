@@ -6,6 +6,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::customers::is_bsuid;
 use crate::graph::webhook_error;
 use crate::media::sample_media;
 use crate::model::{MediaOrigin, digits};
@@ -45,12 +46,144 @@ fn check_edit_revoke(obj: &Map<String, Value>, msg_type: &str) -> Result<(), Ctl
     Ok(())
 }
 
+/// Message types a customer can send through [`Sim::inject_customer_message`], each with the
+/// object of the same name.
+const CUSTOMER_TYPES: [&str; 14] = [
+    "text",
+    "image",
+    "video",
+    "audio",
+    "document",
+    "sticker",
+    "location",
+    "contacts",
+    "interactive",
+    "button",
+    "reaction",
+    "order",
+    "edit",
+    "revoke",
+];
+
+/// The optional string field `k`, or an error naming it when it is not a string.
+fn opt_str(o: &Map<String, Value>, k: &str) -> Result<Option<String>, CtlError> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(CtlError::bad_request(format!("{k} must be a string"))),
+    }
+}
+
+/// Check the body of [`Sim::inject_customer_message`] and turn it into the control API's
+/// inbound body (sender as `from` / `from_user_id`, the number as `phone_number_id`).
+fn customer_message_body(number_id: &str, body: Value) -> Result<Value, CtlError> {
+    let Value::Object(mut o) = body else {
+        return Err(CtlError::bad_request("the body must be a JSON object"));
+    };
+    let msg_type = opt_str(&o, "type")?.ok_or_else(|| CtlError::bad_request("type is required"))?;
+    if !CUSTOMER_TYPES.contains(&msg_type.as_str()) {
+        return Err(CtlError::bad_request(format!(
+            "type must be one of {}",
+            CUSTOMER_TYPES.join(", ")
+        )));
+    }
+    if let Some(k) = o.keys().find(|k| {
+        ![
+            "from",
+            "user_id",
+            "type",
+            "profile_name",
+            "context",
+            &msg_type,
+        ]
+        .contains(&k.as_str())
+    }) {
+        return Err(CtlError::bad_request(format!("unknown field {k}")));
+    }
+    match (opt_str(&o, "from")?, opt_str(&o, "user_id")?) {
+        (Some(_), Some(_)) => {
+            return Err(CtlError::bad_request("give from or user_id, not both"));
+        }
+        (None, None) => return Err(CtlError::bad_request("from or user_id is required")),
+        (Some(f), None)
+            if f.is_empty() || f.len() > 15 || !f.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            return Err(CtlError::bad_request(
+                "from must be a phone number in digits, country code first (no +, spaces or dashes)",
+            ));
+        }
+        (None, Some(id)) if !is_bsuid(&id) => {
+            return Err(CtlError::bad_request(
+                "user_id must be a business-scoped user id such as US.1000000000000000001",
+            ));
+        }
+        (_, Some(id)) => {
+            o.remove("user_id");
+            o.insert("from_user_id".into(), json!(id));
+        }
+        (Some(_), None) => {}
+    }
+    opt_str(&o, "profile_name")?;
+    let content = o.get(&msg_type);
+    let content_ok = match msg_type.as_str() {
+        "contacts" => content.is_some_and(|c| c.as_array().is_some_and(|a| !a.is_empty())),
+        _ => content.is_some_and(Value::is_object),
+    };
+    if !content_ok {
+        let shape = if msg_type == "contacts" {
+            "a non-empty array"
+        } else {
+            "an object"
+        };
+        return Err(CtlError::bad_request(format!(
+            "{msg_type} is required for type {msg_type} and must be {shape}"
+        )));
+    }
+    if msg_type == "text"
+        && str_at(&Value::Object(o.clone()), &["text", "body"]).is_none_or(str::is_empty)
+    {
+        return Err(CtlError::bad_request("text.body is required"));
+    }
+    if o.get("context").is_some_and(|c| !c.is_object()) {
+        return Err(CtlError::bad_request("context must be an object"));
+    }
+    o.insert("phone_number_id".into(), json!(number_id));
+    Ok(Value::Object(o))
+}
+
+/// What an injected message became.
+struct Injected {
+    wamid: String,
+    timestamp: i64,
+    from_user_id: String,
+}
+
 impl Sim {
+    /// A customer message for Tern's `POST /test/inbound` (see
+    /// `SimHandle::inject_inbound_to`): validated, then injected as `/_sim/inbound` does.
+    pub fn inject_customer_message(
+        &self,
+        number_id: &str,
+        body: Value,
+    ) -> Result<String, CtlError> {
+        let body = customer_message_body(number_id, body)?;
+        self.inject(body).map(|i| i.wamid)
+    }
+
     /// Inject a customer message (control API). `body` is a message object in the network's
     /// shape plus `phone_number_id`, the sender (`from` phone, or `from_user_id` / `username`
     /// for customers whose phone the network withholds), optional `profile_name`,
     /// `timestamp`, `media_base64`. Returns `{wamid, timestamp, from_user_id}`.
-    pub fn inject_inbound(&self, mut body: Value) -> Result<Value, CtlError> {
+    pub fn inject_inbound(&self, body: Value) -> Result<Value, CtlError> {
+        let i = self.inject(body)?;
+        Ok(json!({
+            "wamid": i.wamid,
+            "timestamp": i.timestamp.to_string(),
+            "from_user_id": i.from_user_id,
+        }))
+    }
+
+    fn inject(&self, mut body: Value) -> Result<Injected, CtlError> {
         let obj = body
             .as_object_mut()
             .ok_or_else(|| CtlError::bad_request("body must be a JSON object"))?;
@@ -160,11 +293,11 @@ impl Sim {
                 message: body,
             },
         );
-        Ok(json!({
-            "wamid": wamid,
-            "timestamp": ts.to_string(),
-            "from_user_id": customer.user_id,
-        }))
+        Ok(Injected {
+            wamid,
+            timestamp: ts,
+            from_user_id: customer.user_id,
+        })
     }
 
     /// Give an inbound media object an id usable with `GET /{media-id}` (unless it has one),

@@ -5,7 +5,9 @@
 //! inbound / template webhooks to a callback URL, and offers a `/_sim/…` control API for
 //! tests (register numbers and recipients, inject inbound messages, force errors, read back
 //! every request). Customers have business-scoped user ids (BSUIDs) and may have a username
-//! and no visible phone number, as on the 2026 network. See `docs/simulator.md`.
+//! and no visible phone number, as on the 2026 network. With `SimArgs::magic_recipients` it is
+//! the network of a Tern test space: the recipient decides a send's outcome
+//! ([`MAGIC_RECIPIENTS`]). See `docs/simulator.md`.
 //!
 //! Embedding:
 //! ```no_run
@@ -23,6 +25,7 @@ mod control;
 mod customers;
 mod graph;
 mod inbound;
+mod magic;
 mod media;
 mod model;
 mod outbound;
@@ -45,6 +48,10 @@ pub use customers::{
     Customer, CustomerSpec, IdentityChangeRequest, derive_bsuid, is_bsuid, is_parent_bsuid,
 };
 pub use graph::{ERROR_HREF, GraphErr, webhook_error};
+pub use magic::{
+    MagicRecipient, RECIPIENTS as MAGIC_RECIPIENTS, REJECT_PREFIX, REPLY_TEXT,
+    USERNAME as MAGIC_USERNAME, USERNAME_CUSTOMER_ID as MAGIC_USER_ID,
+};
 pub use media::sample_media;
 pub use model::{
     Behaviour, DeliveryRecord, ForcedAction, MediaOrigin, MediaSummary, MessageRecord, Number,
@@ -94,6 +101,9 @@ pub async fn start(args: SimArgs) -> Result<SimHandle, SimError> {
     let sim = Sim::new(args, public_url, events_tx, stop_rx.clone())?;
     for n in numbers {
         sim.register_number(n)?;
+    }
+    if sim.args.magic_recipients {
+        sim.seed_magic_customers()?;
     }
     tokio::spawn(webhooks::run_dispatcher(Arc::clone(&sim), events_rx));
     let app = cloud::router(Arc::clone(&sim)).merge(control::router(Arc::clone(&sim)));
@@ -187,6 +197,16 @@ impl SimHandle {
     /// Inject an inbound customer message (same body as `POST /_sim/inbound`).
     pub fn inject_inbound(&self, body: Value) -> Result<Value, SimError> {
         Ok(self.sim.inject_inbound(body)?)
+    }
+
+    /// A customer writes to `number_id` (Tern's `POST /test/inbound`): `body` is
+    /// `{"from": "<digits>"}` or `{"user_id": "<BSUID>"}`, `type`, the type's object (e.g.
+    /// `"text": {"body": "hi"}`), optional `profile_name` and `context`. The signed webhook
+    /// goes to the callback URL as for any customer message and the window opens. Returns
+    /// the message's wamid; a malformed body is a 400 `CtlError` naming the field, an
+    /// unknown number a 404.
+    pub fn inject_inbound_to(&self, number_id: &str, body: Value) -> Result<String, CtlError> {
+        self.sim.inject_customer_message(number_id, body)
     }
 
     /// Set or close (`None`) a customer service window.

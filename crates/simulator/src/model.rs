@@ -56,6 +56,11 @@ pub enum Behaviour {
     NeverDelivers,
     /// sent → delivered, never read.
     NeverReads,
+    /// sent → delivered → read, then the customer answers "Thanks!" (an inbound text).
+    Replies,
+    /// The send is refused twice with `fail_code` (default 131056) in the network's error
+    /// answer, per message, then accepted on the third attempt and read.
+    RefusesTwice,
 }
 
 /// `POST /_sim/recipients` body (a phone customer; see `CustomerSpec` for usernames/BSUIDs).
@@ -65,7 +70,8 @@ pub struct RecipientSpec {
     pub wa_id: String,
     #[serde(default, alias = "behavior")]
     pub behaviour: Behaviour,
-    /// For `fail`: the error code of the `failed` status (default 131000).
+    /// For `fail`: the error code of the `failed` status (default 131000); for
+    /// `refuses_twice`: the code of the refusals (default 131056).
     #[serde(default)]
     pub fail_code: Option<i64>,
     #[serde(default)]

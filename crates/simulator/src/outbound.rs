@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::customers::Target;
 use crate::graph::webhook_error;
+use crate::magic::REPLY_TEXT;
 use crate::model::{Behaviour, MessageRecord, Number};
 use crate::state::{OutKind, Sim};
 use crate::validate::ValidSend;
@@ -129,6 +130,7 @@ impl Sim {
             self.args.read_delay_ms,
             self.args.read_delay_ms,
         ];
+        let replies = behaviour == Behaviour::Replies && plan.contains(&"read");
         let sim = Arc::clone(self);
         self.spawn(async move {
             let mut priced = false;
@@ -148,8 +150,35 @@ impl Sim {
                 };
                 sim.emit_status(&ctx, status, with_pricing);
             }
+            if replies {
+                tokio::time::sleep(Duration::from_millis(sim.args.read_delay_ms)).await;
+                sim.reply_thanks(&ctx);
+            }
         });
         wamid
+    }
+
+    /// The replying customer's answer once the message is read: a plain text, sent through
+    /// the inbound injection like any customer message (it opens the window).
+    fn reply_thanks(&self, ctx: &StatusCtx) {
+        let t = &ctx.target;
+        if !self.lock().take_auto_reply(&ctx.number.id, &t.key) {
+            tracing::debug!(wamid = %ctx.wamid, "magic reply skipped: answered less than a minute ago");
+            return;
+        }
+        let mut body = json!({
+            "phone_number_id": ctx.number.id,
+            "type": "text",
+            "text": {"body": REPLY_TEXT},
+        });
+        match &t.wa_id {
+            Some(p) => body["from"] = json!(p),
+            None => body["from_user_id"] = json!(t.user_id),
+        }
+        if let Err(e) = self.inject_inbound(body) {
+            // e.g. the number was removed by a reset meanwhile
+            tracing::debug!(error = %e, "magic reply not sent");
+        }
     }
 
     fn emit_status(&self, ctx: &StatusCtx, status: &str, with_pricing: bool) {

@@ -114,6 +114,10 @@ pub struct Inner {
     forced: HashMap<String, VecDeque<ForcedAction>>,
     throughput: HashMap<String, Bucket>,
     pair: HashMap<(String, String), Bucket>,
+    /// (pnid, message key) → refusals so far, for `refuses_twice` customers.
+    refusals: HashMap<(String, String), u32>,
+    /// (pnid, customer key) → sim time of the last automatic answer of a `replies` customer.
+    auto_replies: HashMap<(String, String), i64>,
     seq: u64,
 }
 
@@ -139,6 +143,8 @@ impl Inner {
             forced: HashMap::new(),
             throughput: HashMap::new(),
             pair: HashMap::new(),
+            refusals: HashMap::new(),
+            auto_replies: HashMap::new(),
             seq: 0,
         }
     }
@@ -238,6 +244,33 @@ impl Inner {
                 last: now,
             })
             .take(cap, per_sec, now)
+    }
+
+    /// Whether to refuse this attempt of a message to a `refuses_twice` customer: the first
+    /// two attempts are refused, the third goes through and the count starts again (so the
+    /// same text sent later as a new message is refused twice too).
+    pub fn refuse_attempt(&mut self, pnid: &str, message_key: String) -> bool {
+        let key = (pnid.to_owned(), message_key);
+        let n = self.refusals.entry(key.clone()).or_insert(0);
+        if *n < 2 {
+            *n += 1;
+            true
+        } else {
+            self.refusals.remove(&key);
+            false
+        }
+    }
+
+    /// Whether a `replies` customer answers now: at most once a minute (simulator clock) per
+    /// number, so a bot that answers every message (an echo bot) does not talk with it forever.
+    pub fn take_auto_reply(&mut self, pnid: &str, key: &str) -> bool {
+        let now = self.now_secs();
+        let k = (pnid.to_owned(), key.to_owned());
+        if self.auto_replies.get(&k).is_some_and(|t| now - t < 60) {
+            return false;
+        }
+        self.auto_replies.insert(k, now);
+        true
     }
 
     /// Whether the customer (by key) wrote to `pnid` in the last 24 h.
@@ -475,6 +508,13 @@ impl Sim {
         if keep_numbers {
             st.numbers = numbers;
         }
+        drop(st);
+        if self.args.magic_recipients
+            && let Err(e) = self.seed_magic_customers()
+        {
+            // cannot happen on an empty customer list; logged rather than lost
+            tracing::error!(error = %e, "cannot re-create the magic customers");
+        }
     }
 
     pub(crate) fn queue(&self, number: &Number, kind: OutKind) {
@@ -539,4 +579,34 @@ pub fn unix_now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn automatic_answers_are_one_a_minute_per_number_and_customer() {
+        let mut st = Inner::new(Some(1), None);
+        assert!(st.take_auto_reply("n1", "c1"));
+        assert!(!st.take_auto_reply("n1", "c1"));
+        assert!(st.take_auto_reply("n2", "c1"), "another number");
+        assert!(st.take_auto_reply("n1", "c2"), "another customer");
+        st.clock_offset_secs += 59;
+        assert!(!st.take_auto_reply("n1", "c1"));
+        st.clock_offset_secs += 1;
+        assert!(st.take_auto_reply("n1", "c1"));
+        assert!(!st.take_auto_reply("n1", "c1"));
+    }
+
+    #[test]
+    fn a_message_is_refused_twice_then_counted_again() {
+        let mut st = Inner::new(Some(1), None);
+        let k = || "biz:c:m1".to_owned();
+        assert!(st.refuse_attempt("n1", k()));
+        assert!(st.refuse_attempt("n1", k()));
+        assert!(!st.refuse_attempt("n1", k()), "third attempt accepted");
+        assert!(st.refuse_attempt("n1", k()), "a new message");
+        assert!(st.refuse_attempt("n2", k()), "counted per number");
+    }
 }

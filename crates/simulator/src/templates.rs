@@ -55,14 +55,19 @@ impl Sim {
         rec
     }
 
-    /// Schedule the automatic review of a freshly created template.
-    pub fn schedule_review(self: &Arc<Self>, template_id: String) {
+    /// Schedule the automatic review of a freshly created template. With magic recipients
+    /// the approve mode reviews by name: `reject_…` is rejected.
+    pub fn schedule_review(self: &Arc<Self>, template: &TemplateRec) {
         let event = match self.args.template_review {
+            ReviewMode::Approve if self.rejects_by_name(&template.name) => {
+                ("REJECTED", "INVALID_FORMAT")
+            }
             ReviewMode::Approve => ("APPROVED", "NONE"),
             ReviewMode::Reject => ("REJECTED", "INVALID_FORMAT"),
             ReviewMode::Manual => return,
         };
-        let delay = Duration::from_millis(self.args.template_review_delay_ms);
+        let delay = Duration::from_millis(self.args.review_delay_ms());
+        let template_id = template.id.clone();
         let sim = Arc::clone(self);
         self.spawn(async move {
             tokio::time::sleep(delay).await;
@@ -283,7 +288,7 @@ pub async fn create_template(
     })();
     match r {
         Ok(rec) => {
-            sim.schedule_review(rec.id.clone());
+            sim.schedule_review(&rec);
             Json(json!({"id": rec.id, "status": rec.status, "category": rec.category}))
                 .into_response()
         }

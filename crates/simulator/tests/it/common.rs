@@ -141,7 +141,7 @@ pub fn fast_args() -> SimArgs {
     a.sent_delay_ms = 5;
     a.delivered_delay_ms = 5;
     a.read_delay_ms = 5;
-    a.template_review_delay_ms = 10;
+    a.template_review_delay_ms = Some(10);
     a.webhook_retry_base_ms = 10;
     a.seed = Some(7);
     a.verify_token = Some("vt".into());

@@ -8,6 +8,7 @@ mod delivery;
 mod forced;
 mod identity;
 mod inbound;
+mod magic;
 mod media;
 mod sends;
 mod template_updates;
