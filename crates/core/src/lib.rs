@@ -234,6 +234,17 @@ impl Core {
     }
 }
 
+impl Core {
+    /// The network that answers `number` ([`Core::network`]); a test number is made known
+    /// to this process's test network first.
+    pub fn network_for(&self, number: &tern_store::PhoneNumber) -> Option<&CloudApiClient> {
+        if number.mode == tern_domain::auth::Mode::Test {
+            test_space::learn(self, number);
+        }
+        self.network(number.mode)
+    }
+}
+
 impl std::ops::Deref for Core {
     type Target = Inner;
     fn deref(&self) -> &Inner {

@@ -126,7 +126,7 @@ pub async fn submit(core: &Core, principal: &Principal, id: Uuid) -> Result<Temp
         "category": template_words::category_word(t.category),
         "components": t.components,
     });
-    let cloud = core.network(number.mode).ok_or_else(|| {
+    let cloud = core.network_for(number).ok_or_else(|| {
         Problem::unavailable().with_message("The test network is not running in this process.")
     })?;
     let created = cloud

@@ -28,12 +28,12 @@ impl SimNetwork {
     /// [`SimNetwork::call_back`].
     pub async fn start(key: &MasterKey, graph_version: &str) -> Result<Arc<SimNetwork>> {
         let secret = secret(key);
-        let mut args = tern_simulator::SimArgs::local(secret.clone());
+        // Magic recipients on; templates reviewed about 2 s after they are submitted.
+        let mut args = tern_simulator::SimArgs::test_space(secret.clone());
         // Slow enough to watch a message move in the app, quick enough for a test.
         args.sent_delay_ms = 300;
         args.delivered_delay_ms = 800;
         args.read_delay_ms = 1500;
-        args.template_review_delay_ms = 2000;
         let sim = tern_simulator::start(args)
             .await
             .map_err(|e| anyhow!("cannot start the test network: {e}"))?;
@@ -113,21 +113,8 @@ impl TestNetwork for SimNetwork {
         phone_number_id: &str,
         body: &Value,
     ) -> std::result::Result<String, String> {
-        // `POST /test/inbound` names the customer `from` (phone) or `user_id` (BSUID); the
-        // simulator's control body calls the latter `from_user_id`.
-        let mut body = body.clone();
-        let obj = body
-            .as_object_mut()
-            .ok_or_else(|| "the body must be a JSON object".to_string())?;
-        if let Some(user_id) = obj.remove("user_id") {
-            obj.insert("from_user_id".into(), user_id);
-        }
-        obj.insert("phone_number_id".into(), Value::from(phone_number_id));
-        let answer = self.sim.inject_inbound(body).map_err(|e| e.to_string())?;
-        answer
-            .get("wamid")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| "the test network gave no wamid".to_string())
+        self.sim
+            .inject_inbound_to(phone_number_id, body.clone())
+            .map_err(|e| e.to_string())
     }
 }

@@ -72,7 +72,7 @@ async fn attempt(core: &Core, job: &InboundMediaJob, now: i64) -> Result<(), Att
     let token = numbers::access_token(&core.key, &number)
         .ok_or_else(|| Attempt::Failed("the number's access token cannot be read".into()))?;
     let cloud = core
-        .network(number.mode)
+        .network_for(&number)
         .ok_or_else(|| Attempt::Retry("this process runs no test network".into()))?;
     let info = cloud
         .get_media_for(&job.network_media_id, &token, Some(&job.phone_number_id))

@@ -387,6 +387,159 @@ async fn test_and_live_never_meet(m: &Modes) {
     assert_eq!(space.live_org_id, Some(live_org.id));
 }
 
+/// A template of the test space, submitted; its status once the test network decided.
+async fn reviewed_template(m: &Modes, name: &str) -> Value {
+    let (s, t) = m
+        .call(
+            "POST",
+            "/templates",
+            &m.test_key,
+            Some(
+                json!({"name": name, "language": "en_US", "category": "utility",
+                "components": [{"type": "BODY", "text": "Your order is ready."}]}),
+            ),
+        )
+        .await;
+    assert_eq!(s, 201, "{t}");
+    let id = t["id"].as_str().unwrap().to_string();
+    let (s, b) = m
+        .call(
+            "POST",
+            &format!("/templates/{id}/submit"),
+            &m.test_key,
+            None,
+        )
+        .await;
+    assert!(s == 200 || s == 202, "{s}: {b}");
+    m.until(
+        &format!("/templates/{id}"),
+        &m.test_key,
+        "the template's review",
+        |t| t["status"] == "approved" || t["status"] == "rejected",
+    )
+    .await
+}
+
+/// Every magic recipient's outcome reaches the message, its timeline and a
+/// `message.status` event of the test space; templates are reviewed by name.
+async fn magic_recipients_reach_the_message_and_its_events(m: &Modes) {
+    let test = m.test_key.as_str();
+    let (s, b) = m
+        .call(
+            "POST",
+            "/webhook-subscriptions",
+            test,
+            Some(json!({"url": m.files.url("/hook/204"), "events": ["message.status"]})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    let approved = reviewed_template(m, "order_ready").await;
+    assert_eq!(approved["status"], "approved", "{approved}");
+    let rejected = reviewed_template(m, "reject_this_one").await;
+    assert_eq!(rejected["status"], "rejected", "{rejected}");
+
+    // (recipient, final status, the network's code of its failure or refusals)
+    let cases: [(&str, &str, Option<&str>); 7] = [
+        ("+15550131026", "failed", Some("131026")),
+        ("+15550131047", "failed", Some("131047")),
+        ("+15550131049", "failed", Some("131049")),
+        ("+15550131056", "read", Some("131056")),
+        ("+15550130429", "read", Some("130429")),
+        ("+15550000002", "delivered", None),
+        ("+15550000003", "sent", None),
+    ];
+    let mut ids = Vec::new();
+    for (to, _, _) in cases {
+        let (s, b) = m
+            .call(
+                "POST",
+                "/messages",
+                test,
+                Some(json!({"to": to, "type": "template",
+                    "template": {"name": "order_ready", "language": "en_US"}})),
+            )
+            .await;
+        assert_eq!(s, 202, "{to}: {b}");
+        ids.push(b["id"].as_str().unwrap().to_string());
+    }
+    for ((to, status, code), id) in cases.iter().zip(&ids) {
+        let msg = m
+            .until(
+                &format!("/messages/{id}"),
+                test,
+                &format!("{to} {status}"),
+                |b| b["status"] == *status,
+            )
+            .await;
+        let (_, timeline) = m
+            .call(
+                "GET",
+                &format!("/messages/{id}/timeline?limit=100"),
+                test,
+                None,
+            )
+            .await;
+        let entries = timeline["data"].as_array().unwrap();
+        if let Some(code) = code {
+            if *status == "failed" {
+                assert!(msg["failure"].to_string().contains(code), "{to}: {msg}");
+                assert!(
+                    entries.iter().any(|e| e["kind"] == "failed"),
+                    "{to}: {timeline}"
+                );
+            } else {
+                // Refused twice by the network, then sent: both refusals are attempts.
+                let refused = entries
+                    .iter()
+                    .filter(|e| e["kind"] == "dispatch_attempt" && e.to_string().contains(code))
+                    .count();
+                assert_eq!(refused, 2, "{to}: {timeline}");
+            }
+        }
+        assert!(
+            entries
+                .iter()
+                .any(|e| e["kind"] == "status" && e["status"] == *status)
+                || *status == "sent",
+            "{to}: {timeline}"
+        );
+    }
+    // Each final status came as a test-mode event.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let bodies: Vec<Value> = m
+            .files
+            .hooks
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b)| serde_json::from_slice(b).unwrap())
+            .collect();
+        let missing: Vec<&String> = ids
+            .iter()
+            .zip(cases)
+            .filter(|(id, (_, status, _))| {
+                !bodies.iter().any(|b| {
+                    b["type"] == "message.status"
+                        && b["mode"] == "test"
+                        && b.to_string().contains(id.as_str())
+                        && b.to_string().contains(&format!("\"{status}\""))
+                })
+            })
+            .map(|(id, _)| id)
+            .collect();
+        if missing.is_empty() {
+            assert!(bodies.iter().all(|b| b["mode"] == "test"), "{bodies:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no test-mode event for {missing:?}: {bodies:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The id of the contact with phone `wa_id` as `key` sees it.
 async fn contact_id(m: &Modes, key: &str, wa_id: &str) -> String {
     let (_, b) = m.call("GET", "/contacts", key, None).await;
@@ -402,4 +555,5 @@ async fn contact_id(m: &Modes, key: &str, wa_id: &str) -> String {
 
 tern_store::both_backends! { Modes;
     test_and_live_never_meet_http => test_and_live_never_meet,
+    magic_recipients_reach_the_message_and_its_events_http => magic_recipients_reach_the_message_and_its_events,
 }
