@@ -1,13 +1,16 @@
-//! `tern demo`: the whole product on one machine with nothing to set up. A fresh SQLite
-//! database and the network simulator in-process; a demo organisation with a connected
-//! number, wallet credit, an approved template (synced from the network) and an API key; the
-//! background workers; and a customer who writes in, so a reply can be sent at once. Runs
-//! until Ctrl-C.
+//! `tern demo`: the whole product on one machine with nothing to set up, in test mode. A
+//! fresh SQLite database; a demo organisation with an owner and a **test key**, whose test
+//! space has a number answered by Tern's built-in test network (the simulator, in-process,
+//! with its magic recipients); a template submitted to that network (approved about 2 s
+//! later); the background workers; and a customer who writes in through `POST
+//! /test/inbound`'s path, so a reply can be sent at once. Nothing reaches WhatsApp and
+//! nothing is charged. Runs until Ctrl-C.
 
+use crate::test_network::SimNetwork;
 use crate::{admin, app, config::Config, telemetry};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -19,10 +22,6 @@ pub struct DemoArgs {
     pub database_url: Option<String>,
 }
 
-const DEMO_PNID: &str = "100000000000001";
-const DEMO_DISPLAY: &str = "+14155550100";
-const DEMO_WABA: &str = "200000000000001";
-const DEMO_TOKEN: &str = "demo-access-token";
 const DEMO_TEMPLATE: &str = "order_shipped";
 /// The customer who writes in when the demo starts.
 const DEMO_CUSTOMER: &str = "14155550123";
@@ -39,28 +38,12 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     config.media_store = tern_core::media::Location::File(tmp.path().join("media"));
     telemetry::init_logging(&config, "warn,tern=info");
 
-    // The network is the simulator, in-process, calling back to this server.
-    let app_secret = format!("demo-app-secret-{}", tern_domain::new_id().simple());
-    let mut sim_args = tern_simulator::SimArgs::local(app_secret.clone());
-    sim_args.callback_url = Some(format!("http://{}/webhooks/whatsapp", args.listen));
-    let sim = tern_simulator::start(sim_args)
-        .await
-        .map_err(|e| anyhow!("cannot start the simulator: {e}"))?;
-    sim.register_number(tern_simulator::NumberSpec {
-        id: DEMO_PNID.into(),
-        display_phone_number: DEMO_DISPLAY.into(),
-        waba_id: DEMO_WABA.into(),
-        access_token: DEMO_TOKEN.into(),
-        throughput_mps: None,
-        verified_name: Some("Demo Org".into()),
-    })
-    .map_err(|e| anyhow!("simulator: {e}"))?;
-    config.graph_url = sim.base_url();
-    config.app_secret = Some(app_secret);
-
     let db = app::open_db(&config).await?;
     let key = app::master_key(&db, &config).await?;
     let listener = app::bind(args.listen).await?;
+    // The test network: the simulator, in-process, calling back to this server.
+    let network = SimNetwork::start(&key, &config.graph_version).await?;
+    network.call_back(args.listen);
 
     let run = |cmd: admin::AdminCmd| {
         let db = db.clone();
@@ -69,31 +52,6 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     };
     let org = run(admin::parse(&["org", "create", "--name", "Demo Org"])?).await?;
     let org_id = str_field(&org, "id")?;
-    // Credit for template messages (they debit the wallet by category).
-    run(admin::parse(&[
-        "org",
-        "update",
-        "--org",
-        &org_id,
-        "--wallet-balance-minor",
-        "100000",
-    ])?)
-    .await?;
-    run(admin::parse(&[
-        "number",
-        "add",
-        "--org",
-        &org_id,
-        "--phone-number-id",
-        DEMO_PNID,
-        "--display-phone-number",
-        DEMO_DISPLAY,
-        "--waba-id",
-        DEMO_WABA,
-        "--access-token",
-        DEMO_TOKEN,
-    ])?)
-    .await?;
     let member = run(admin::parse(&[
         "member",
         "add",
@@ -117,55 +75,72 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
         "demo",
         "--preset",
         "full_access",
+        "--mode",
+        "test",
     ])?)
     .await?;
     let api_key = str_field(&created, "key")?;
 
-    // An approved template on the network, brought in by the same sync `tern serve` runs.
-    sim.seed_template(tern_simulator::TemplateSeed {
-        waba_id: DEMO_WABA.into(),
-        name: DEMO_TEMPLATE.into(),
-        language: "en_US".into(),
-        category: "UTILITY".into(),
-        status: "APPROVED".into(),
-        parameter_format: None,
-        components: vec![serde_json::json!({
-            "type": "BODY",
-            "text": "Hi {{1}}, your order {{2}} has shipped.",
-            "example": {"body_text": [["Ada", "A-1001"]]}
-        })],
-    });
-    let state = app::try_state(db.clone(), key.clone(), &config)?;
-    admin::run_with_cloud(
+    let state = app::try_state_with(db.clone(), key.clone(), &config, Some(network.clone()))?;
+    let principal = tern_core::principal::from_record(
         &db,
-        &key,
-        Some(&state.core.cloud),
-        admin::parse(&["template", "sync", "--org", &org_id])?,
+        db.find_auth_by_hash(&tern_domain::auth::hash_key(&api_key))
+            .await?,
     )
-    .await?;
+    .map_err(|p| anyhow!("demo key: {p}"))?;
+    let number = tern_core::test_space::number(&db, principal.org_id)
+        .await
+        .map_err(|p| anyhow!("demo number: {p}"))?
+        .ok_or_else(|| anyhow!("the demo's test space has no number"))?;
 
     let workers = app::Workers::start(&db, &state);
     let meter_done = state.core.requests.finished();
+    let core = state.core.clone();
     let server = tokio::spawn(app::serve_on(listener, state, app::shutdown_signal()));
-    // A customer writes in through the network, which opens the 24-hour window. (The port
-    // is bound, so the simulator's webhook waits in the backlog if the server is not yet
-    // accepting.)
+    // A template, submitted to the test network, which approves it about 2 s later.
+    let template = tern_core::templates::create(
+        &core,
+        &principal,
+        tern_core::templates::NewTemplate {
+            waba_id: number.waba_id.clone(),
+            name: DEMO_TEMPLATE.into(),
+            language: "en_US".into(),
+            category: tern_domain::template::Category::Utility,
+            components: json!([{
+                "type": "BODY",
+                "text": "Hi {{1}}, your order {{2}} has shipped.",
+                "example": {"body_text": [["Ada", "A-1001"]]}
+            }]),
+        },
+    )
+    .await
+    .map_err(|p| anyhow!("demo template: {p}"))?;
+    tern_core::templates::submit(&core, &principal, template.id)
+        .await
+        .map_err(|p| anyhow!("demo template: {p}"))?;
+    // A customer writes in through the test network, which opens the 24-hour window. (The
+    // port is bound, so the network's webhook waits in the backlog until the server
+    // accepts.)
     let base = format!("http://{}", args.listen);
-    sim.inject_inbound(serde_json::json!({
-        "phone_number_id": DEMO_PNID,
-        "from": DEMO_CUSTOMER,
-        "profile_name": "Ada Lovelace",
-        "type": "text",
-        "text": {"body": "Hi! Where is my order?"}
-    }))
-    .map_err(|e| anyhow!("simulator: {e}"))?;
+    tern_core::test_space::inbound(
+        &core,
+        &principal,
+        &json!({"from": DEMO_CUSTOMER, "profile_name": "Ada Lovelace", "type": "text",
+            "text": {"body": "Hi! Where is my order?"}}),
+    )
+    .await
+    .map_err(|p| anyhow!("demo customer: {p}"))?;
 
     let auth = format!("-H 'Authorization: Bearer {api_key}'");
     println!("Tern demo is running at {base}");
+    println!("Database: {}", config.database_url);
+    println!();
     println!(
-        "Database: {}   Network: the simulator at {}",
-        config.database_url,
-        sim.base_url()
+        "This demo runs in TEST MODE: the key below is a test key (tern_test_…). Its number, {}, \
+         is answered by Tern's built-in test network: nothing reaches WhatsApp and nothing is \
+         charged. Recipients such as +1 555 013 1026 (undeliverable) or +1 555 000 0002 (never \
+         read) produce each outcome on purpose: see docs/test-mode.md.",
+        number.display_phone_number
     );
     println!();
     println!("API key (shown once): {api_key}");
@@ -193,7 +168,9 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     println!();
     println!("  curl -s {base}/api/public/v1/messages/MESSAGE_ID {auth}");
     println!();
-    println!("A template reaches anyone, window or not:");
+    println!(
+        "A template reaches anyone, window or not (the test network approves it about 2 s after the demo starts):"
+    );
     println!();
     println!(
         "  curl -s {base}/api/public/v1/messages {auth} -H 'Idempotency-Key: demo-template-1' \\\n    -H 'Content-Type: application/json' -d '{{\"to\": \"+14155550124\", \"type\": \"template\", \"template\": {{\"name\": \"{DEMO_TEMPLATE}\", \"language\": \"en_US\", \"variables\": [\"Grace\", \"A-1002\"]}}}}'"
@@ -216,11 +193,10 @@ pub async fn run(mut config: Config, args: DemoArgs) -> Result<()> {
     println!();
     println!("  curl -s {base}/api/public/v1/conversations {auth}");
     println!();
-    println!("Make Ada write again (the simulator plays the network and her phone):");
+    println!("Make Ada write again (the test network plays her phone):");
     println!();
     println!(
-        "  curl -s {}/_sim/inbound -H 'Content-Type: application/json' \\\n    -d '{{\"phone_number_id\": \"{DEMO_PNID}\", \"from\": \"{DEMO_CUSTOMER}\", \"profile_name\": \"Ada Lovelace\", \"type\": \"text\", \"text\": {{\"body\": \"Thanks!\"}}}}'",
-        sim.base_url()
+        "  curl -s {base}/api/public/v1/test/inbound {auth} -H 'Idempotency-Key: demo-inbound-1' \\\n    -H 'Content-Type: application/json' -d '{{\"from\": \"{DEMO_CUSTOMER}\", \"type\": \"text\", \"text\": {{\"body\": \"Thanks!\"}}}}'"
     );
     println!();
     if args.database_url.is_none() {

@@ -14,6 +14,9 @@ use super::{Orgs, Report, identity, isolated, number_org, parse};
 use crate::messages::failure;
 use crate::messages::status::{self, Applied, Report as StatusReport, Reported};
 
+/// Statuses written in one transaction at most.
+const STATUSES_PER_TRANSACTION: usize = 1_000;
+
 /// A stored notification: its body and when it reached Tern.
 #[derive(Debug, Clone, Copy)]
 pub struct Received<'a> {
@@ -71,17 +74,21 @@ pub async fn apply_statuses_together(
     }
     let mut refused = HashSet::new();
     for (org_id, list) in &by_org {
-        let statuses: Vec<(&StatusUpdate, i64)> = list.iter().map(|(_, s, at)| (*s, *at)).collect();
-        match apply(db, *org_id, &statuses).await {
-            Ok(applied) => {
-                for ((pos, _, _), applied) in list.iter().zip(applied) {
-                    count(&mut reports[*pos], &[applied]);
+        // Bounded transactions (and memory: each holds its messages' rows and events).
+        for chunk in list.chunks(STATUSES_PER_TRANSACTION) {
+            let statuses: Vec<(&StatusUpdate, i64)> =
+                chunk.iter().map(|(_, s, at)| (*s, *at)).collect();
+            match apply(db, *org_id, &statuses).await {
+                Ok(applied) => {
+                    for ((pos, _, _), applied) in chunk.iter().zip(applied) {
+                        count(&mut reports[*pos], &[applied]);
+                    }
                 }
-            }
-            Err(e) if e.is_unavailable() => return Err(e),
-            Err(e) => {
-                tracing::info!(error = %e, "statuses applied together were refused; each alone");
-                refused.extend(list.iter().map(|(pos, _, _)| *pos));
+                Err(e) if e.is_unavailable() => return Err(e),
+                Err(e) => {
+                    tracing::info!(error = %e, "statuses applied together were refused; each alone");
+                    refused.extend(chunk.iter().map(|(pos, _, _)| *pos));
+                }
             }
         }
     }

@@ -78,7 +78,11 @@ fn demo_writes_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(status.success(), "{status:?}");
     let stdout = std::fs::read_to_string(&out_path).unwrap();
     let stderr = std::fs::read_to_string(&err_path).unwrap();
-    assert!(stdout.contains("API key (shown once): tern_"), "{stdout}");
+    assert!(
+        stdout.contains("API key (shown once): tern_test_"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("TEST MODE"), "{stdout}");
     assert!(stderr.contains("request finished"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "colour codes in {stderr:?}");
     assert!(!stdout.contains('\u{1b}'), "colour codes in {stdout:?}");
