@@ -174,3 +174,11 @@ def test_the_working_pages(page, pages_server, viewport_width):
     assert "growth" in page.content()
     no_sideways_scrolling(page, w)
     screenshot(page, f"usage-{w}")
+
+    # Test mode: reached from the keys page; the magic recipients in a table.
+    open_nav("Keys")
+    page.get_by_role("link", name="About test mode").click()
+    assert page.get_by_role("heading", name="Magic recipients").is_visible()
+    assert page.get_by_role("row", name="+1 555 013 1026").is_visible()
+    no_sideways_scrolling(page, w)
+    screenshot(page, f"test-mode-{w}")

@@ -51,6 +51,9 @@ pub struct AppConfig {
     /// `TERN_PUBLIC_URL` (or the listen address when unset): its origin is the only one
     /// whose forms are accepted, and `https` makes every cookie `Secure`.
     pub public_url: String,
+    /// The test network's magic recipients, for the test mode page (the server has them
+    /// from the simulator).
+    pub magic_recipients: Vec<pages::test_mode::MagicLine>,
 }
 
 /// Shared, cheaply cloned state of the app's handlers.
@@ -79,7 +82,10 @@ impl AppState {
         };
         AppState(Arc::new(Inner {
             core,
-            config: AppConfig { public_url },
+            config: AppConfig {
+                public_url,
+                magic_recipients: config.magic_recipients,
+            },
             origin,
             secure_cookies,
         }))
@@ -144,6 +150,7 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::usage::routes())
         .merge(pages::messages::routes())
         .merge(pages::campaigns::routes())
+        .merge(pages::test_mode::routes())
         .route("/app/{*rest}", any(errors::not_found))
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

@@ -132,9 +132,34 @@ pub fn router(state: &AppState) -> axum::Router {
         state.core.clone(),
         tern_app::AppConfig {
             public_url: state.public_url.clone(),
+            magic_recipients: magic_lines(),
         },
     );
     tern_api::router(state.clone()).merge(tern_app::router(app))
+}
+
+/// The test network's magic recipients, as the app's test mode page lists them.
+fn magic_lines() -> Vec<tern_app::pages::test_mode::MagicLine> {
+    let mut lines: Vec<_> = tern_simulator::MAGIC_RECIPIENTS
+        .iter()
+        .map(|m| tern_app::pages::test_mode::MagicLine {
+            recipient: m.number.to_string(),
+            outcome: m.outcome.to_string(),
+        })
+        .collect();
+    if !lines
+        .iter()
+        .any(|l| l.recipient.contains(tern_simulator::MAGIC_USER_ID))
+    {
+        lines.push(tern_app::pages::test_mode::MagicLine {
+            recipient: format!("{{\"user_id\": \"{}\"}}", tern_simulator::MAGIC_USER_ID),
+            outcome: format!(
+                "A customer with the username @{} and no phone number: receives and reads.",
+                tern_simulator::MAGIC_USERNAME
+            ),
+        });
+    }
+    lines
 }
 
 /// Serves until `shutdown` completes, then drains in-flight requests.

@@ -19,6 +19,7 @@ pub mod requests;
 pub mod sessions;
 pub mod sign_in;
 pub mod templates;
+pub mod test_mode;
 pub mod timeline_view;
 pub mod two_factor;
 pub mod usage;

@@ -232,7 +232,57 @@ async fn empty_states_say_what_to_do(app: &TestApp) {
     );
 }
 
+/// The test mode page: what a test key reaches, the magic recipients, and the test number
+/// once the organisation has a test key.
+async fn test_mode_page_lists_the_magic_recipients(app: &TestApp) {
+    let b = signed_in(app, &app.org_id, "pages-test@acme.test", "owner").await;
+    let t = page(&b, "/app/test-mode").await;
+    for words in [
+        "+1 555 013 1026",
+        "+1 555 000 0002",
+        "US.1000000000000000001",
+        "no test key yet",
+    ] {
+        assert!(t.contains(words), "{words}: {t}");
+    }
+    let created = app
+        .admin(&[
+            "key",
+            "create",
+            "--org",
+            &app.org_id,
+            "--member",
+            &app.owner_id,
+            "--name",
+            "t",
+            "--preset",
+            "read_only",
+            "--mode",
+            "test",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(created["mode"], "test");
+    let space = app
+        .db
+        .get_test_space(app.org_uuid())
+        .await
+        .unwrap()
+        .unwrap();
+    let number = tern_core::test_space::number(&app.db, space.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let t = page(&b, "/app/test-mode").await;
+    assert!(t.contains(&number.display_phone_number), "{t}");
+    assert!(!t.contains("no test key yet"), "{t}");
+    // The keys page lists the key with its mode.
+    let k = page(&b, "/app/keys").await;
+    assert!(k.contains(r#"<span class="tag">test</span>"#), "{k}");
+}
+
 tern_store::both_backends! { TestApp;
+    test_mode_page_lists_the_magic_recipients_http => test_mode_page_lists_the_magic_recipients,
     pages_show_the_orgs_data_and_never_anothers => pages_show_the_orgs_data,
     empty_pages_say_what_to_do_next => empty_states_say_what_to_do,
 }
