@@ -62,8 +62,8 @@ fn standard_errors(
             "The service cannot answer now; retry (`unavailable`).",
         ),
     ];
-    // A send names a contact by id in its body.
-    if has_path_params || (method == "post" && path == "/messages") {
+    // A send names a contact by id in its body; `/test/inbound` exists for test keys only.
+    if has_path_params || (method == "post" && matches!(path, "/messages" | "/test/inbound")) {
         v.push(("404", "No such item in the organisation (`not_found`)."));
     }
     if matches!(method, "post" | "put" | "patch") {

@@ -13,22 +13,6 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
 
-/// A customer's message for the test space's number.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct TestInboundRequest {
-    /// The customer's phone number, digits only (no `+`); or give `user_id`.
-    #[schema(example = "14155550123")]
-    from: Option<String>,
-    /// The customer's business-scoped user id, for a customer known by username only.
-    user_id: Option<String>,
-    /// The message type, as the network names it (`text`, `image`, `location`, …).
-    #[schema(example = "text")]
-    r#type: String,
-    /// The customer's display name.
-    profile_name: Option<String>,
-}
-
 /// The network's id of the customer's message.
 #[derive(Serialize, ToSchema)]
 pub struct TestInbound {

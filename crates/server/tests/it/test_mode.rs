@@ -433,6 +433,20 @@ async fn magic_recipients_reach_the_message_and_its_events(m: &Modes) {
         )
         .await;
     assert_eq!(s, 201, "{b}");
+    // Templates cost money live; the live wallet could pay for one of them only.
+    m.app
+        .admin(&[
+            "org",
+            "update",
+            "--org",
+            &m.app.org_id,
+            "--price",
+            "utility=500",
+            "--wallet-balance-minor",
+            "500",
+        ])
+        .await
+        .unwrap();
     let approved = reviewed_template(m, "order_ready").await;
     assert_eq!(approved["status"], "approved", "{approved}");
     let rejected = reviewed_template(m, "reject_this_one").await;
@@ -504,6 +518,11 @@ async fn magic_recipients_reach_the_message_and_its_events(m: &Modes) {
             "{to}: {timeline}"
         );
     }
+    // Seven template sends, none charged: the wallet is as it was.
+    let live_org = m.app.db.get_org(m.app.org_uuid()).await.unwrap().unwrap();
+    assert_eq!(live_org.wallet_balance_minor, 500);
+    let space = m.app.db.get_test_space(live_org.id).await.unwrap().unwrap();
+    assert_eq!(space.wallet_balance_minor, 0);
     // Each final status came as a test-mode event.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {

@@ -424,10 +424,11 @@ fn provisioning_flow_and_refusals() {
         "send_messages",
     ]);
     assert!(k["key"].as_str().unwrap().starts_with("tern_"));
+    assert_eq!(k["mode"], "live", "{k}");
     assert_eq!(
         k.as_object().unwrap().len(),
-        3,
-        "exactly id, key, permissions: {k}"
+        4,
+        "exactly id, key, permissions, mode: {k}"
     );
     let key_id = id(&k);
     let r = cli.ok(&["admin", "key", "rotate", "--key-id", &key_id]);

@@ -51,16 +51,13 @@ pub(super) async fn env(backend: Backend) -> Env {
         "text": {"body": "hi"}}),
     )
     .unwrap();
-    let org = app.org_uuid();
-    for _ in 0..400 {
-        if let Some(c) = app.db.get_contact_by_wa_id(org, CUSTOMER).await.unwrap()
-            && c.last_inbound_at.is_some()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
     let (_, key) = app.owner_key("full_access").await;
+    // The conversation's window (what a send checks) opens after the contact is written.
+    crate::common::eventually_within(Duration::from_secs(20), "the open window", || async {
+        let (_, _, b) = app.get("/api/public/v1/conversations", Some(&key)).await;
+        (b["data"][0]["window_state"] == "open").then_some(())
+    })
+    .await;
     Env {
         app,
         sim,
