@@ -292,6 +292,61 @@ async fn test_and_live_never_meet(m: &Modes) {
         assert_eq!(b["data"].as_array().unwrap().len(), 1, "{b}");
     }
 
+    // Templates, media, endpoints and idempotency keys of one mode are not the other's.
+    let (s, tpl) = m
+        .call(
+            "POST",
+            "/templates",
+            test,
+            Some(
+                json!({"name": "test_only", "language": "en_US", "category": "utility",
+                "components": [{"type": "BODY", "text": "Hello"}]}),
+            ),
+        )
+        .await;
+    assert_eq!(s, 201, "{tpl}");
+    let (s, _, file) = crate::media::upload(
+        &m.app,
+        test,
+        crate::media::fixture::jpeg(2000),
+        Some("image/jpeg"),
+        "a.jpg",
+    )
+    .await;
+    assert_eq!(s, 201, "{file}");
+    let (_, subs) = m.call("GET", "/webhook-subscriptions", test, None).await;
+    for path in [
+        format!("/templates/{}", tpl["id"].as_str().unwrap()),
+        format!("/media/{}", file["media_id"].as_str().unwrap()),
+        format!(
+            "/webhook-subscriptions/{}/deliveries",
+            subs["data"][0]["id"].as_str().unwrap()
+        ),
+    ] {
+        let (s, b) = m.call("GET", &path, test, None).await;
+        assert_eq!(s, 200, "{path}: {b}");
+        let (s, b) = m.call("GET", &path, live, None).await;
+        assert_eq!(s, 404, "{path}: {b}");
+    }
+    let (_, templates) = m.call("GET", "/templates", live, None).await;
+    assert!(!templates.to_string().contains("test_only"), "{templates}");
+    // The same Idempotency-Key in both modes makes two messages, not a replay.
+    let mut ids = Vec::new();
+    for (key, to) in [(test, TEST_CUSTOMER), (live, LIVE_CUSTOMER)] {
+        let (s, _, b) = send(
+            m.app
+                .http
+                .post(m.app.url(&format!("{API}/messages")))
+                .bearer_auth(key)
+                .header("Idempotency-Key", "same-key-both-modes")
+                .json(&json!({"to": format!("+{to}"), "type": "text", "text": {"body": "again"}})),
+        )
+        .await;
+        assert_eq!(s, 202, "{b}");
+        ids.push(b["id"].as_str().unwrap().to_string());
+    }
+    assert_ne!(ids[0], ids[1]);
+
     // Each network saw its own number only.
     let live_paths: Vec<String> = m
         .live_sim
@@ -353,7 +408,7 @@ async fn test_and_live_never_meet(m: &Modes) {
     let bodies = hooks();
     assert!(bodies.iter().all(|b| b["mode"] == "test"), "{bodies:?}");
 
-    // Test sends count nowhere: the live send counts once, the test send not at all.
+    // Test sends count nowhere: the two live sends count, the two test sends do not.
     let live_org = m.app.db.get_org(m.app.org_uuid()).await.unwrap().unwrap();
     let space = m.app.db.get_test_space(live_org.id).await.unwrap().unwrap();
     let (start, _) = tern_domain::plan::billing_period(
@@ -366,7 +421,7 @@ async fn test_and_live_never_meet(m: &Modes) {
             .messages_sent_in_period(live_org.id, start)
             .await
             .unwrap(),
-        1
+        2
     );
     assert_eq!(
         m.app
