@@ -506,6 +506,28 @@ async fn magic_recipients_reach_the_message_and_its_events(m: &Modes) {
     assert_eq!(approved["status"], "approved", "{approved}");
     let rejected = reviewed_template(m, "reject_this_one").await;
     assert_eq!(rejected["status"], "rejected", "{rejected}");
+    // A campaign of the test space is not the live organisation's.
+    let (s, campaign) = m
+        .call(
+            "POST",
+            "/campaigns",
+            test,
+            Some(
+                json!({"name": "Test run", "template": {"name": "order_ready", "language": "en_US"},
+                "audience": {"all_contacts": true}}),
+            ),
+        )
+        .await;
+    assert_eq!(s, 201, "{campaign}");
+    let path = format!("/campaigns/{}", campaign["id"].as_str().unwrap());
+    assert_eq!(m.call("GET", &path, test, None).await.0, 200);
+    assert_eq!(m.call("GET", &path, &m.live_key, None).await.0, 404);
+    let (_, live_campaigns) = m.call("GET", "/campaigns", &m.live_key, None).await;
+    assert_eq!(
+        live_campaigns["data"].as_array().unwrap().len(),
+        0,
+        "{live_campaigns}"
+    );
 
     // (recipient, final status, the network's code of its failure or refusals)
     let cases: [(&str, &str, Option<&str>); 7] = [
