@@ -96,6 +96,7 @@ fn sse_event(frame: Frame) -> Event {
 
 /// `POST /events/trigger`.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct TriggerRequest {
     /// The type of the sample event.
@@ -108,8 +109,8 @@ pub struct Triggered {
     /// The sample event's id (`webhook-id`, SSE `id`).
     #[schema(format = Uuid)]
     pub event_id: String,
-    /// The subscriptions and streams it goes to; 0 when none wants the type (nothing is
-    /// stored then).
+    /// The subscriptions and streams it goes to; 0 when none wants the type (then nothing
+    /// is stored).
     pub recipients: u64,
 }
 
