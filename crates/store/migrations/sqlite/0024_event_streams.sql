@@ -26,3 +26,11 @@ CREATE INDEX event_streams_seen_at_idx ON event_streams (seen_at);
 -- deliveries have no next_attempt_at, so the HTTP delivery workers never claim them; they
 -- are 'pending' until a reconnect's Last-Event-ID acknowledges them ('succeeded').
 ALTER TABLE webhook_deliveries ADD COLUMN sent_seq INTEGER;
+-- A stream's rows never sent, oldest first: what an open stream reads at every wake-up (the
+-- rows it sent stay pending until a reconnect acknowledges them, and are not in it).
+CREATE INDEX webhook_deliveries_stream_unsent_idx
+    ON webhook_deliveries (subscription_id, created_at, event_id)
+    WHERE status = 'pending' AND next_attempt_at IS NULL AND sent_seq IS NULL;
+-- A stream's rows sent and not acknowledged, by send: sent again or acknowledged on reconnect.
+CREATE INDEX webhook_deliveries_stream_sent_idx ON webhook_deliveries (subscription_id, sent_seq)
+    WHERE status = 'pending' AND sent_seq IS NOT NULL;

@@ -151,38 +151,67 @@ impl Db {
     /// `upto`, or every pending row with `None` (the stream starts from now). Returns how
     /// many.
     pub async fn ack_stream(&self, id: Uuid, upto: Option<i64>, now: i64) -> Result<u64> {
-        const SQL: &str = concat!(
+        const SENT: &str = concat!(
             "UPDATE webhook_deliveries SET status = 'succeeded', updated_at = ",
             bump_updated_at!("webhook_deliveries", "$3"),
-            " WHERE subscription_id = $1 AND status = 'pending' \
-               AND ($2 IS NULL OR sent_seq <= $2)"
+            " WHERE subscription_id = $1 AND status = 'pending' AND sent_seq IS NOT NULL \
+               AND sent_seq <= $2"
         );
-        let n = with_pool!(self, pool => sqlx::query(SQL)
-            .bind(id)
-            .bind(upto)
-            .bind(now)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
+        const ALL: &str = concat!(
+            "UPDATE webhook_deliveries SET status = 'succeeded', updated_at = ",
+            bump_updated_at!("webhook_deliveries", "$2"),
+            " WHERE subscription_id = $1 AND status = 'pending'"
+        );
+        let n = match upto {
+            Some(upto) => with_pool!(self, pool => sqlx::query(SENT)
+                .bind(id)
+                .bind(upto)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected()))?,
+            None => with_pool!(self, pool => sqlx::query(ALL)
+                .bind(id)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected()))?,
+        };
         Ok(n)
     }
 
     /// The next `limit` rows of stream `id` for a connection that took it at `base`: pending
     /// rows sent up to `base` (by an earlier connection, not acknowledged) in their send
     /// order, then rows never sent, oldest event first. A row committed late (its event
-    /// older than one already sent) is simply among the rows never sent.
+    /// older than one already sent) is simply among the rows never sent. Each part is read
+    /// through its own partial index, so the rows this connection sent (pending until a
+    /// reconnect acknowledges them) cost nothing.
     pub async fn stream_pending(&self, id: Uuid, base: i64, limit: i64) -> Result<Vec<StreamItem>> {
-        const SQL: &str = "SELECT d.id AS delivery_id, d.event_id, e.type AS event_type, \
+        const AGAIN: &str = "SELECT d.id AS delivery_id, d.event_id, e.type AS event_type, \
+             e.payload FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
+             WHERE d.subscription_id = $1 AND d.status = 'pending' AND d.sent_seq IS NOT NULL \
+               AND d.sent_seq <= $2 ORDER BY d.sent_seq LIMIT $3";
+        const NEW: &str = "SELECT d.id AS delivery_id, d.event_id, e.type AS event_type, \
              e.payload FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
              WHERE d.subscription_id = $1 AND d.status = 'pending' \
-               AND (d.sent_seq IS NULL OR d.sent_seq <= $2) \
-             ORDER BY (d.sent_seq IS NULL), d.sent_seq, d.created_at, d.event_id LIMIT $3";
-        let rows = with_pool!(self, pool => sqlx::query_as::<_, StreamItem>(SQL)
+               AND d.next_attempt_at IS NULL AND d.sent_seq IS NULL \
+             ORDER BY d.created_at, d.event_id LIMIT $2";
+        let mut rows = with_pool!(self, pool => sqlx::query_as::<_, StreamItem>(AGAIN)
             .bind(id)
             .bind(base)
             .bind(limit)
             .fetch_all(pool)
             .await)?;
+        let left = limit - i64::try_from(rows.len()).unwrap_or(limit);
+        if left > 0 {
+            rows.extend(
+                with_pool!(self, pool => sqlx::query_as::<_, StreamItem>(NEW)
+                .bind(id)
+                .bind(left)
+                .fetch_all(pool)
+                .await)?,
+            );
+        }
         Ok(rows)
     }
 
