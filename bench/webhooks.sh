@@ -23,6 +23,11 @@
 #                                     sampling itself costs a little CPU)
 #   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
 #                                     compared on one build while the tree changes)
+#   BENCH_STREAMS="0"                 event streams (GET /events/stream) open during each run, e.g.
+#                                     "0 10": every backend × subscription count once without and
+#                                     once with 10 streams (each of its own key, contact.consent,
+#                                     read by curl); with streams, every stream must receive every
+#                                     event exactly once (checked at the end of the run)
 #
 # Per backend × subscription count:
 #   setup    the receiver (a CA and a leaf certificate made at start; tern trusts the CA
@@ -63,9 +68,13 @@ stall=${BENCH_STALL:-30}
 recv_threads=${BENCH_RECEIVER_THREADS:-2}
 recv_h2=${BENCH_RECEIVER_H2:-0}
 pg_sample=${BENCH_PG_SAMPLE:-0}
+streams_list=${BENCH_STREAMS:-0}
 [[ $burst_deliveries =~ ^[0-9]+$ && $burst_deliveries -ge 1 ]] || { echo "deliveries per burst must be a positive integer" >&2; exit 2; }
 for s in $subs_list; do
   [[ $s =~ ^[0-9]+$ && $s -ge 1 && $s -le 200 ]] || { echo "BENCH_SUBS: $s is not 1 to 200" >&2; exit 2; }
+done
+for st in $streams_list; do
+  [[ $st =~ ^[0-9]+$ && $st -le 100 ]] || { echo "BENCH_STREAMS: $st is not 0 to 100" >&2; exit 2; }
 done
 [[ $contacts_n -gt $clients ]] || { echo "BENCH_CONTACTS must exceed BENCH_CLIENTS" >&2; exit 2; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
@@ -177,17 +186,17 @@ phase_check() {
   [[ $bad == 0 ]] || problem "$label: $bad requests unsigned or without created_at" "$run"
 }
 
-# run_one BACKEND DATABASE_URL SUBS
+# run_one BACKEND DATABASE_URL SUBS STREAMS
 run_one() {
-  local name=$1 url=$2 n=$3
-  local run="$name/$n"
-  local dir="$tmp/$name-$n"
+  local name=$1 url=$2 n=$3 st=$4
+  local run="$name/$n/$st"
+  local dir="$tmp/$name-$n-$st"
   mkdir -p "$dir"
   local tern_port rx_port rx_ctl
   tern_port=$(free_port); rx_port=$(free_port); rx_ctl=$(free_port)
   local base="http://127.0.0.1:$tern_port"
   echo
-  echo "=== $name, $n subscription(s) ==="
+  echo "=== $name, $n subscription(s), $st event stream(s) ==="
 
   case $name in
     sqlite)
@@ -230,6 +239,27 @@ run_one() {
   python3 "$root/bench/webhooks.py" contacts "$base" "$key" "$contacts_n" "$PHONE_PREFIX" "$dir/ids.txt"
   python3 "$root/bench/webhooks.py" subs "$base" "$key" "https://127.0.0.1:$rx_port" "$n" contact.consent >/dev/null
   echo "-- $contacts_n contacts, $n subscriptions to https://127.0.0.1:$rx_port/s/{1..$n} (contact.consent)"
+
+  # Event streams: one key each (a stream is one per key and types), read by curl to a file.
+  local i skey
+  for ((i = 1; i <= st; i++)); do
+    skey=$("$tern" admin key create --org "$org" --member "$member" --name "stream-$i" --preset full_access | json key)
+    curl -sN -H "Authorization: Bearer $skey" "$base$API/events/stream?types=contact.consent" \
+      >"$dir/stream-$i.txt" 2>/dev/null &
+    pids+=("$!")
+  done
+  if ((st > 0)); then
+    # Every stream registered and held before the first event (a first connection starts
+    # from now).
+    local held=0
+    for _ in $(seq 1 300); do
+      held=$(sql "SELECT count(*) FROM event_streams WHERE lease_owner IS NOT NULL")
+      [[ $held == "$st" ]] && break
+      sleep 0.1
+    done
+    [[ $held == "$st" ]] || problem "only $held of $st event streams opened" "$run"
+    echo "-- $st event streams open (contact.consent), each of its own key"
+  fi
 
   # Warm-up: connections opened, caches filled; nothing of it is counted.
   local res
@@ -292,10 +322,25 @@ run_one() {
   cp "$burst_st" "$out/webhooks-$name-$n-burst.json"
 
   local states events_db
-  states=$(sql "SELECT status || '=' || count(*) FROM webhook_deliveries GROUP BY status ORDER BY status" | paste -sd' ')
+  # The subscriptions' deliveries (a stream's rows stay pending until a reconnect acknowledges
+  # them).
+  states=$(sql "SELECT d.status || '=' || count(*) FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE s.kind = 'webhook' GROUP BY d.status ORDER BY d.status" | paste -sd' ')
   events_db=$(sql "SELECT count(*) FROM events WHERE type = 'contact.consent'")
   echo "-- database: $events_db contact.consent events; deliveries by status: $states"
   [[ $states == "succeeded=$((events_db * n))" ]] || problem "deliveries not all succeeded: $states ($events_db events × $n)" "$run"
+  # Every stream got every event once (bounded wait: they read as the fan-out gives rows).
+  for ((i = 1; i <= st; i++)); do
+    local got=0 distinct=0
+    for _ in $(seq 1 600); do
+      got=$(grep -c '^id: ' "$dir/stream-$i.txt" || true)
+      [[ $got -ge $events_db ]] && break
+      sleep 0.1
+    done
+    distinct=$(grep '^id: ' "$dir/stream-$i.txt" | sort -u | wc -l)
+    [[ $got == "$events_db" && $distinct == "$events_db" ]] ||
+      problem "stream $i received $got events ($distinct distinct), $events_db expected" "$run"
+  done
+  ((st == 0)) || echo "-- each of the $st streams received the $events_db events once"
   local hwm rx_hwm
   hwm=$(hwm_mib "$tern_pid"); rx_hwm=$(hwm_mib "$rx_pid")
   echo "-- peak RSS (VmHWM): tern $hwm MiB, receiver $rx_hwm MiB"
@@ -312,32 +357,34 @@ run_one() {
   pids=()
   unset -f sql
 
-  summary+=("$name|$n|$(field per_s "$paced_res")|$(jget latency_ms.p50 <<<"$paced_st")|$(jget latency_ms.p99 <<<"$paced_st")|$events|$(field per_s "$res")|$(jget count <"$burst_st")|$(jget per_s <"$burst_st")|$(jget latency_ms.p50 <"$burst_st")|$(jget latency_ms.p99 <"$burst_st")|$(jget latency_ms.max <"$burst_st")|$(( $(jget duplicates <<<"$paced_st") + $(jget duplicates <"$burst_st") ))|$hwm|$cpu")
+  summary+=("$name|$n+${st}s|$(field per_s "$paced_res")|$(jget latency_ms.p50 <<<"$paced_st")|$(jget latency_ms.p99 <<<"$paced_st")|$events|$(field per_s "$res")|$(jget count <"$burst_st")|$(jget per_s <"$burst_st")|$(jget latency_ms.p50 <"$burst_st")|$(jget latency_ms.p99 <"$burst_st")|$(jget latency_ms.max <"$burst_st")|$(( $(jget duplicates <<<"$paced_st") + $(jget duplicates <"$burst_st") ))|$hwm|$cpu")
 }
 
 for b in $backends; do
   for n in $subs_list; do
-    case $b in
-      sqlite) run_one sqlite "sqlite://$tmp/bench-$n.db" "$n" ;;
-      postgres)
-        pg_db="tern_bench_wh_$$_$n"
-        psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
-        run_one postgres "postgres://postgres@127.0.0.1:5432/$pg_db?sslmode=disable" "$n"
-        psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE $pg_db WITH (FORCE)" >/dev/null
-        pg_db=""
-        ;;
-      *) echo "unknown backend $b (sqlite, postgres)" >&2; exit 2 ;;
-    esac
+    for st in $streams_list; do
+      case $b in
+        sqlite) run_one sqlite "sqlite://$tmp/bench-$n-$st.db" "$n" "$st" ;;
+        postgres)
+          pg_db="tern_bench_wh_$$_${n}_$st"
+          psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $pg_db" >/dev/null
+          run_one postgres "postgres://postgres@127.0.0.1:5432/$pg_db?sslmode=disable" "$n" "$st"
+          psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE $pg_db WITH (FORCE)" >/dev/null
+          pg_db=""
+          ;;
+        *) echo "unknown backend $b (sqlite, postgres)" >&2; exit 2 ;;
+      esac
+    done
   done
 done
 
 {
   echo
   echo "=== summary: $(nproc) cores, burst of $burst_deliveries deliveries, paced $pace deliveries/s × ${pace_secs}s, $clients clients, receiver HTTP/$([[ $recv_h2 == 1 ]] && echo "2 offered" || echo "1.1"), tree $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- crates || echo +changes), $(date -u +%FT%TZ) ==="
-  printf '%-9s %5s | %-30s | %-48s | %4s | %s\n' backend subs "paced: changes/s, p50/p99 ms" "burst: changes (per s) → deliveries/s, p50/p99/max ms" dups "peak RSS"
+  printf '%-9s %7s | %-30s | %-48s | %4s | %s\n' backend subs "paced: changes/s, p50/p99 ms" "burst: changes (per s) → deliveries/s, p50/p99/max ms" dups "peak RSS"
   for row in "${summary[@]}"; do
     IFS='|' read -r b n prate pp50 pp99 ev erate cnt dps bp50 bp99 bmax dups hwm cpu <<<"$row"
-    printf '%-9s %5s | %8s/s %6s / %-6s      | %6s (%6s/s) → %6s/s %6s / %-6s / %-6s | %4s | %s MiB\n' \
+    printf '%-9s %7s | %8s/s %6s / %-6s      | %6s (%6s/s) → %6s/s %6s / %-6s / %-6s | %4s | %s MiB\n' \
       "$b" "$n" "$prate" "$pp50" "$pp99" "$ev" "$erate" "$dps" "$bp50" "$bp99" "$bmax" "$dups" "$hwm"
     echo "                CPU during the burst: $cpu"
   done

@@ -19,6 +19,8 @@ pub struct Inner {
     /// Settings of the network's webhook (`/webhooks/whatsapp`); `None` refuses deliveries.
     pub network: NetworkWebhook,
     draining: AtomicBool,
+    /// Set with `draining`: long-lived answers (event streams) end so the server can stop.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// Secrets shared with the messaging network.
@@ -49,6 +51,7 @@ impl AppState {
             metrics: c.metrics,
             network: c.network,
             draining: AtomicBool::new(false),
+            closing: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -56,6 +59,17 @@ impl AppState {
     /// sending traffic while in-flight requests finish.
     pub fn start_draining(&self) {
         self.0.draining.store(true, Ordering::SeqCst);
+        self.0.closing.send_replace(true);
+    }
+
+    /// Finishes when the instance starts shutting down (at once if it has): long-lived
+    /// answers end then, since a graceful shutdown waits for every answer to finish.
+    pub fn closing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.0.closing.subscribe();
+        async move {
+            // An error means the state is gone: stop too.
+            let _ = rx.wait_for(|closing| *closing).await;
+        }
     }
 
     pub fn is_draining(&self) -> bool {

@@ -2,7 +2,8 @@
 //! processed network webhook batches, the dedupe keys of network events and finished
 //! inbound-media download jobs, and event-webhook events (with their deliveries and
 //! attempts) older than 30 days that nothing waits for, and request log entries older than
-//! `TERN_REQUEST_LOG_DAYS` (in bounded statements: [`tern_core::request_log::prune`]). Every
+//! `TERN_REQUEST_LOG_DAYS` (in bounded statements: [`tern_core::request_log::prune`]), and
+//! event streams no connection held for 24 hours, with their undelivered rows. Every
 //! step is a plain conditional `DELETE`, so running it in several processes at once is
 //! harmless.
 
@@ -22,6 +23,10 @@ pub const NETWORK_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// about 27 hours; a replay can reach back that far).
 pub const EVENT_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
+/// An event stream (`GET /events/stream`) and its rows are kept this long after its last
+/// connection: a reconnect within it resumes without a gap.
+pub const STREAM_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+
 /// What one pass deleted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Pruned {
@@ -30,6 +35,7 @@ pub struct Pruned {
     pub network_event_keys: u64,
     pub inbound_media_jobs: u64,
     pub events: u64,
+    pub event_streams: u64,
 }
 
 /// One pass at `now`.
@@ -41,6 +47,8 @@ pub async fn once(db: &Db, now: i64) -> Result<Pruned, StoreError> {
         network_event_keys: db.prune_network_event_keys(cutoff).await?,
         // Kept as long as the batches: a webhook retried late finds its job and adds none.
         inbound_media_jobs: db.prune_inbound_media(cutoff).await?,
+        // Streams first: their rows no longer hold their events back.
+        event_streams: db.prune_event_streams(now - STREAM_RETENTION_MS).await?,
         events: db.prune_events(now - EVENT_RETENTION_MS).await?,
     })
 }

@@ -4,7 +4,10 @@
 pub mod admin;
 pub mod alloc;
 pub mod app;
+pub mod client;
 pub mod config;
 pub mod demo;
+pub mod listen;
 pub mod telemetry;
 pub mod test_network;
+pub mod trigger;

@@ -2,7 +2,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tern::{admin, app, config::Config, demo, telemetry};
+use tern::{admin, app, config::Config, demo, listen, telemetry, trigger};
 
 // mimalloc instead of glibc malloc: glibc's per-thread arenas (Tokio workers plus one thread
 // per SQLite connection) kept peak RSS far above the live heap under load, and mimalloc is
@@ -41,6 +41,11 @@ enum Cmd {
     Openapi,
     /// Run the stand-alone Cloud-API-compatible network simulator (see docs/simulator.md).
     Simulator(tern_simulator::SimArgs),
+    /// Print a server's events as they happen and forward them to a local URL, signed as
+    /// Standard Webhooks (no public URL needed).
+    Listen(listen::ListenArgs),
+    /// Send a sample event of TYPE to the key's subscriptions and streams.
+    Trigger(trigger::TriggerArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +87,12 @@ async fn run(cli: Cli) -> Result<()> {
             .await
             .map_err(Into::into);
     }
+    // Clients of a server over HTTP: no configuration of their own.
+    match cli.cmd {
+        Cmd::Listen(args) => return listen::run(args).await,
+        Cmd::Trigger(args) => return trigger::run(args).await,
+        _ => {}
+    }
     let mut config = Config::load(cli.config.as_deref())?;
     match cli.cmd {
         Cmd::Serve { listen } => {
@@ -114,6 +125,6 @@ async fn run(cli: Cli) -> Result<()> {
             println!("{}", serde_json::to_string(&out)?);
             Ok(())
         }
-        Cmd::Openapi | Cmd::Simulator(_) => Ok(()),
+        Cmd::Openapi | Cmd::Simulator(_) | Cmd::Listen(_) | Cmd::Trigger(_) => Ok(()),
     }
 }

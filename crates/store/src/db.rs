@@ -86,6 +86,9 @@ pub struct Wakeups {
     pub inbox: tokio::sync::Notify,
     /// Webhook deliveries (or events to fan out into them) queued or due again.
     pub deliveries: tokio::sync::Notify,
+    /// Rows queued for event streams (a fan-out gave streams deliveries): every open stream
+    /// of the process looks (`notify_waiters`; streams of other processes poll).
+    pub streams: tokio::sync::Notify,
 }
 
 /// Runs `$body` with `$pool` bound to the concrete pool (`&SqlitePool` or `&PgPool`).

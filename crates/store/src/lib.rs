@@ -65,7 +65,8 @@ pub use dispatch::{
 pub use error::{Result, StoreError};
 pub use events::{
     AttemptRecord, AttemptStatus, Delivery, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,
-    NewSubscription, Recording, Subscription, SubscriptionPatch, WebhookAttempt,
+    NewSubscription, OpenedStream, Recording, StreamItem, StreamState, Subscription,
+    SubscriptionPatch, WebhookAttempt,
 };
 pub use explorer::{CustomerKey, ExplorerQuery, MAX_CONVERSATIONS, Redelivery, id_at};
 pub use identity::{Identity, Observed};

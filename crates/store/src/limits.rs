@@ -26,7 +26,8 @@ impl Counted {
             Counted::Templates => "SELECT COUNT(*) FROM templates WHERE org_id = $1",
             Counted::PhoneNumbers => "SELECT COUNT(*) FROM phone_numbers WHERE org_id = $1",
             Counted::WebhookSubscriptions => {
-                "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1"
+                // Streams (GET /events/stream) are not the customer's subscriptions.
+                "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1 AND kind = 'webhook'"
             }
             Counted::Campaigns => "SELECT COUNT(*) FROM campaigns WHERE org_id = $1",
             Counted::ActiveApiKeys => {

@@ -89,7 +89,8 @@ impl Db {
                 AND d.status = 'failed' AND d.updated_at >= $2) AS failed_deliveries, \
              (SELECT MAX(a.created_at) FROM webhook_attempts a WHERE a.subscription_id = s.id \
                 AND a.created_at >= $2 AND a.status = 'failed') AS last_failure_at \
-             FROM webhook_subscriptions s WHERE s.org_id = $1 ORDER BY s.created_at, s.id";
+             FROM webhook_subscriptions s WHERE s.org_id = $1 AND s.kind = 'webhook' \
+             ORDER BY s.created_at, s.id";
         let rows = with_pool!(self, pool => sqlx::query_as::<_, SubscriptionHealth>(SQL)
             .bind(org_id)
             .bind(since)

@@ -5,6 +5,7 @@ pub mod campaigns;
 pub mod contacts;
 pub mod conversations;
 pub mod docs;
+pub mod events;
 pub mod health;
 pub mod media;
 pub mod messages;
@@ -63,6 +64,8 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::test_subscription))
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(webhooks::replay))
+        .routes(routes!(events::stream_events))
+        .routes(routes!(events::trigger_event))
         .routes(routes!(
             campaigns::list_campaigns,
             campaigns::create_campaign

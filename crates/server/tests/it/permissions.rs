@@ -99,6 +99,9 @@ const TABLE: &[(&str, &str, &str)] = &[
         "/webhook-subscriptions/{webhook_id}/replay",
         "developer.webhooks.manage",
     ),
+    // APP.md §5: listening without a public URL.
+    ("GET", "/events/stream", "developer.webhooks.manage"),
+    ("POST", "/events/trigger", "developer.webhooks.manage"),
     // Not in the contract's table (docs/decisions/keys.md): reading the numbers.
     ("GET", "/phone-numbers", "numbers.read"),
 ];

@@ -636,6 +636,37 @@ async fn magic_recipients_reach_the_message_and_its_events(m: &Modes) {
     }
 }
 
+/// A stream follows its key's mode: each key's stream gets its own mode's events only.
+async fn streams_follow_their_mode(m: &Modes) {
+    use crate::webhooks::stream::{Item, Sse, trigger};
+    let base = &m.app.base;
+    let mut test_stream = Sse::connect(base, Some(&m.test_key), "?types=webhook.test", None).await;
+    let mut live_stream = Sse::connect(base, Some(&m.live_key), "?types=webhook.test", None).await;
+    for sse in [&mut test_stream, &mut live_stream] {
+        assert_eq!(sse.status, 200);
+        sse.comment().await;
+    }
+    let (test_event, n) = trigger(base, &m.test_key, "webhook.test").await;
+    assert_eq!(n, 1, "the test stream only");
+    let (live_event, n) = trigger(base, &m.live_key, "webhook.test").await;
+    assert_eq!(n, 1, "the live stream only");
+    let (_, id, body, _) = test_stream.event().await;
+    assert_eq!(
+        (id.as_str(), body["mode"].as_str()),
+        (test_event.as_str(), Some("test"))
+    );
+    let (_, id, body, _) = live_stream.event().await;
+    assert_eq!(
+        (id.as_str(), body["mode"].as_str()),
+        (live_event.as_str(), Some("live"))
+    );
+    for sse in [&mut test_stream, &mut live_stream] {
+        while let Some(item) = sse.next(Duration::from_millis(300)).await {
+            assert!(matches!(item, Item::Comment(_)), "{item:?}");
+        }
+    }
+}
+
 /// The id of the contact with phone `wa_id` as `key` sees it.
 async fn contact_id(m: &Modes, key: &str, wa_id: &str) -> String {
     let (_, b) = m.call("GET", "/contacts", key, None).await;
@@ -652,4 +683,5 @@ async fn contact_id(m: &Modes, key: &str, wa_id: &str) -> String {
 tern_store::both_backends! { Modes;
     test_and_live_never_meet_http => test_and_live_never_meet,
     magic_recipients_reach_the_message_and_its_events_http => magic_recipients_reach_the_message_and_its_events,
+    streams_follow_their_mode_http => streams_follow_their_mode,
 }

@@ -97,7 +97,7 @@ impl Db {
         const DELIVERY: &str = "INSERT INTO webhook_deliveries (id, event_id, subscription_id, \
              status, attempts, next_attempt_at, lease_owner, locked_until, created_at, updated_at) \
              SELECT $1, $2, id, 'pending', 0, COALESCE($7, $4), $6, $7, $4, $4 \
-             FROM webhook_subscriptions WHERE id = $3 AND org_id = $5";
+             FROM webhook_subscriptions WHERE id = $3 AND org_id = $5 AND kind = 'webhook'";
         let delivery_id = Uuid::now_v7();
         let (owner, until) = lease.unzip();
         let n = with_pool!(self, pool => {

@@ -7,7 +7,7 @@
 //! moment before); one disabled in between gets a delivery, which a worker closes unsent
 //! (`failed`), as for a delivery queued before the disabling.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
@@ -41,7 +41,9 @@ impl Db {
     /// event's `created_at`, per subscriber that still exists, written with the clearing of
     /// `fanout` in one transaction (a crash leaves the event to fan out again, never half
     /// done). Safe with several workers and processes (PostgreSQL: `FOR UPDATE SKIP LOCKED`;
-    /// SQLite: `BEGIN IMMEDIATE`). Returns (events fanned out, deliveries queued).
+    /// SQLite: `BEGIN IMMEDIATE`). Returns (events fanned out, deliveries queued for the
+    /// HTTP workers); rows queued for streams are not counted (no worker sends them) but
+    /// wake this process's streams.
     pub async fn fan_out_events(&self, limit: i64) -> Result<(usize, usize)> {
         if limit <= 0 {
             return Ok((0, 0));
@@ -85,34 +87,42 @@ impl Db {
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            let mut existing = BTreeSet::new();
+            // Each subscriber that still exists, and whether it is a stream.
+            let mut existing = BTreeMap::new();
             for chunk in named.chunks(CHUNK) {
-                let mut q = sqlx::QueryBuilder::new("SELECT id FROM webhook_subscriptions WHERE id IN ");
+                let mut q = sqlx::QueryBuilder::new(
+                    "SELECT id, kind = 'stream' FROM webhook_subscriptions WHERE id IN ",
+                );
                 push_id_list(&mut q, chunk.iter().copied());
                 q.push(live);
-                existing.extend(q.build_query_scalar::<Uuid>().fetch_all(&mut *tx).await?);
+                existing.extend(q.build_query_as::<(Uuid, bool)>().fetch_all(&mut *tx).await?);
             }
-            let rows: Vec<(Uuid, Uuid, i64)> = wanted
+            // A stream's delivery has no due time: the HTTP workers never claim it, the
+            // stream's connection sends it (module `streams`).
+            let rows: Vec<(Uuid, Uuid, Option<i64>, i64)> = wanted
                 .iter()
                 .flat_map(|(i, subs)| {
                     let e = &events[*i];
-                    subs.iter()
-                        .filter(|s| existing.contains(*s))
-                        .map(move |s| (e.id, *s, e.created_at))
+                    let existing = &existing;
+                    subs.iter().filter_map(move |s| {
+                        let stream = *existing.get(s)?;
+                        Some((e.id, *s, (!stream).then_some(e.created_at), e.created_at))
+                    })
                 })
                 .collect();
+            let to_streams = rows.iter().filter(|r| r.2.is_none()).count();
             for chunk in rows.chunks(CHUNK) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, \
                      attempts, next_attempt_at, created_at, updated_at) ",
                 );
-                q.push_values(chunk, |mut row, (event_id, sub, at)| {
+                q.push_values(chunk, |mut row, (event_id, sub, due, at)| {
                     row.push_bind(Uuid::now_v7())
                         .push_bind(*event_id)
                         .push_bind(*sub)
                         .push("'pending'")
                         .push("0")
-                        .push_bind(*at)
+                        .push_bind(*due)
                         .push_bind(*at)
                         .push_bind(*at);
                 });
@@ -125,9 +135,14 @@ impl Db {
                 q.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
-            (events.len(), rows.len())
+            (events.len(), rows.len() - to_streams, to_streams)
         });
-        Ok(done)
+        let (events, deliveries, to_streams) = done;
+        if to_streams > 0 {
+            // Every open stream of this process looks at its rows.
+            self.wakeups.streams.notify_waiters();
+        }
+        Ok((events, deliveries))
     }
 
     /// Whether any event waits for its fan-out.

@@ -33,8 +33,10 @@ use crate::db::{Backend, Db, Tx, with_pool, with_tx};
 
 mod deliveries;
 mod fanout;
+mod streams;
 use crate::error::Result;
 use crate::sql::{ROWS_PER_STATEMENT, bump_updated_at};
+pub use streams::{OpenedStream, StreamItem, StreamState};
 
 /// A closed set of names stored as text (`as_str`, `parse`, `TryFrom<String>` for rows).
 macro_rules! stored_name {
@@ -467,7 +469,8 @@ impl Db {
         const SQL: &str = concat!(
             "SELECT ",
             subscription_columns!(),
-            " FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3"
+            " FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3 \
+               AND kind = 'webhook'"
         );
         let row = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
             .bind(id)
@@ -489,7 +492,7 @@ impl Db {
         const SQL: &str = concat!(
             "SELECT ",
             subscription_columns!(),
-            " FROM webhook_subscriptions WHERE api_key_id = $1 AND org_id = $2 \
+            " FROM webhook_subscriptions WHERE api_key_id = $1 AND org_id = $2 AND kind = 'webhook' \
                AND ($3 IS NULL OR id > $3) ORDER BY id LIMIT $4"
         );
         let rows = with_pool!(self, pool => sqlx::query_as::<_, Subscription>(SQL)
@@ -525,10 +528,11 @@ impl Db {
         Ok(n == 1)
     }
 
-    /// How many subscriptions the organisation has (all keys; plan limits).
+    /// How many subscriptions the organisation has (all keys; plan limits; streams are not
+    /// subscriptions to the customer and do not count).
     pub async fn count_webhook_subscriptions(&self, org_id: Uuid) -> Result<i64> {
         let n = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
-                "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1")
+                "SELECT COUNT(*) FROM webhook_subscriptions WHERE org_id = $1 AND kind = 'webhook'")
             .bind(org_id)
             .fetch_one(pool)
             .await)?;

@@ -27,7 +27,7 @@ impl Tx {
              disabled_reason = CASE WHEN $6 THEN NULL ELSE disabled_reason END, \
              description = CASE WHEN $7 THEN $8 ELSE description END, updated_at = ",
             bump_updated_at!("webhook_subscriptions", "$9"),
-            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 RETURNING ",
+            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 AND kind = 'webhook' RETURNING ",
             subscription_columns!()
         );
         let row = with_tx!(self, conn => sqlx::query_as::<_, Subscription>(SQL)
@@ -54,7 +54,8 @@ impl Tx {
         id: Uuid,
     ) -> Result<bool> {
         let n = with_tx!(self, conn => sqlx::query(
-                "DELETE FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3")
+                "DELETE FROM webhook_subscriptions WHERE id = $1 AND org_id = $2 AND api_key_id = $3 \
+                 AND kind = 'webhook'")
             .bind(id)
             .bind(org_id)
             .bind(api_key_id)
@@ -79,7 +80,7 @@ impl Tx {
             "UPDATE webhook_subscriptions SET previous_secret_enc = secret_enc, \
              previous_secret_expires_at = $5, secret_enc = $4, updated_at = ",
             bump_updated_at!("webhook_subscriptions", "$6"),
-            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 RETURNING ",
+            " WHERE id = $1 AND org_id = $2 AND api_key_id = $3 AND kind = 'webhook' RETURNING ",
             subscription_columns!()
         );
         let row = with_tx!(self, conn => sqlx::query_as::<_, Subscription>(SQL)
@@ -181,7 +182,7 @@ impl Db {
     ) -> Result<Vec<(Subscription, KeySummary)>> {
         const SQL: &str = concat!(
             with_key_select!(),
-            " WHERE s.org_id = $1 ORDER BY k.created_at, k.id, s.created_at, s.id"
+            " WHERE s.org_id = $1 AND s.kind = 'webhook' ORDER BY k.created_at, k.id, s.created_at, s.id"
         );
         let rows = with_pool!(self, pool => sqlx::query_as::<_, WithKeyRow>(SQL)
             .bind(org_id)
@@ -197,7 +198,10 @@ impl Db {
         org_id: Uuid,
         id: Uuid,
     ) -> Result<Option<(Subscription, KeySummary)>> {
-        const SQL: &str = concat!(with_key_select!(), " WHERE s.id = $1 AND s.org_id = $2");
+        const SQL: &str = concat!(
+            with_key_select!(),
+            " WHERE s.id = $1 AND s.org_id = $2 AND s.kind = 'webhook'"
+        );
         let row = with_pool!(self, pool => sqlx::query_as::<_, WithKeyRow>(SQL)
             .bind(id)
             .bind(org_id)

@@ -15,6 +15,7 @@ mod contact_fields;
 mod contacts;
 mod conversations;
 mod dispatch;
+mod event_streams;
 mod events;
 mod fixtures;
 mod identity;

@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod listen;
 mod start;
 
 struct Cli {

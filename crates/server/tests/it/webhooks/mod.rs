@@ -4,6 +4,7 @@
 
 mod delivery;
 mod keys;
+pub(crate) mod stream;
 mod subscriptions;
 
 use crate::media::fixture::FileServer;
