@@ -54,11 +54,41 @@ async fn emit_to<T: Serialize>(
     message_id: Option<Uuid>,
     data: impl FnOnce() -> T,
 ) -> Result<usize, StoreError> {
+    let stamp = Stamp {
+        id: new_id(),
+        created_at: now_ms(),
+        message_id,
+    };
+    store(tx, org_id, kind, subscribers, stamp, data).await
+}
+
+/// An event's id, its time and the message it is about.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub message_id: Option<Uuid>,
+}
+
+/// Stores the event `stamp` of `kind` for `subscribers` (subscriptions and streams, read in
+/// `tx`), its body saying the organisation's mode; nothing for none. Returns how many it
+/// goes to. Every event is written here ([`emit`], and `POST /events/trigger`'s samples).
+pub async fn store<T: Serialize>(
+    tx: &mut Tx,
+    org_id: Uuid,
+    kind: EventType,
+    subscribers: &[Uuid],
+    stamp: Stamp,
+    data: impl FnOnce() -> T,
+) -> Result<usize, StoreError> {
     if subscribers.is_empty() {
         return Ok(0);
     }
-    let id = new_id();
-    let created_at = now_ms();
+    let Stamp {
+        id,
+        created_at,
+        message_id,
+    } = stamp;
     let data = serde_json::to_value(data()).unwrap_or_default();
     let mode = org_mode(tx, org_id).await?;
     let payload = event_body(&id.to_string(), kind, created_at, mode, &data);

@@ -3,10 +3,9 @@
 //! the outbox to every enabled subscription of the caller's organisation that lists the type
 //! and to every stream that wants it.
 
-use tern_domain::events::{EventType, event_body};
+use tern_domain::events::EventType;
 use tern_domain::new_id;
 use tern_domain::time::now_ms;
-use tern_store::NewEvent;
 use uuid::Uuid;
 
 use super::samples;
@@ -27,21 +26,16 @@ pub async fn trigger(core: &Core, p: &Principal, kind: EventType) -> Result<Trig
     let created_at = now_ms();
     let mut tx = core.db.begin().await?;
     let recipients = tx.webhook_subscribers(p.org_id, kind.as_str()).await?;
-    if !recipients.is_empty() {
-        let data = samples::data(kind, Uuid::nil(), created_at);
-        let payload = event_body(&event_id.to_string(), kind, created_at, p.mode, &data);
-        let event = NewEvent {
-            id: event_id,
-            org_id: p.org_id,
-            event_type: kind.as_str().to_string(),
-            // The body is JSON text built by serde_json: always UTF-8.
-            payload: String::from_utf8(payload).unwrap_or_default(),
-            created_at,
-            // A sample is about no message: no timeline entry.
-            message_id: None,
-        };
-        tx.insert_event(&event, &recipients).await?;
-    }
+    // A sample is about no message: no timeline entry.
+    let stamp = crate::events::Stamp {
+        id: event_id,
+        created_at,
+        message_id: None,
+    };
+    crate::events::store(&mut tx, p.org_id, kind, &recipients, stamp, || {
+        samples::data(kind, Uuid::nil(), created_at)
+    })
+    .await?;
     tx.commit().await?;
     Ok(Triggered {
         event_id,
