@@ -1,18 +1,19 @@
 //! `GET /events/stream`: the organisation's events as they happen, built on the outbox that
 //! feeds subscriptions (a stream is a subscription of kind `stream`, see the store's
-//! `events::streams`). One stream per (key, normalised `types`); a connection takes it over
-//! from any earlier one and resumes it by `Last-Event-ID`:
+//! `events::streams`: the fan-out numbers the events streams want, and a stream is a
+//! position in that order). One stream per (key, normalised `types`); a connection takes it
+//! over from any earlier one and resumes it by `Last-Event-ID`:
 //!
-//! | the connection brings | what happens first |
+//! | the connection brings | where it starts |
 //! |---|---|
-//! | no `Last-Event-ID` | every row still pending is acknowledged: it starts from now |
-//! | the id of an event this stream sent | rows sent up to it are acknowledged; the rest (sent after it, or never) is sent, in that order |
-//! | another id (unknown, another stream's, expired) | as without one, said in a first comment |
+//! | no `Last-Event-ID` | the organisation's head now: it starts from now |
+//! | the id of an event of this stream (its types, since it was registered) | right after that event |
+//! | another id (unknown, another stream's, pruned) | as without one, said in a first comment |
 //!
-//! Then rows are sent as the fan-out gives them to the stream: woken by this process's
-//! fan-outs, polling every [`POLL`] for other processes', a keep-alive comment every
-//! [`KEEP_ALIVE`]. Each batch is recorded (send numbers, under the stream's lease) before it
-//! is written, so a later `Last-Event-ID` always names a recorded send.
+//! Then events are sent as the fan-out numbers them: woken by this process's fan-outs,
+//! polling every [`POLL`] for other processes', a keep-alive comment every [`KEEP_ALIVE`]
+//! (which renews the lease). Before each batch the connection checks that it still holds the
+//! lease, so a connection taken over writes nothing more.
 
 use std::future::Future;
 use std::time::Duration;
@@ -49,8 +50,11 @@ pub enum Frame {
 pub struct Stream {
     core: Core,
     id: Uuid,
+    org_id: Uuid,
+    types: Vec<String>,
     owner: String,
-    base: i64,
+    /// The number of the last event sent (or the start).
+    position: i64,
     /// Comments written before any event.
     first: Vec<String>,
 }
@@ -71,34 +75,40 @@ pub async fn open(
         .open_event_stream(p.org_id, p.key_id, &names, &owner, now)
         .await?;
     let mut first = Vec::new();
-    let resumed = match last_event_id.map(str::trim).filter(|s| !s.is_empty()) {
-        None => None,
-        Some(raw) => {
-            let seq = match raw.parse::<Uuid>() {
-                Ok(event_id) => core.db.stream_sent_seq(opened.id, event_id).await?,
-                Err(_) => None,
-            };
-            if seq.is_none() {
+    let mut resumed = None;
+    if let Some(raw) = last_event_id.map(str::trim).filter(|s| !s.is_empty()) {
+        if let Ok(event_id) = raw.parse::<Uuid>() {
+            resumed = core
+                .db
+                .stream_position_of(p.org_id, &names, opened.start_seq, event_id)
+                .await?;
+        }
+        match resumed {
+            Some(_) => first.push(format!("resuming after {raw}")),
+            None => {
                 // Kept short and printable: the id is the client's text.
                 let shown: String = raw.chars().filter(|c| !c.is_control()).take(64).collect();
                 first.push(format!(
                     "Last-Event-ID {shown} is unknown or expired: starting from now"
                 ));
             }
-            seq
+        }
+    }
+    let position = match resumed {
+        Some(seq) => seq,
+        None => {
+            first.push("starting from now".to_string());
+            core.db.stream_head(p.org_id).await?
         }
     };
-    let acked = core.db.ack_stream(opened.id, resumed, now).await?;
-    match resumed {
-        Some(_) => first.push(format!("resuming: {acked} event(s) acknowledged")),
-        None => first.push("starting from now".to_string()),
-    }
     metrics::counter!("tern_event_streams_opened_total").increment(1);
     Ok(Stream {
         core: core.clone(),
         id: opened.id,
+        org_id: p.org_id,
+        types: names,
         owner,
-        base: opened.base,
+        position,
         first,
     })
 }
@@ -124,7 +134,7 @@ impl Stream {
 
     /// Writes the stream's rows to `out` until the client goes away (`out` closed), another
     /// connection takes the stream over, or `stop` finishes.
-    pub async fn run(self, out: mpsc::Sender<Frame>, stop: impl Future<Output = ()>) -> Ended {
+    pub async fn run(mut self, out: mpsc::Sender<Frame>, stop: impl Future<Output = ()>) -> Ended {
         tokio::pin!(stop);
         let ended = self.serve(&out, stop).await;
         let last = match ended {
@@ -149,7 +159,7 @@ impl Stream {
     }
 
     async fn serve(
-        &self,
+        &mut self,
         out: &mpsc::Sender<Frame>,
         mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Ended {
@@ -197,24 +207,18 @@ impl Stream {
         }
     }
 
-    /// Sends every row pending now; `Some` when the stream must end.
-    async fn send_pending(&self, out: &mpsc::Sender<Frame>) -> Result<Option<Ended>> {
+    /// Sends every event after the position now; `Some` when the stream must end.
+    async fn send_pending(&mut self, out: &mpsc::Sender<Frame>) -> Result<Option<Ended>> {
         loop {
             let rows = self
                 .core
                 .db
-                .stream_pending(self.id, self.base, BATCH)
+                .stream_events_after(self.org_id, &self.types, self.position, BATCH)
                 .await?;
-            if rows.is_empty() {
+            let Some(last) = rows.last().map(|r| r.stream_seq) else {
                 return Ok(None);
-            }
-            let ids: Vec<Uuid> = rows.iter().map(|r| r.delivery_id).collect();
-            if !self
-                .core
-                .db
-                .record_stream_sends(self.id, &self.owner, &ids, now_ms())
-                .await?
-            {
+            };
+            if !self.core.db.holds_stream(self.id, &self.owner).await? {
                 return Ok(Some(Ended::TakenOver));
             }
             metrics::counter!("tern_event_stream_sends_total").increment(rows.len() as u64);
@@ -228,6 +232,7 @@ impl Stream {
                     return Ok(Some(Ended::Closed));
                 }
             }
+            self.position = last;
         }
     }
 }

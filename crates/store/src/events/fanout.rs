@@ -32,6 +32,7 @@ fn decode(fanout: &str) -> Vec<Uuid> {
 #[derive(sqlx::FromRow)]
 struct Pending {
     id: Uuid,
+    org_id: Uuid,
     created_at: i64,
     fanout: String,
 }
@@ -42,22 +43,22 @@ impl Db {
     /// `fanout` in one transaction (a crash leaves the event to fan out again, never half
     /// done). Safe with several workers and processes (PostgreSQL: `FOR UPDATE SKIP LOCKED`;
     /// SQLite: `BEGIN IMMEDIATE`). Returns (events fanned out, deliveries queued for the
-    /// HTTP workers); rows queued for streams are not counted (no worker sends them) but
-    /// wake this process's streams.
+    /// HTTP workers). Events that streams want are numbered in their organisation's stream
+    /// order, in the same transaction, and wake this process's streams.
     pub async fn fan_out_events(&self, limit: i64) -> Result<(usize, usize)> {
         if limit <= 0 {
             return Ok((0, 0));
         }
         let (pick, live) = match self.backend() {
             Backend::Sqlite => (
-                "SELECT id, created_at, fanout FROM events WHERE fanout IS NOT NULL \
+                "SELECT id, org_id, created_at, fanout FROM events WHERE fanout IS NOT NULL \
                  ORDER BY created_at, id LIMIT $1",
                 "",
             ),
             // KEY SHARE: a subscription deleted meanwhile waits for this transaction rather
             // than failing its delivery inserts on the foreign key.
             Backend::Postgres => (
-                "SELECT id, created_at, fanout FROM events WHERE fanout IS NOT NULL \
+                "SELECT id, org_id, created_at, fanout FROM events WHERE fanout IS NOT NULL \
                  ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED",
                 " FOR KEY SHARE",
             ),
@@ -97,37 +98,69 @@ impl Db {
                 q.push(live);
                 existing.extend(q.build_query_as::<(Uuid, bool)>().fetch_all(&mut *tx).await?);
             }
-            // A stream's delivery has no due time: the HTTP workers never claim it, the
-            // stream's connection sends it (module `streams`).
-            let rows: Vec<(Uuid, Uuid, Option<i64>, i64)> = wanted
-                .iter()
-                .flat_map(|(i, subs)| {
-                    let e = &events[*i];
-                    let existing = &existing;
-                    subs.iter().filter_map(move |s| {
-                        let stream = *existing.get(s)?;
-                        Some((e.id, *s, (!stream).then_some(e.created_at), e.created_at))
-                    })
-                })
-                .collect();
-            let to_streams = rows.iter().filter(|r| r.2.is_none()).count();
+            // A subscriber that is a stream gets no row: the event is numbered in its
+            // organisation's stream order instead (module `streams`), once for all of them.
+            let mut rows: Vec<(Uuid, Uuid, i64)> = Vec::new();
+            let mut to_streams: BTreeMap<Uuid, Vec<Uuid>> = BTreeMap::new();
+            for (i, subs) in &wanted {
+                let e = &events[*i];
+                let mut streamed = false;
+                for s in subs {
+                    match existing.get(s) {
+                        Some(true) => streamed = true,
+                        Some(false) => rows.push((e.id, *s, e.created_at)),
+                        None => {}
+                    }
+                }
+                if streamed {
+                    to_streams.entry(e.org_id).or_default().push(e.id);
+                }
+            }
             for chunk in rows.chunks(CHUNK) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, \
                      attempts, next_attempt_at, created_at, updated_at) ",
                 );
-                q.push_values(chunk, |mut row, (event_id, sub, due, at)| {
+                q.push_values(chunk, |mut row, (event_id, sub, at)| {
                     row.push_bind(Uuid::now_v7())
                         .push_bind(*event_id)
                         .push_bind(*sub)
                         .push("'pending'")
                         .push("0")
-                        .push_bind(*due)
+                        .push_bind(*at)
                         .push_bind(*at)
                         .push_bind(*at);
                 });
                 q.push(" ON CONFLICT (event_id, subscription_id) DO NOTHING");
                 q.build().execute(&mut *tx).await?;
+            }
+            // Organisations in id order: two fan-outs never wait on each other's heads.
+            let mut streamed = 0;
+            for (org_id, ids) in &to_streams {
+                let n = i64::try_from(ids.len()).unwrap_or(i64::MAX);
+                // The head's row lock is held to the commit: numbers become visible in order.
+                let last = sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO stream_heads (org_id, last_seq) VALUES ($1, $2) \
+                     ON CONFLICT (org_id) DO UPDATE SET last_seq = stream_heads.last_seq + $2 \
+                     RETURNING last_seq",
+                )
+                .bind(org_id)
+                .bind(n)
+                .fetch_one(&mut *tx)
+                .await?;
+                let first = last - n + 1;
+                for (c, chunk) in ids.chunks(CHUNK).enumerate() {
+                    let mut q = sqlx::QueryBuilder::new("UPDATE events SET stream_seq = CASE id");
+                    for (i, id) in chunk.iter().enumerate() {
+                        let seq = first + i64::try_from(c * CHUNK + i).unwrap_or(0);
+                        q.push(" WHEN ").push_bind(*id).push(" THEN ").push_bind(seq);
+                    }
+                    q.push(" END WHERE id IN ");
+                    push_id_list(&mut q, chunk.iter().copied());
+                    // Each batch size would be another statement cached per connection.
+                    q.build().persistent(false).execute(&mut *tx).await?;
+                }
+                streamed += ids.len();
             }
             for chunk in events.chunks(CHUNK) {
                 let mut q = sqlx::QueryBuilder::new("UPDATE events SET fanout = NULL WHERE id IN ");
@@ -135,10 +168,10 @@ impl Db {
                 q.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
-            (events.len(), rows.len() - to_streams, to_streams)
+            (events.len(), rows.len(), streamed)
         });
-        let (events, deliveries, to_streams) = done;
-        if to_streams > 0 {
+        let (events, deliveries, streamed) = done;
+        if streamed > 0 {
             // Every open stream of this process looks at its rows.
             self.wakeups.streams.notify_waiters();
         }

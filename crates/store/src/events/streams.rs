@@ -1,47 +1,48 @@
-//! Event streams (`GET /events/stream`, migration `0024_event_streams`): a stream is a
-//! subscription of kind `stream` (no URL, no secret), so an event is stored when a stream
-//! wants it and the fan-out gives the stream one delivery row per event, like any
-//! subscription's; those rows have no due time, so the HTTP workers never claim them.
+//! Event streams (`GET /events/stream`, migrations `0024_event_streams` and
+//! `0025_stream_cursor`): a stream is a subscription of kind `stream` (no URL, no secret), so
+//! an event is stored when a stream wants it; the fan-out numbers such an event in its
+//! organisation's stream order (`events.stream_seq`), and a stream is a position in that
+//! order. Nothing is written per event per stream.
 //!
 //! ```text
-//!  connect ──► open: register (key, types) once, take the lease, base = last_seq
-//!    │          Last-Event-ID E known: acknowledge the rows sent up to E (sent_seq <= seq(E))
-//!    │          else: acknowledge every pending row (start from now)
-//!    └─► loop: pending rows never sent, or sent before base (by an earlier connection and
-//!              not acknowledged), by send then by event ──► record_sends (new sent_seq,
-//!              only while this connection holds the lease) ──► written to the client
+//!  connect ──► open: register (key, types) once at the organisation's head (start_seq),
+//!    │          take the lease
+//!    │          Last-Event-ID E, an event of the stream's types numbered after start_seq:
+//!    │            position = E's number; else position = the head now (start from now)
+//!    └─► loop: events of the stream's types numbered after the position, in number order
+//!              ──► (still holding the lease?) ──► written to the client, position moves
 //! ```
 //!
-//! A send is recorded before it is written, so the client's Last-Event-ID always names a
-//! recorded send: what was written after it is sent again, nothing before it is.
+//! The numbers are given under the organisation's `stream_heads` row lock, held to the
+//! fan-out's commit, so a reader that sees number N sees every number before it: a position
+//! never skips an event committed late.
 
 use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::db::{BeginWrite as _, Db, with_pool};
 use crate::error::Result;
-use crate::sql::bump_updated_at;
 
 /// A stream taken by a connection ([`Db::open_event_stream`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenedStream {
     /// The stream's subscription id.
     pub id: Uuid,
-    /// The stream's last send number when the connection took it: rows sent up to it and not
-    /// acknowledged are this connection's to send again.
-    pub base: i64,
+    /// The organisation's head when the stream was registered: its events come after it.
+    pub start_seq: i64,
     /// Whether this connection registered it.
     pub created: bool,
 }
 
-/// A row of a stream to send.
+/// An event of a stream to send.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct StreamItem {
-    pub delivery_id: Uuid,
     pub event_id: Uuid,
     pub event_type: String,
     /// The exact body a subscription receives.
     pub payload: String,
+    /// Its number in the organisation's stream order (the position after sending it).
+    pub stream_seq: i64,
 }
 
 /// A stream's state (operators, tests).
@@ -52,17 +53,15 @@ pub struct StreamState {
     #[sqlx(json)]
     pub event_types: Vec<String>,
     pub lease_owner: Option<String>,
-    pub last_seq: i64,
+    pub start_seq: i64,
     pub seen_at: i64,
-    /// Rows not acknowledged yet.
-    pub pending: i64,
 }
 
 impl Db {
     /// The stream of `api_key_id` for `event_types` (sorted, as the caller normalised them),
-    /// registered if it does not exist (the first connection) or renewed, its lease taken by
-    /// `owner` at `now` from whoever held it (a new connection takes the stream over from a
-    /// dead or older one, which notices at its next send).
+    /// registered at the organisation's head if it does not exist (the first connection) or
+    /// renewed, its lease taken by `owner` at `now` from whoever held it (a new connection
+    /// takes the stream over from a dead or older one, which notices at its next send).
     pub async fn open_event_stream(
         &self,
         org_id: Uuid,
@@ -77,14 +76,15 @@ impl Db {
         const REGISTER: &str = "INSERT INTO webhook_subscriptions (id, org_id, api_key_id, url, \
              event_types, secret_enc, enabled, created_at, updated_at, kind) \
              VALUES ($1, $2, $3, '', $4, $5, TRUE, $6, $6, 'stream') ON CONFLICT DO NOTHING";
-        const STATE: &str = "INSERT INTO event_streams (subscription_id, last_seq, seen_at, \
-             created_at) VALUES ($1, 0, $2, $2) ON CONFLICT DO NOTHING";
+        const STATE: &str = "INSERT INTO event_streams (subscription_id, start_seq, seen_at, \
+             created_at) VALUES ($1, COALESCE((SELECT last_seq FROM stream_heads \
+             WHERE org_id = $3), 0), $2, $2) ON CONFLICT DO NOTHING";
         // A stream Tern disabled (its key's member was removed) serves again for a key that
         // is valid now.
         const ENABLE: &str = "UPDATE webhook_subscriptions SET enabled = TRUE, \
              disabled_reason = NULL WHERE id = $1 AND NOT enabled";
         const TAKE: &str = "UPDATE event_streams SET lease_owner = $2, seen_at = $3 \
-             WHERE subscription_id = $1 RETURNING last_seq";
+             WHERE subscription_id = $1 RETURNING start_seq";
         let opened = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut created = false;
@@ -121,149 +121,92 @@ impl Db {
                     }
                 }
             };
-            sqlx::query(STATE).bind(id).bind(now).execute(&mut *tx).await?;
+            sqlx::query(STATE).bind(id).bind(now).bind(org_id).execute(&mut *tx).await?;
             sqlx::query(ENABLE).bind(id).execute(&mut *tx).await?;
-            let base = sqlx::query_scalar::<_, i64>(TAKE)
+            let start_seq = sqlx::query_scalar::<_, i64>(TAKE)
                 .bind(id)
                 .bind(owner)
                 .bind(now)
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
-            OpenedStream { id, base, created }
+            OpenedStream { id, start_seq, created }
         });
         Ok(opened)
     }
 
-    /// The send number of event `event_id` on stream `id`; `None` when it is not a row of the
-    /// stream that was sent (unknown, of another stream, or gone with an expired stream).
-    pub async fn stream_sent_seq(&self, id: Uuid, event_id: Uuid) -> Result<Option<i64>> {
-        let seq = with_pool!(self, pool => sqlx::query_scalar::<_, Option<i64>>(
-                "SELECT sent_seq FROM webhook_deliveries WHERE event_id = $1 AND subscription_id = $2")
-            .bind(event_id)
-            .bind(id)
+    /// The organisation's stream head: the number of its last event numbered for streams
+    /// (0 before any). A stream starting from now starts here.
+    pub async fn stream_head(&self, org_id: Uuid) -> Result<i64> {
+        let head = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
+                "SELECT last_seq FROM stream_heads WHERE org_id = $1")
+            .bind(org_id)
             .fetch_optional(pool)
             .await)?;
-        Ok(seq.flatten())
+        Ok(head.unwrap_or(0))
     }
 
-    /// Acknowledges (marks `succeeded`) the stream's pending rows sent up to send number
-    /// `upto`, or every pending row with `None` (the stream starts from now). Returns how
-    /// many.
-    pub async fn ack_stream(&self, id: Uuid, upto: Option<i64>, now: i64) -> Result<u64> {
-        const SENT: &str = concat!(
-            "UPDATE webhook_deliveries SET status = 'succeeded', updated_at = ",
-            bump_updated_at!("webhook_deliveries", "$3"),
-            " WHERE subscription_id = $1 AND status = 'pending' AND sent_seq IS NOT NULL \
-               AND sent_seq <= $2"
-        );
-        const ALL: &str = concat!(
-            "UPDATE webhook_deliveries SET status = 'succeeded', updated_at = ",
-            bump_updated_at!("webhook_deliveries", "$2"),
-            " WHERE subscription_id = $1 AND status = 'pending'"
-        );
-        let n = match upto {
-            Some(upto) => with_pool!(self, pool => sqlx::query(SENT)
-                .bind(id)
-                .bind(upto)
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()))?,
-            None => with_pool!(self, pool => sqlx::query(ALL)
-                .bind(id)
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()))?,
-        };
-        Ok(n)
-    }
-
-    /// The next `limit` rows of stream `id` for a connection that took it at `base`: pending
-    /// rows sent up to `base` (by an earlier connection, not acknowledged) in their send
-    /// order, then rows never sent, oldest event first. A row committed late (its event
-    /// older than one already sent) is simply among the rows never sent. Each part is read
-    /// through its own partial index, so the rows this connection sent (pending until a
-    /// reconnect acknowledges them) cost nothing.
-    pub async fn stream_pending(&self, id: Uuid, base: i64, limit: i64) -> Result<Vec<StreamItem>> {
-        const AGAIN: &str = "SELECT d.id AS delivery_id, d.event_id, e.type AS event_type, \
-             e.payload FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
-             WHERE d.subscription_id = $1 AND d.status = 'pending' AND d.sent_seq IS NOT NULL \
-               AND d.sent_seq <= $2 ORDER BY d.sent_seq LIMIT $3";
-        const NEW: &str = "SELECT d.id AS delivery_id, d.event_id, e.type AS event_type, \
-             e.payload FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
-             WHERE d.subscription_id = $1 AND d.status = 'pending' \
-               AND d.next_attempt_at IS NULL AND d.sent_seq IS NULL \
-             ORDER BY d.created_at, d.event_id LIMIT $2";
-        let mut rows = with_pool!(self, pool => sqlx::query_as::<_, StreamItem>(AGAIN)
-            .bind(id)
-            .bind(base)
-            .bind(limit)
-            .fetch_all(pool)
+    /// The position of event `event_id` in the stream order of organisation `org_id`, when
+    /// it is one a stream of `event_types` registered at `start_seq` was sent: numbered after
+    /// `start_seq` and of one of the types. `None` otherwise (unknown, another
+    /// organisation's or stream's, never numbered, pruned).
+    pub async fn stream_position_of(
+        &self,
+        org_id: Uuid,
+        event_types: &[String],
+        start_seq: i64,
+        event_id: Uuid,
+    ) -> Result<Option<i64>> {
+        let found = with_pool!(self, pool => sqlx::query_as::<_, (Option<i64>, String)>(
+                "SELECT stream_seq, type FROM events WHERE id = $1 AND org_id = $2")
+            .bind(event_id)
+            .bind(org_id)
+            .fetch_optional(pool)
             .await)?;
-        let left = limit - i64::try_from(rows.len()).unwrap_or(limit);
-        if left > 0 {
-            rows.extend(
-                with_pool!(self, pool => sqlx::query_as::<_, StreamItem>(NEW)
-                .bind(id)
-                .bind(left)
-                .fetch_all(pool)
-                .await)?,
-            );
+        Ok(found
+            .and_then(|(seq, kind)| seq.filter(|s| *s > start_seq && event_types.contains(&kind))))
+    }
+
+    /// Up to `limit` events of organisation `org_id` of `event_types` numbered after
+    /// `position`, in number order.
+    pub async fn stream_events_after(
+        &self,
+        org_id: Uuid,
+        event_types: &[String],
+        position: i64,
+        limit: i64,
+    ) -> Result<Vec<StreamItem>> {
+        if event_types.is_empty() {
+            return Ok(Vec::new());
         }
+        let rows = with_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT id AS event_id, type AS event_type, payload, stream_seq FROM events \
+                 WHERE org_id = ",
+            );
+            q.push_bind(org_id)
+                .push(" AND stream_seq > ")
+                .push_bind(position)
+                .push(" AND type IN (");
+            let mut list = q.separated(", ");
+            for t in event_types {
+                list.push_bind(t.as_str());
+            }
+            q.push(") ORDER BY stream_seq LIMIT ").push_bind(limit);
+            q.build_query_as::<StreamItem>().fetch_all(pool).await
+        })?;
         Ok(rows)
     }
 
-    /// Records that `deliveries` (rows of stream `id`, in this order) are being sent by
-    /// `owner`: each gets the stream's next send number. `false`, nothing recorded, when
-    /// `owner` no longer holds the stream (another connection took it over).
-    pub async fn record_stream_sends(
-        &self,
-        id: Uuid,
-        owner: &str,
-        deliveries: &[Uuid],
-        now: i64,
-    ) -> Result<bool> {
-        if deliveries.is_empty() {
-            return self.renew_stream_lease(id, owner, now).await;
-        }
-        const TAKE: &str = "UPDATE event_streams SET last_seq = last_seq + $3, seen_at = $4 \
-             WHERE subscription_id = $1 AND lease_owner = $2 RETURNING last_seq";
-        let n = i64::try_from(deliveries.len()).unwrap_or(i64::MAX);
-        let held = with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let last = sqlx::query_scalar::<_, i64>(TAKE)
-                .bind(id)
-                .bind(owner)
-                .bind(n)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            match last {
-                None => false,
-                Some(last) => {
-                    let first = last - n + 1;
-                    let mut q = sqlx::QueryBuilder::new(
-                        "UPDATE webhook_deliveries SET sent_seq = CASE id",
-                    );
-                    for (i, d) in deliveries.iter().enumerate() {
-                        q.push(" WHEN ")
-                            .push_bind(*d)
-                            .push(" THEN ")
-                            .push_bind(first + i64::try_from(i).unwrap_or(0));
-                    }
-                    q.push(" END WHERE subscription_id = ").push_bind(id);
-                    q.push(" AND id IN ");
-                    crate::sql::push_id_list(&mut q, deliveries.iter().copied());
-                    // Each batch size would be another statement cached per connection.
-                    q.build().persistent(false).execute(&mut *tx).await?;
-                    tx.commit().await?;
-                    true
-                }
-            }
-        });
-        Ok(held)
+    /// Whether `owner` still holds stream `id` (a read: checked before each batch is sent).
+    pub async fn holds_stream(&self, id: Uuid, owner: &str) -> Result<bool> {
+        let held = with_pool!(self, pool => sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM event_streams WHERE subscription_id = $1 AND lease_owner = $2")
+            .bind(id)
+            .bind(owner)
+            .fetch_one(pool)
+            .await)?;
+        Ok(held == 1)
     }
 
     /// Notes that `owner` still serves stream `id` at `now` (so it does not expire); `false`
@@ -295,7 +238,7 @@ impl Db {
         Ok(())
     }
 
-    /// Deletes the streams no connection held since `cutoff`, with their rows (cascade).
+    /// Deletes the streams no connection held since `cutoff`.
     /// Returns how many.
     pub async fn prune_event_streams(&self, cutoff: i64) -> Result<u64> {
         let n = with_pool!(self, pool => sqlx::query(
@@ -310,10 +253,8 @@ impl Db {
 
     /// The organisation's streams, oldest first (operators, tests).
     pub async fn list_event_streams(&self, org_id: Uuid) -> Result<Vec<StreamState>> {
-        const SQL: &str = "SELECT s.id, s.api_key_id, s.event_types, t.lease_owner, t.last_seq, \
-             t.seen_at, (SELECT COUNT(*) FROM webhook_deliveries d WHERE d.subscription_id = s.id \
-               AND d.status = 'pending') AS pending \
-             FROM webhook_subscriptions s JOIN event_streams t ON t.subscription_id = s.id \
+        const SQL: &str = "SELECT s.id, s.api_key_id, s.event_types, t.lease_owner, t.start_seq, \
+             t.seen_at FROM webhook_subscriptions s JOIN event_streams t ON t.subscription_id = s.id \
              WHERE s.org_id = $1 AND s.kind = 'stream' ORDER BY t.created_at, s.id";
         let rows = with_pool!(self, pool => sqlx::query_as::<_, StreamState>(SQL)
             .bind(org_id)
