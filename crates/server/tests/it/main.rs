@@ -27,5 +27,6 @@ mod permissions;
 mod simulator_e2e;
 mod templates;
 mod test_mode;
+mod test_mode_routes;
 mod timeline;
 mod webhooks;

@@ -10,7 +10,7 @@ use tern_domain::auth::Permission;
 const ID: &str = "0190f0f0-0000-7000-8000-000000000000";
 
 /// (method, path as in the API document, the permission the contract names).
-const TABLE: &[(&str, &str, &str)] = &[
+pub(crate) const TABLE: &[(&str, &str, &str)] = &[
     ("POST", "/messages", "messages.send"),
     ("POST", "/media", "messages.send"),
     ("GET", "/messages/{message_id}", "messages.read"),

@@ -20,12 +20,12 @@ const TEST_CUSTOMER: &str = "14155550123";
 /// Tern with its workers and test network, a live network (a simulator as
 /// `TERN_GRAPH_URL`) with one live number, a receiver for event webhooks, and the owner's
 /// live and test keys.
-struct Modes {
-    app: TestApp,
+pub(crate) struct Modes {
+    pub(crate) app: TestApp,
     live_sim: SimHandle,
-    files: FileServer,
-    live_key: String,
-    test_key: String,
+    pub(crate) files: FileServer,
+    pub(crate) live_key: String,
+    pub(crate) test_key: String,
 }
 
 impl tern_store::testkit::Fixture for Modes {
@@ -119,7 +119,7 @@ impl Modes {
     }
 
     /// Polls `GET path` with `key` until `done` holds for the answer (bounded: 20 s).
-    async fn until(
+    pub(crate) async fn until(
         &self,
         path: &str,
         key: &str,
