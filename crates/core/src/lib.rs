@@ -38,7 +38,7 @@ use std::sync::Arc;
 use tern_cloudapi::CloudApiClient;
 use tern_domain::Problem;
 use tern_domain::crypto::MasterKey;
-use tern_store::{AcceptQueue, Db, Lookups};
+use tern_store::{AcceptQueue, Db, InboxQueue, Lookups};
 
 pub mod account;
 pub mod admin;
@@ -97,6 +97,8 @@ pub struct Inner {
     pub cloud: CloudApiClient,
     /// Group commit of message acceptances.
     pub acceptor: AcceptQueue,
+    /// Group commit of the network's webhooks into the inbox.
+    pub intake: InboxQueue,
     /// Batched key lookups and send reads (one statement for concurrent requests).
     pub lookups: Lookups,
     /// The media store, the address guard and the importer.
@@ -154,6 +156,7 @@ impl Core {
             requests: usage::RequestMeter::start(db.clone()),
             media,
             acceptor: AcceptQueue::start(db.clone()),
+            intake: InboxQueue::start(db.clone()),
             lookups: Lookups::start(db.clone()),
             key,
             cloud,

@@ -22,6 +22,7 @@ mod error;
 mod events;
 mod explorer;
 mod identity;
+mod inbox_queue;
 mod limits;
 mod lookups;
 mod media;
@@ -70,6 +71,7 @@ pub use events::{
 };
 pub use explorer::{CustomerKey, ExplorerQuery, MAX_CONVERSATIONS, Redelivery, id_at};
 pub use identity::{Identity, Observed};
+pub use inbox_queue::{InboxQueue, NewInboxItem, QUEUE as INTAKE_QUEUE};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};
 pub use media::{InboundMediaJob, InboundMediaState, Media, MediaSource, NewInboundMedia};

@@ -50,8 +50,9 @@ macro_rules! claim_sql {
 }
 
 impl Db {
-    /// Stores a received batch and wakes this process's inbox worker.
-    /// `Conflict { "network_inbox_pkey" }` on a duplicate id.
+    /// Stores a received batch and wakes this process's inbox worker (alone: the intake
+    /// groups them, see [`crate::InboxQueue`]). `Conflict { "network_inbox_pkey" }` on a
+    /// duplicate id.
     pub async fn insert_inbox(
         &self,
         id: Uuid,
@@ -59,18 +60,13 @@ impl Db {
         signature: &str,
         received_at: i64,
     ) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(
-                "INSERT INTO network_inbox (id, received_at, signature, body) \
-                 VALUES ($1, $2, $3, $4)")
-            .bind(id)
-            .bind(received_at)
-            .bind(signature)
-            .bind(body)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))?;
-        self.wakeups.inbox.notify_one();
-        Ok(())
+        self.insert_inbox_many(&[crate::NewInboxItem {
+            id,
+            body: body.to_vec(),
+            signature: signature.to_string(),
+            received_at,
+        }])
+        .await
     }
 
     /// Claims up to `limit` unprocessed batches whose lease (or retry delay) has ended, oldest

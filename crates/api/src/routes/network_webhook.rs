@@ -63,7 +63,7 @@ async fn receive_test(
                 .with_detail("reason", "not_a_test_number"),
         ));
     }
-    tern_core::inbox::receive(&state.db, &body, signature).await?;
+    tern_core::inbox::receive(&state.core.intake, &body, signature).await?;
     Ok((
         StatusCode::OK,
         axum::Json(serde_json::json!({"received": true})),
@@ -119,7 +119,7 @@ async fn receive(
         ));
     }
     // Stored: the store wakes this process's inbox worker.
-    tern_core::inbox::receive(&state.db, &body, signature).await?;
+    tern_core::inbox::receive(&state.core.intake, &body, signature).await?;
     metrics::counter!("tern_network_webhooks_total", "result" => "stored").increment(1);
     Ok((
         StatusCode::OK,

@@ -27,7 +27,7 @@ use std::future::Future;
 use serde_json::Value;
 use tern_cloudapi::{MessagesValue, Notification, Sender, StatusUpdate};
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Identity, StoreError};
+use tern_store::{Db, Identity, InboxQueue, NewInboxItem, StoreError};
 use uuid::Uuid;
 
 /// What applying a notification did, for logs and tests.
@@ -78,10 +78,21 @@ impl Report {
 }
 
 /// Stores a notification whose signature was verified, for the inbox worker to apply
-/// ([`apply`]); the network is answered as soon as it is stored.
-pub async fn receive(db: &Db, body: &[u8], signature: &str) -> Result<Uuid, StoreError> {
+/// ([`apply`]), committed together with the others arriving meanwhile (`intake`, bounded:
+/// a full intake makes the request wait); the network is answered as soon as it is stored.
+pub async fn receive(
+    intake: &InboxQueue,
+    body: &[u8],
+    signature: &str,
+) -> Result<Uuid, StoreError> {
     let id = new_id();
-    db.insert_inbox(id, body, signature, now_ms()).await?;
+    let item = NewInboxItem {
+        id,
+        body: body.to_vec(),
+        signature: signature.to_string(),
+        received_at: now_ms(),
+    };
+    intake.insert(item).await?;
     Ok(id)
 }
 

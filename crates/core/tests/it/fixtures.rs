@@ -71,9 +71,13 @@ pub fn notification(
 /// it may be refused.
 pub async fn deliver(db: &Db, body: &serde_json::Value) -> tern_core::inbox::Report {
     let bytes = serde_json::to_vec(body).unwrap();
-    tern_core::inbox::receive(db, &bytes, "sha256=checked")
-        .await
-        .unwrap();
+    tern_core::inbox::receive(
+        &tern_store::InboxQueue::start(db.clone()),
+        &bytes,
+        "sha256=checked",
+    )
+    .await
+    .unwrap();
     let mut report = tern_core::inbox::Report::default();
     let now = tern_domain::time::now_ms();
     for batch in db.claim_inbox(100, 60_000, now).await.unwrap() {

@@ -361,8 +361,109 @@ async fn statuses_of_many_webhooks_are_applied_together(app: &TestApp) {
     );
 }
 
+/// The network's real pattern at a number's top tier (issue 33): one status per webhook,
+/// many at once. Every POST is answered 200 once stored; the intake holds at most its bound
+/// of bodies in memory however many arrive together; and every message's reports, posted
+/// one after the other, are applied in that order.
+async fn a_flood_of_single_status_webhooks_is_stored_and_applied_in_order(app: &TestApp) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    setup(app).await;
+    const MESSAGES: usize = 120;
+    const AT_ONCE: usize = 3 * tern_store::INTAKE_QUEUE;
+    let mut msgs = Vec::new();
+    for i in 0..MESSAGES {
+        msgs.push(outbound(app, Some(&format!("wamid.FLOOD{i}"))).await);
+    }
+    let (stop, most) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let sampler = {
+        let (stop, most, intake) = (stop.clone(), most.clone(), app.core.intake.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                most.fetch_max(intake.queued(), Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // Each message's three reports one after the other; all messages at once, and more
+    // webhooks in flight (AT_ONCE) than the intake holds.
+    let permits = Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
+    let mut posters = tokio::task::JoinSet::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let wamid = m.wamid.clone().unwrap();
+        let (base, http, permits) = (app.base.clone(), app.http.clone(), permits.clone());
+        let t0 = 1_700_000_000 + i64::try_from(i).unwrap() * 10;
+        posters.spawn(async move {
+            for (state, ts) in [("sent", t0), ("delivered", t0 + 1), ("read", t0 + 2)] {
+                let body = serde_json::to_vec(&one_status(&wamid, state, ts)).unwrap();
+                let _permit = permits.acquire().await.unwrap();
+                let (s, b) = crate::common::post_network_to(&http, &base, &body).await;
+                assert_eq!(s, 200, "{wamid} {state}: {b}");
+            }
+        });
+    }
+    while let Some(done) = posters.join_next().await {
+        done.unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+    let most = most.load(Ordering::Relaxed);
+    assert!(
+        most <= tern_store::INTAKE_QUEUE,
+        "{most} bodies queued in memory"
+    );
+    assert_eq!(
+        app.db.count_unprocessed_inbox().await.unwrap(),
+        3 * MESSAGES as i64
+    );
+
+    drain_until_done(app, Retry::default()).await;
+    for (i, m) in msgs.iter().enumerate() {
+        let t0 = (1_700_000_000 + i64::try_from(i).unwrap() * 10) * 1000;
+        let got = app
+            .db
+            .get_message(app.org_uuid(), m.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (got.status, got.sent_at, got.delivered_at, got.read_at),
+            (Status::Read, Some(t0), Some(t0 + 1000), Some(t0 + 2000)),
+            "{:?}",
+            got.wamid
+        );
+        let reports: Vec<(Status, bool)> = app
+            .db
+            .timeline_rows(m.id)
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|r| match &r.detail {
+                Detail::Status {
+                    status, applied, ..
+                } => Some((*status, *applied)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            reports,
+            [
+                (Status::Sent, true),
+                (Status::Delivered, true),
+                (Status::Read, true)
+            ],
+            "applied in the order posted: {:?}",
+            got.wamid
+        );
+    }
+}
+
 tern_store::both_backends! { TestApp;
     nul_from_the_network_is_replaced_and_the_message_kept_http => nul_from_the_network_is_replaced_and_the_message_kept,
     an_item_that_cannot_be_applied_is_set_aside_http => an_item_that_cannot_be_applied_is_set_aside,
     statuses_of_many_webhooks_are_applied_together_http => statuses_of_many_webhooks_are_applied_together,
+    a_flood_of_single_status_webhooks_is_stored_and_applied_in_order_http => a_flood_of_single_status_webhooks_is_stored_and_applied_in_order,
 }

@@ -337,16 +337,7 @@ impl TestApp {
 
     /// POSTs a body to the network webhook, signed with the app secret.
     pub async fn post_network(&self, body: &[u8]) -> (u16, Value) {
-        let sig = tern_cloudapi::sign(APP_SECRET.as_bytes(), body);
-        let (s, _, b) = send(
-            self.http
-                .post(self.url("/webhooks/whatsapp"))
-                .header("Content-Type", "application/json")
-                .header("X-Hub-Signature-256", sig)
-                .body(body.to_vec()),
-        )
-        .await;
-        (s, b)
+        post_network_to(&self.http, &self.base, body).await
     }
 
     pub fn org_uuid(&self) -> uuid::Uuid {
@@ -574,4 +565,18 @@ pub fn create_pg_schema() -> (String, String) {
         format!("{base}{sep}options=-csearch_path%3D{schema}"),
         schema,
     )
+}
+
+/// POSTs a body to the network webhook of the server at `base`, signed with the app secret
+/// (for tasks that do not borrow the [`TestApp`]).
+pub async fn post_network_to(http: &reqwest::Client, base: &str, body: &[u8]) -> (u16, Value) {
+    let sig = tern_cloudapi::sign(APP_SECRET.as_bytes(), body);
+    let (s, _, b) = send(
+        http.post(format!("{base}/webhooks/whatsapp"))
+            .header("Content-Type", "application/json")
+            .header("X-Hub-Signature-256", sig)
+            .body(body.to_vec()),
+    )
+    .await;
+    (s, b)
 }
