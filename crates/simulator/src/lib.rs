@@ -29,6 +29,7 @@ mod magic;
 mod media;
 mod model;
 mod outbound;
+mod pricing;
 mod state;
 mod templates;
 mod validate;
@@ -53,6 +54,7 @@ pub use magic::{
     USERNAME as MAGIC_USERNAME, USERNAME_CUSTOMER_ID as MAGIC_USER_ID,
 };
 pub use media::sample_media;
+pub use pricing::NON_TEMPLATE_CHARGED_FROM;
 pub use model::{
     Behaviour, DeliveryRecord, ForcedAction, MediaOrigin, MediaSummary, MessageRecord, Number,
     NumberPatch, RecipientSpec, RequestRecord, TemplateRec, TemplateSeed,
