@@ -54,11 +54,11 @@ pub use magic::{
     USERNAME as MAGIC_USERNAME, USERNAME_CUSTOMER_ID as MAGIC_USER_ID,
 };
 pub use media::sample_media;
-pub use pricing::NON_TEMPLATE_CHARGED_FROM;
 pub use model::{
     Behaviour, DeliveryRecord, ForcedAction, MediaOrigin, MediaSummary, MessageRecord, Number,
     NumberPatch, RecipientSpec, RequestRecord, TemplateRec, TemplateSeed,
 };
+pub use pricing::NON_TEMPLATE_CHARGED_FROM;
 pub use state::CtlError;
 pub use validate::{ValidSend, placeholders, validate_send};
 pub use webhooks::ascii_json;

@@ -389,7 +389,12 @@ pub(crate) async fn rest_covered(
     id: Uuid,
     category: Category,
 ) -> std::result::Result<i64, Refusal> {
-    let pending = core.db.campaign_counts(id).await.map_err(Problem::from)?.pending;
+    let pending = core
+        .db
+        .campaign_counts(id)
+        .await
+        .map_err(Problem::from)?
+        .pending;
     let required = estimate(p, category, pending);
     wallet_covers(p, required, Some(category))
         .map_err(|r| Refusal::new(PauseReason::WalletBalanceLow)(r.into()))?;

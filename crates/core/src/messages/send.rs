@@ -457,7 +457,9 @@ pub(crate) fn billing(
         return Err(BillingRefusal::Subscription(org.subscription_status));
     }
     let effective = principal.effective();
-    let debit_minor = category.map(|c| price_minor(principal, c)).filter(|p| *p > 0);
+    let debit_minor = category
+        .map(|c| price_minor(principal, c))
+        .filter(|p| *p > 0);
     if let Some(price) = debit_minor {
         wallet_covers(principal, price, category)?;
     }

@@ -46,7 +46,11 @@ async fn text_in_window_sent_delivered_read_with_callback_data() {
     let pricing = st[0].pricing.as_ref().unwrap();
     assert_eq!(pricing.category.as_deref(), Some("service"));
     let free = st[0].timestamp.unwrap() < tern_simulator::NON_TEMPLATE_CHARGED_FROM;
-    let want = if free { "free_customer_service" } else { "regular" };
+    let want = if free {
+        "free_customer_service"
+    } else {
+        "regular"
+    };
     assert_eq!(pricing.pricing_type.as_deref(), Some(want));
     assert_eq!(pricing.billable, Some(!free));
     assert_eq!(pricing.pricing_model.as_deref(), Some("PMP"));

@@ -28,8 +28,13 @@ impl World {
         let mut ids = Vec::new();
         for i in 0..n {
             ids.push(
-                self.contact(&format!("1415555{:04}", 301 + i), Some("Ada"), Some("Leeds"), &["vip"])
-                    .await,
+                self.contact(
+                    &format!("1415555{:04}", 301 + i),
+                    Some("Ada"),
+                    Some("Leeds"),
+                    &["vip"],
+                )
+                .await,
             );
         }
         ids
@@ -50,7 +55,11 @@ async fn resolve_estimates_the_recipients_not_skipped_at_the_category_price(db: 
     w.opt_out(ids[0]).await;
     w.contact("14155559999", Some("Bo"), None, &["vip"]).await;
     let id = w.draft().await;
-    assert_eq!(w.get(id).await.estimated_cost_minor, None, "not before resolve");
+    assert_eq!(
+        w.get(id).await.estimated_cost_minor,
+        None,
+        "not before resolve"
+    );
     let c = w.act(id, Action::Resolve, json!({})).await.unwrap();
     assert_eq!(c.recipient_count, Some(4));
     assert_eq!(c.estimated_cost_minor, Some(2 * PRICE));
@@ -66,7 +75,10 @@ async fn billing_off_estimates_zero_and_launches_with_an_empty_wallet(db: Db) {
     let c = w.act(id, Action::Resolve, json!({})).await.unwrap();
     assert_eq!(c.estimated_cost_minor, Some(0));
     let c = w.act(id, Action::Launch, json!({})).await.unwrap();
-    assert_eq!((c.status, c.estimated_cost_minor), (Status::Running, Some(0)));
+    assert_eq!(
+        (c.status, c.estimated_cost_minor),
+        (Status::Running, Some(0))
+    );
 }
 
 async fn launch_refuses_what_the_wallet_cannot_cover_and_leaves_the_campaign_ready(db: Db) {

@@ -164,10 +164,18 @@ async fn billing(r: &Run, price: i64, wallet: Option<i64>) {
 }
 
 fn wallet_low(s: u16, e: &Value, required: i64, balance: i64) {
-    assert_eq!((s, e["code"].as_str()), (402, Some("wallet_balance_low")), "{e}");
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (402, Some("wallet_balance_low")),
+        "{e}"
+    );
     let d = &e["details"];
     assert_eq!(
-        (d["required_minor"].as_i64(), d["balance_minor"].as_i64(), d["wallet_category"].as_str()),
+        (
+            d["required_minor"].as_i64(),
+            d["balance_minor"].as_i64(),
+            d["wallet_category"].as_str()
+        ),
         (Some(required), Some(balance), Some("marketing")),
         "{e}"
     );
@@ -290,7 +298,11 @@ async fn schedules_expiry_and_auto_pauses(backend: Backend) {
     wallet_low(s, &e, 500, 250);
     let c = status_of(&r, &id).await;
     assert_eq!(
-        (c["status"].as_str(), c["recipient_count"].as_i64(), c["estimated_cost_minor"].as_i64()),
+        (
+            c["status"].as_str(),
+            c["recipient_count"].as_i64(),
+            c["estimated_cost_minor"].as_i64()
+        ),
         (Some("ready"), Some(5), Some(500)),
         "{c}"
     );
@@ -300,7 +312,14 @@ async fn schedules_expiry_and_auto_pauses(backend: Backend) {
     let (s, c) = act(&r.app, &r.key, &id, "launch", None).await;
     assert_eq!(s, 200, "{c}");
     wait_status(&r, &id, "completed", Duration::from_secs(30)).await;
-    let (_, _, page) = call(&r.app, &r.key, "GET", &format!("/campaigns/{id}/recipients"), None).await;
+    let (_, _, page) = call(
+        &r.app,
+        &r.key,
+        "GET",
+        &format!("/campaigns/{id}/recipients"),
+        None,
+    )
+    .await;
     let m = page["data"][0]["message_id"].as_str().unwrap().to_string();
     let msg = eventually_within(Duration::from_secs(10), "pricing reported", || async {
         let (_, _, msg) = call(&r.app, &r.key, "GET", &format!("/messages/{m}"), None).await;
@@ -317,7 +336,14 @@ async fn schedules_expiry_and_auto_pauses(backend: Backend) {
     contacts(&r.app, 3, 447_700_410_000, "wallet2").await;
     let id = draft(&r, "wallet2", json!({})).await;
     let at = tern_domain::time::format_ms(now_ms() + 1_000);
-    let (s, c) = act(&r.app, &r.key, &id, "schedule", Some(json!({"scheduled_at": at}))).await;
+    let (s, c) = act(
+        &r.app,
+        &r.key,
+        &id,
+        "schedule",
+        Some(json!({"scheduled_at": at})),
+    )
+    .await;
     assert_eq!(s, 200, "{c}");
     let c = wait_status(&r, &id, "paused", Duration::from_secs(30)).await;
     assert_eq!(c["pause_reason"], "wallet_balance_low");

@@ -470,7 +470,11 @@ async fn the_latest_reported_pricing_is_the_messages(n: &Net) {
     n.network(
         vec![],
         vec![
-            priced(status(&wamid, "sent", t, None), "service", "free_customer_service"),
+            priced(
+                status(&wamid, "sent", t, None),
+                "service",
+                "free_customer_service",
+            ),
             status(&wamid, "delivered", t + 1, None),
         ],
     )
@@ -487,29 +491,57 @@ async fn the_latest_reported_pricing_is_the_messages(n: &Net) {
     // (the latest report's price, in the order Tern received them).
     n.network(
         vec![],
-        vec![priced(status(&wamid, "read", t + 2, None), "utility", "regular")],
+        vec![priced(
+            status(&wamid, "read", t + 2, None),
+            "utility",
+            "regular",
+        )],
     )
     .await;
     let m = n.message(&id).await;
-    assert_eq!((m["status"].as_str(), m["pricing"]["category"].as_str()), (Some("read"), Some("utility")), "{m}");
-    assert_eq!((m["pricing"]["type"].as_str(), m["pricing"]["billable"].as_bool()), (Some("regular"), Some(true)));
+    assert_eq!(
+        (m["status"].as_str(), m["pricing"]["category"].as_str()),
+        (Some("read"), Some("utility")),
+        "{m}"
+    );
+    assert_eq!(
+        (
+            m["pricing"]["type"].as_str(),
+            m["pricing"]["billable"].as_bool()
+        ),
+        (Some("regular"), Some(true))
+    );
     n.network(
         vec![],
-        vec![priced(status(&wamid, "delivered", t + 1, None), "marketing", "regular")],
+        vec![priced(
+            status(&wamid, "delivered", t + 1, None),
+            "marketing",
+            "regular",
+        )],
     )
     .await;
     let m = n.message(&id).await;
-    assert_eq!((m["status"].as_str(), m["pricing"]["category"].as_str()), (Some("read"), Some("marketing")), "{m}");
+    assert_eq!(
+        (m["status"].as_str(), m["pricing"]["category"].as_str()),
+        (Some("read"), Some("marketing")),
+        "{m}"
+    );
     // Each report's price is in its timeline entry.
     let all = n.timeline(&id).await;
     let prices: Vec<Option<&str>> = of(&all, "status")
         .iter()
         .map(|e| e["pricing"]["category"].as_str())
         .collect();
-    assert_eq!(prices, [Some("service"), None, Some("utility"), Some("marketing")]);
+    assert_eq!(
+        prices,
+        [Some("service"), None, Some("utility"), Some("marketing")]
+    );
     // Another organisation's key does not see the message.
     let (_, other) = n.app.other_org("Other", Preset::FullAccess).await;
-    let (s, _, _) = n.app.get(&format!("{API}/messages/{id}"), Some(&other)).await;
+    let (s, _, _) = n
+        .app
+        .get(&format!("{API}/messages/{id}"), Some(&other))
+        .await;
     assert_eq!(s, 404);
 }
 
