@@ -104,6 +104,12 @@ impl Principal {
         Effective::new(&self.org.plan, &self.overrides)
     }
 
+    /// Whether the caller's sends are free: test sends debit no wallet and count against no
+    /// `messages_sent` allowance (APP.md §5).
+    pub fn is_free(&self) -> bool {
+        self.mode == Mode::Test
+    }
+
     pub fn has(&self, p: Permission) -> bool {
         self.permissions.contains(&p)
     }

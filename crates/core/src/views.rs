@@ -88,6 +88,39 @@ pub struct Message {
     /// When the customer deleted the message (`text` and `content` are then null).
     #[schema(format = DateTime)]
     pub revoked_at: Option<String>,
+    /// What the network said the message costs, from its latest status report that carried
+    /// a price (outbound; null until one arrives).
+    pub pricing: Option<Pricing>,
+}
+
+/// The network's `pricing` of a status report, as it reported it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Pricing {
+    /// Whether the network charges for the message (deprecated by the network: `type` says
+    /// the same).
+    pub billable: Option<bool>,
+    /// `PMP`: priced per message.
+    #[schema(example = "PMP")]
+    pub pricing_model: Option<String>,
+    /// `marketing`, `utility`, `authentication`, `service`, … (a template's category, or
+    /// `service` for a reply in the customer service window).
+    #[schema(example = "marketing")]
+    pub category: Option<String>,
+    /// `regular` (charged), `free_customer_service` or `free_entry_point`.
+    #[serde(rename = "type")]
+    #[schema(example = "regular")]
+    pub r#type: Option<String>,
+}
+
+impl From<tern_domain::message::Pricing> for Pricing {
+    fn from(p: tern_domain::message::Pricing) -> Self {
+        Pricing {
+            billable: p.billable,
+            pricing_model: p.pricing_model,
+            category: p.category,
+            r#type: p.r#type,
+        }
+    }
 }
 
 /// The message another one answers.
@@ -145,6 +178,7 @@ impl From<tern_store::Message> for Message {
             referral: m.referral,
             edited_at: m.edited_at.map(format_ms),
             revoked_at: m.revoked_at.map(format_ms),
+            pricing: m.pricing.map(Pricing::from),
         }
     }
 }

@@ -209,6 +209,23 @@ pub fn apply_with(
     }
 }
 
+/// What the network said a message costs: the `pricing` of its status reports
+/// (`billable`, `pricing_model`, `category`, `type`), kept as reported (a value the
+/// network adds later passes through unchanged). Tern's own billing prices a send by the
+/// organisation's prices, not by this; it tells the business what the network charges.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Pricing {
+    /// Deprecated by the network (`type` says the same); kept while it sends it.
+    pub billable: Option<bool>,
+    /// `PMP` (per message) since July 2025; `CBP` before.
+    pub pricing_model: Option<String>,
+    /// `marketing`, `utility`, `authentication`, `service`, …
+    pub category: Option<String>,
+    /// `regular`, `free_customer_service` or `free_entry_point`.
+    #[serde(rename = "type")]
+    pub r#type: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

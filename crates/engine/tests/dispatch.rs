@@ -185,6 +185,7 @@ impl Env {
             referral: None,
             edited_at: None,
             revoked_at: None,
+            pricing: None,
         };
         assert!(self.db.insert_message(&m).await.unwrap());
         assert!(self.db.queue_message_dispatch(id, now).await.unwrap());

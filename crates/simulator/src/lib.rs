@@ -29,6 +29,7 @@ mod magic;
 mod media;
 mod model;
 mod outbound;
+mod pricing;
 mod state;
 mod templates;
 mod validate;
@@ -57,6 +58,7 @@ pub use model::{
     Behaviour, DeliveryRecord, ForcedAction, MediaOrigin, MediaSummary, MessageRecord, Number,
     NumberPatch, RecipientSpec, RequestRecord, TemplateRec, TemplateSeed,
 };
+pub use pricing::NON_TEMPLATE_CHARGED_FROM;
 pub use state::CtlError;
 pub use validate::{ValidSend, placeholders, validate_send};
 pub use webhooks::ascii_json;

@@ -20,7 +20,8 @@ struct StatusCtx {
     target: Target,
     biz: Option<String>,
     category: String,
-    free: bool,
+    /// The network's `pricing` of the message (on `sent` and one of delivered/read).
+    pricing: Value,
     conversation_id: String,
     failure: Option<(i64, Option<String>)>,
     number: Number,
@@ -119,7 +120,7 @@ impl Sim {
             target: target.clone(),
             biz: send.biz_opaque_callback_data.clone(),
             category: send.category.clone(),
-            free: send.category == "service" && window_open,
+            pricing: crate::pricing::pricing(&send.category, window_open, now),
             conversation_id,
             failure,
             number: number.clone(),
@@ -218,12 +219,7 @@ impl Sim {
             v["conversation"] = conv;
         }
         if with_pricing && !failed {
-            v["pricing"] = json!({
-                "billable": !ctx.free,
-                "pricing_model": "PMP",
-                "type": if ctx.free { "free_customer_service" } else { "regular" },
-                "category": ctx.category,
-            });
+            v["pricing"] = ctx.pricing.clone();
         }
         // Failed statuses come without `contacts[]`; the username only on delivered/read.
         let contact = (!failed).then(|| {

@@ -53,6 +53,8 @@ pub struct Campaign {
     pub completed_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// What the recipients not skipped cost at resolve (minor units; `None` before).
+    pub estimated_cost_minor: Option<i64>,
 }
 
 /// A campaign as stored (names as text), read back into a [`Campaign`].
@@ -78,6 +80,7 @@ struct CampaignRow {
     completed_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
+    estimated_cost_minor: Option<i64>,
 }
 
 impl CampaignRow {
@@ -102,6 +105,7 @@ impl CampaignRow {
             completed_at: self.completed_at,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            estimated_cost_minor: self.estimated_cost_minor,
         })
     }
 }
@@ -110,7 +114,8 @@ macro_rules! campaign_columns {
     () => {
         "id, org_id, name, status, template_name, template_language, phone_number_id, \
          audience, variables, scheduled_at, expires_at, recipient_count, pause_reason, \
-         resolved_at, launched_at, paused_at, completed_at, created_at, updated_at"
+         resolved_at, launched_at, paused_at, completed_at, created_at, updated_at, \
+         estimated_cost_minor"
     };
 }
 
@@ -482,7 +487,7 @@ impl Tx {
     pub async fn insert_campaign(&mut self, c: &Campaign) -> Result<()> {
         with_tx!(self, conn => sqlx::query(concat!(
                 "INSERT INTO campaigns (", campaign_columns!(), ") VALUES \
-                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"))
+                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"))
             .bind(c.id)
             .bind(c.org_id)
             .bind(&c.name)
@@ -502,6 +507,7 @@ impl Tx {
             .bind(c.completed_at)
             .bind(c.created_at)
             .bind(c.updated_at)
+            .bind(c.estimated_cost_minor)
             .execute(&mut **conn)
             .await
             .map(drop))?;
@@ -540,7 +546,8 @@ impl Tx {
         with_tx!(self, conn => sqlx::query(
                 "UPDATE campaigns SET status = $2, scheduled_at = $3, expires_at = $4, \
                  recipient_count = $5, pause_reason = $6, resolved_at = $7, launched_at = $8, \
-                 paused_at = $9, completed_at = $10, updated_at = $11 WHERE id = $1")
+                 paused_at = $9, completed_at = $10, updated_at = $11, \
+                 estimated_cost_minor = $12 WHERE id = $1")
             .bind(c.id)
             .bind(c.status.as_str())
             .bind(c.scheduled_at)
@@ -552,6 +559,7 @@ impl Tx {
             .bind(c.paused_at)
             .bind(c.completed_at)
             .bind(c.updated_at)
+            .bind(c.estimated_cost_minor)
             .execute(&mut **conn)
             .await
             .map(drop))?;

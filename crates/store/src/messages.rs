@@ -10,7 +10,7 @@ use crate::db::{Db, Tx, TxInner, with_pool, with_tx};
 use crate::error::Result;
 use crate::sql::{ROWS_PER_STATEMENT, push_id_list};
 use tern_domain::failure::Failure;
-use tern_domain::message::{Direction, Status};
+use tern_domain::message::{Direction, Pricing, Status};
 
 /// A message row.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +51,8 @@ pub struct Message {
     pub edited_at: Option<i64>,
     /// When the customer deleted the message (inbound).
     pub revoked_at: Option<i64>,
+    /// The network's pricing of its latest status report that carried one (outbound).
+    pub pricing: Option<Pricing>,
 }
 
 /// The message another one answers: the network's id, and Tern's when Tern holds it.
@@ -92,6 +94,7 @@ pub(crate) struct Row {
     referral: Option<Json<Value>>,
     edited_at: Option<i64>,
     revoked_at: Option<i64>,
+    pricing: Option<Json<Pricing>>,
 }
 
 impl From<Row> for Message {
@@ -125,6 +128,7 @@ impl From<Row> for Message {
             referral: r.referral.map(|j| j.0),
             edited_at: r.edited_at,
             revoked_at: r.revoked_at,
+            pricing: r.pricing.map(|j| j.0),
         }
     }
 }
@@ -134,13 +138,14 @@ macro_rules! message_columns {
         "id, org_id, conversation_id, contact_id, phone_number_id, direction, type, status, \
          template_name, template_language, text, media_id, wamid, request, campaign_id, created_at, \
          sent_at, delivered_at, read_at, failed_at, failure_code, failure, updated_at, content, \
-         reply_to, referral, edited_at, revoked_at"
+         reply_to, referral, edited_at, revoked_at, pricing"
     };
 }
 pub(crate) use message_columns;
 
 /// The columns an accepted (outbound) message is inserted with, `message_columns!` less the
-/// inbound-only ones (content, referral, edited_at, revoked_at: NULL): fewer binds on the
+/// inbound-only ones and the reported pricing (content, referral, edited_at, revoked_at,
+/// pricing: NULL): fewer binds on the
 /// send path's batch inserts.
 macro_rules! outbound_columns {
     () => {
@@ -162,6 +167,10 @@ pub struct StatusChange {
     pub failed_at: Option<i64>,
     pub failure_code: Option<String>,
     pub failure: Option<Failure>,
+    /// The message's pricing after the change (a network report's replaces the stored
+    /// one); `None` keeps what is stored. Only `update_message_status` writes it: the
+    /// dispatcher's outcomes bring no price.
+    pub pricing: Option<Pricing>,
 }
 
 /// A message an edit or deletion was applied to ([`Tx::edit_inbound_message`]).
@@ -581,7 +590,7 @@ impl Tx {
         const SQL: &str = concat!(
             "INSERT INTO messages (",
             message_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) \
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29) \
              ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO UPDATE SET \
                created_at = excluded.created_at, type = excluded.type, request = excluded.request, \
                reply_to = excluded.reply_to, referral = excluded.referral \
@@ -620,6 +629,7 @@ impl Tx {
             .bind(m.referral.as_ref().map(Json))
             .bind(m.edited_at)
             .bind(m.revoked_at)
+            .bind(m.pricing.as_ref().map(Json))
             .fetch_optional(&mut **conn)
             .await)?;
         Ok(match id {
@@ -646,6 +656,7 @@ impl Tx {
         const SQL: &str = "UPDATE messages SET status = $1, wamid = COALESCE(wamid, $2), sent_at = $3, \
              delivered_at = $4, read_at = $5, failed_at = $6, failure_code = $7, failure = $8, \
              updated_at = CASE WHEN $9 > updated_at THEN $9 ELSE updated_at + 1 END, \
+             pricing = COALESCE($13, pricing), \
              dispatch_state = CASE WHEN $1 IN ('accepted', 'sending') THEN dispatch_state ELSE NULL END, \
              next_attempt_at = CASE WHEN $1 IN ('accepted', 'sending') THEN next_attempt_at ELSE NULL END, \
              locked_until = CASE WHEN $1 IN ('accepted', 'sending') THEN locked_until ELSE NULL END \
@@ -663,6 +674,7 @@ impl Tx {
             .bind(id)
             .bind(expected_status.as_str())
             .bind(expected_updated_at)
+            .bind(change.pricing.as_ref().map(Json))
             .execute(&mut **conn)
             .await
             .map(|r| r.rows_affected()))?;

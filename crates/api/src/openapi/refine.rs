@@ -504,7 +504,7 @@ fn error_details() -> Value {
         ),
         (
             "required_minor",
-            "`wallet_balance_low`: the price of the message, in minor units.",
+            "`wallet_balance_low`: the price of the message (a campaign's launch or resume: of its recipients left), in minor units.",
         ),
         ("limit_bytes", "The size limit in bytes."),
         ("size_bytes", "The size received in bytes."),

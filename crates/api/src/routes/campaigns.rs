@@ -309,7 +309,8 @@ pub async fn schedule_campaign(
 }
 
 /// Snapshot the audience into recipients (`draft` or `ready` → `ready`): deduplicated,
-/// variables filled, opted-out contacts and invalid values skipped with a reason.
+/// variables filled, opted-out contacts and invalid values skipped with a reason. Sets
+/// `estimated_cost_minor` (the recipients not skipped at the template category's price).
 #[utoipa::path(
     post,
     path = "/campaigns/{campaign_id}/resolve",
@@ -328,7 +329,9 @@ pub async fn resolve_campaign(
 }
 
 /// Start sending now (`draft`, `ready` or `scheduled` → `running`; resolved first if it was
-/// not). Checks what a template send checks.
+/// not). Checks what a template send checks, and that the wallet covers the estimate
+/// (`402 wallet_balance_low` with `required_minor` and `wallet_category`; the campaign then
+/// stays `ready`).
 #[utoipa::path(
     post,
     path = "/campaigns/{campaign_id}/launch",
@@ -365,6 +368,7 @@ pub async fn pause_campaign(
 }
 
 /// Continue a paused campaign with the recipients not yet messaged (`paused` → `running`).
+/// The wallet must cover those recipients (`402 wallet_balance_low`).
 #[utoipa::path(
     post,
     path = "/campaigns/{campaign_id}/resume",

@@ -28,7 +28,7 @@ use tern_domain::{new_id, template};
 use tern_store::{Accept, Acceptance, Campaign, Org};
 use uuid::Uuid;
 
-use super::{change, pause, resolve, sendable};
+use super::{Refusal, change, launchable, pause, resolve, rest_covered, sendable};
 use crate::messages::send::{Outbound, outbound_message, template_content};
 use crate::messages::status;
 use crate::{Core, Principal, Result};
@@ -309,25 +309,16 @@ async fn paused(core: &Core, org_id: Uuid, id: Uuid, r: PauseReason, now: i64) -
 }
 
 /// A scheduled campaign whose time came: launched as `POST …/launch` would (resolved first
-/// if it was not); when a check refuses, paused with the matching reason.
+/// if it was not, then the wallet checked against the estimate); when a check refuses,
+/// paused with the matching reason.
 async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result<Campaign> {
     let (org_id, id) = (c.org_id, c.id);
-    if let Err(refusal) = sendable(core, p, &c, now).await {
-        let reason = refusal.pause.unwrap_or(PauseReason::TemplateNotApproved);
-        tracing::warn!(campaign = %id, reason = reason.as_str(), "scheduled campaign could not launch");
-        return change(core, org_id, id, None, now, |c| {
-            if c.status == Status::Scheduled {
-                c.status = Status::Paused;
-                c.pause_reason = Some(reason);
-                c.paused_at = Some(now);
-                c.launched_at = Some(now);
-            }
-            Ok(())
-        })
-        .await;
-    }
+    let category = match launchable(core, p, &c, now).await {
+        Ok(category) => category,
+        Err(refusal) => return not_launched(core, &c, refusal, now).await,
+    };
     if c.resolved_at.is_none() {
-        match resolve(core, org_id, id, true, now).await {
+        match resolve(core, p, id, true, now).await {
             Ok(_) => {}
             Err(p) if p.is_conflict(ConflictReason::AudienceEmpty) => {
                 // Nothing to send: the campaign is done.
@@ -343,9 +334,31 @@ async fn launch_due(core: &Core, p: &Principal, c: Campaign, now: i64) -> Result
             Err(p) => return Err(p),
         }
     }
+    let estimate = match rest_covered(core, p, id, category).await {
+        Ok(e) => e,
+        Err(refusal) => return not_launched(core, &c, refusal, now).await,
+    };
     change(core, org_id, id, None, now, |c| {
         if c.status == Status::Scheduled {
             c.status = Status::Running;
+            c.launched_at = Some(now);
+            c.estimated_cost_minor = Some(estimate);
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// A scheduled campaign a launch check refused: paused with the check's reason (nobody is
+/// there to read the answer).
+async fn not_launched(core: &Core, c: &Campaign, refusal: Refusal, now: i64) -> Result<Campaign> {
+    let reason = refusal.pause.unwrap_or(PauseReason::TemplateNotApproved);
+    tracing::warn!(campaign = %c.id, reason = reason.as_str(), "scheduled campaign could not launch");
+    change(core, c.org_id, c.id, None, now, |c| {
+        if c.status == Status::Scheduled {
+            c.status = Status::Paused;
+            c.pause_reason = Some(reason);
+            c.paused_at = Some(now);
             c.launched_at = Some(now);
         }
         Ok(())

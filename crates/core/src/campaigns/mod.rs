@@ -11,14 +11,15 @@ use tern_domain::campaign::{
 };
 use tern_domain::error::ConflictReason;
 use tern_domain::events::EventType;
-use tern_domain::plan::{Entitlement, Feature};
+use tern_domain::plan::{Category, Entitlement, Feature};
 use tern_domain::send::{self, Addressee, Kind};
 use tern_domain::{Problem, new_id, template};
 use tern_store::{Campaign, NewRecipient, PhoneNumber, Template};
 use uuid::Uuid;
 
 use crate::messages::send::{
-    BillingRefusal, billing, choose_number, not_connected, template_not_approved,
+    BillingRefusal, billing, choose_number, not_connected, price_minor, template_not_approved,
+    wallet_covers,
 };
 use crate::{Core, Principal, Result, events, numbers};
 
@@ -54,6 +55,7 @@ pub async fn create(
         completed_at: None,
         created_at: now,
         updated_at: now,
+        estimated_cost_minor: None,
     };
     let mut tx = core.db.begin().await?;
     crate::limits::check_one_more(&mut tx, p.org_id, &p.effective(), Entitlement::Campaigns)
@@ -175,7 +177,7 @@ pub async fn act(
         return Err(campaign::invalid_state(c.status, action));
     }
     match action {
-        Action::Resolve => resolve(core, p.org_id, id, false, now).await,
+        Action::Resolve => resolve(core, p, id, false, now).await,
         Action::Schedule => {
             let s = campaign::parse_schedule(body, now)?;
             change(core, p.org_id, id, Some(action), now, |c| {
@@ -193,20 +195,24 @@ pub async fn act(
             .await
         }
         Action::Launch => {
-            sendable(core, p, &c, now).await?;
+            let category = launchable(core, p, &c, now).await?;
             if c.resolved_at.is_none() {
-                resolve(core, p.org_id, id, true, now).await?;
+                resolve(core, p, id, true, now).await?;
             }
+            // Refused for the wallet, the campaign stays as resolve left it (`ready`).
+            let estimate = rest_covered(core, p, id, category).await?;
             change(core, p.org_id, id, Some(action), now, |c| {
                 c.status = Status::Running;
                 c.launched_at = Some(now);
+                c.estimated_cost_minor = Some(estimate);
                 Ok(())
             })
             .await
         }
         Action::Pause => pause(core, p.org_id, id, PauseReason::Manual, now).await,
         Action::Resume => {
-            sendable(core, p, &c, now).await?;
+            let category = launchable(core, p, &c, now).await?;
+            rest_covered(core, p, id, category).await?;
             change(core, p.org_id, id, Some(action), now, |c| {
                 c.status = Status::Running;
                 c.pause_reason = None;
@@ -269,16 +275,53 @@ impl From<Refusal> for Problem {
     }
 }
 
-/// What a template send of this campaign checks (launch, resume, and each fan-out batch):
-/// the plan's `campaigns` feature, the number can send, the template is approved for the
-/// number's WABA and takes these parameters, the subscription and the wallet allow a send.
-/// Returns the number and the template.
+/// What a template send of this campaign checks (each fan-out batch): the plan's
+/// `campaigns` feature, the number can send, the template is approved for the number's
+/// WABA and takes these parameters, the subscription and the wallet allow a send. Returns
+/// the number, the template and a message's charges.
 pub(crate) async fn sendable(
     core: &Core,
     p: &Principal,
     c: &Campaign,
     now: i64,
 ) -> std::result::Result<(PhoneNumber, Template, tern_store::Charges), Refusal> {
+    let (number, tpl) = can_send(core, p, c).await?;
+    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(billing_refusal)?;
+    Ok((number, tpl, charges))
+}
+
+/// [`sendable`]'s checks for launch and resume, which check the wallet against the
+/// recipients left instead of one message ([`rest_covered`], once the recipients are
+/// known). Returns the template's category.
+pub(crate) async fn launchable(
+    core: &Core,
+    p: &Principal,
+    c: &Campaign,
+    now: i64,
+) -> std::result::Result<Category, Refusal> {
+    let (_, tpl) = can_send(core, p, c).await?;
+    match billing(p, Kind::Template, Some(tpl.category), now) {
+        Ok(_) | Err(BillingRefusal::Wallet { .. }) => Ok(tpl.category),
+        Err(r) => Err(billing_refusal(r)),
+    }
+}
+
+fn billing_refusal(r: BillingRefusal) -> Refusal {
+    let pause = match &r {
+        BillingRefusal::Feature(_) => PauseReason::PlanFeatureUnavailable,
+        BillingRefusal::Subscription(_) => PauseReason::SubscriptionRestricted,
+        BillingRefusal::Wallet { .. } => PauseReason::WalletBalanceLow,
+    };
+    Refusal::new(pause)(r.into())
+}
+
+/// The checks of a send before billing: the plan's `campaigns` feature, the number, the
+/// template and its parameters.
+async fn can_send(
+    core: &Core,
+    p: &Principal,
+    c: &Campaign,
+) -> std::result::Result<(PhoneNumber, Template), Refusal> {
     p.require_feature(Feature::Campaigns)
         .map_err(Refusal::new(PauseReason::PlanFeatureUnavailable))?;
     let refuse_number =
@@ -327,28 +370,51 @@ pub(crate) async fn sendable(
     };
     template::check_send(&tpl.components, vars.as_deref(), components.as_ref(), None)
         .map_err(|r| Refusal::new(PauseReason::TemplateNotApproved)(r.into_problem()))?;
-    let charges = billing(p, Kind::Template, Some(tpl.category), now).map_err(|r| {
-        let pause = match &r {
-            BillingRefusal::Feature(_) => PauseReason::PlanFeatureUnavailable,
-            BillingRefusal::Subscription(_) => PauseReason::SubscriptionRestricted,
-            BillingRefusal::Wallet { .. } => PauseReason::WalletBalanceLow,
-        };
-        Refusal::new(pause)(r.into())
-    })?;
-    Ok((number, tpl, charges))
+    Ok((number, tpl))
+}
+
+/// What messaging `recipients` costs at the caller's price for `category` (minor units; 0
+/// when billing is off for it or the campaign is the test space's).
+pub(crate) fn estimate(p: &Principal, category: Category, recipients: i64) -> i64 {
+    price_minor(p, category).saturating_mul(recipients.max(0))
+}
+
+/// Launch and resume: the wallet must cover the recipients left (not yet messaged; queued
+/// messages were paid for at acceptance) at the template's price, else `402
+/// wallet_balance_low` with that estimate as `required_minor` and the template's category
+/// as `wallet_category`. Returns the estimate.
+pub(crate) async fn rest_covered(
+    core: &Core,
+    p: &Principal,
+    id: Uuid,
+    category: Category,
+) -> std::result::Result<i64, Refusal> {
+    let pending = core
+        .db
+        .campaign_counts(id)
+        .await
+        .map_err(Problem::from)?
+        .pending;
+    let required = estimate(p, category, pending);
+    wallet_covers(p, required, Some(category))
+        .map_err(|r| Refusal::new(PauseReason::WalletBalanceLow)(r.into()))?;
+    Ok(required)
 }
 
 /// Snapshots the audience into recipients (`draft` | `ready` → `ready`): one read of the
 /// audience, variables filled per contact, opted-out contacts and those whose values break
 /// the rules skipped with a reason, written with multi-row inserts in one transaction.
-/// `for_launch`: also from `scheduled` (a launch resolves first when it was not).
+/// `for_launch`: also from `scheduled` (a launch resolves first when it was not). The
+/// campaign's `estimated_cost_minor` is the recipients not skipped at `p`'s price for the
+/// template's category (`None` while no template is approved: its category is not final).
 pub async fn resolve(
     core: &Core,
-    org_id: Uuid,
+    p: &Principal,
     id: Uuid,
     for_launch: bool,
     now: i64,
 ) -> Result<Campaign> {
+    let org_id = p.org_id;
     let c = get(core, org_id, id).await?;
     let Some(spec) = campaign::AudienceSpec::from_json(&c.audience.0) else {
         return Err(Problem::unavailable());
@@ -360,16 +426,19 @@ pub async fn resolve(
     }
     let params = Params::from_json(&c.params.0);
     // The template, if approved already: whether it needs a phone number (BSUID-only
-    // contacts are skipped then).
+    // contacts are skipped then), and its category (the estimate's price).
     let number = core.db.get_phone_number(&c.phone_number_id).await?;
-    let needs_phone = match &number {
-        Some(n) => core
-            .db
-            .find_approved_template(org_id, &n.waba_id, &c.template_name, &c.template_language)
-            .await?
-            .is_some_and(|t| template::needs_phone_number(t.category, &t.components)),
-        None => false,
+    let tpl = match &number {
+        Some(n) => {
+            core.db
+                .find_approved_template(org_id, &n.waba_id, &c.template_name, &c.template_language)
+                .await?
+        }
+        None => None,
     };
+    let needs_phone = tpl
+        .as_ref()
+        .is_some_and(|t| template::needs_phone_number(t.category, &t.components));
     let recipients: Vec<NewRecipient> = contacts
         .iter()
         .map(|ct| {
@@ -415,6 +484,8 @@ pub async fn resolve(
         return Err(campaign::invalid_state(locked.status, Action::Resolve));
     }
     tx.replace_recipients(id, &recipients, now).await?;
+    let pending = recipients.iter().filter(|r| r.skipped.is_none()).count() as i64;
+    locked.estimated_cost_minor = tpl.map(|t| estimate(p, t.category, pending));
     let before = locked.status;
     locked.status = if locked.status == Status::Draft {
         Status::Ready
@@ -430,7 +501,6 @@ pub async fn resolve(
     };
     tx.save_campaign(&locked).await?;
     if locked.status != before {
-        let pending = recipients.iter().filter(|r| r.skipped.is_none()).count() as i64;
         let counts = tern_store::CampaignCounts {
             pending,
             skipped: recipients.len() as i64 - pending,

@@ -94,6 +94,12 @@ pub struct Campaign {
     pub expires_at: Option<String>,
     /// Recipients after resolve (null until resolved).
     pub recipient_count: Option<i64>,
+    /// What the recipients not skipped cost at the organisation's price for the template's
+    /// category, in minor units of the wallet's currency: reckoned at resolve and again at
+    /// launch (0 when billing is off; null until resolved with the template approved).
+    /// Launch and resume refuse with `402 wallet_balance_low` when the wallet cannot cover
+    /// the recipients left.
+    pub estimated_cost_minor: Option<i64>,
     /// Why it is paused: `manual`, `wallet_balance_low`, `usage_limit_reached`,
     /// `subscription_restricted`, `error_threshold`, `template_not_approved`,
     /// `phone_number_not_connected`, `plan_feature_unavailable`.
@@ -133,6 +139,7 @@ impl Campaign {
             scheduled_at: c.scheduled_at.map(format_ms),
             expires_at: c.expires_at.map(format_ms),
             recipient_count: c.recipient_count,
+            estimated_cost_minor: c.estimated_cost_minor,
             pause_reason: c.pause_reason.map(|r| r.as_str().to_string()),
             resolved_at: c.resolved_at.map(format_ms),
             launched_at: c.launched_at.map(format_ms),

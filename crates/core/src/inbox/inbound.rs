@@ -190,6 +190,7 @@ pub(super) async fn store(
         referral: m.referral.clone(),
         edited_at,
         revoked_at,
+        pricing: None,
     };
     let mut tx = db.begin().await?;
     let inserted = tx.insert_message(&row).await?;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use tern_cloudapi::{MessagesValue, Notification, StatusUpdate};
-use tern_domain::message::{Precision, Status};
+use tern_domain::message::{Precision, Pricing, Status};
 use tern_domain::time::now_ms;
 use tern_store::{Db, StoreError};
 use uuid::Uuid;
@@ -138,10 +138,16 @@ pub(super) async fn apply(
                 .then(|| failure::from_webhook(s.errors.first()))
         })
         .collect();
+    let prices: Vec<Option<Pricing>> = statuses
+        .iter()
+        .map(|(s, _)| s.pricing.as_ref().map(pricing))
+        .collect();
     let mut flags = vec![false; statuses.len()];
     let mut reports = Vec::with_capacity(statuses.len());
     let mut indices = Vec::with_capacity(statuses.len());
-    for (i, ((s, received_at), failure)) in statuses.iter().zip(&failures).enumerate() {
+    for (i, (((s, received_at), failure), price)) in
+        statuses.iter().zip(&failures).zip(&prices).enumerate()
+    {
         let Some(incoming) = s.status.message_status() else {
             tracing::info!(status = s.status.as_str(), "unknown status value ignored");
             continue;
@@ -165,7 +171,7 @@ pub(super) async fn apply(
                 failure: failure.as_ref(),
                 seen: Some(status::Seen {
                     received_at: *received_at,
-                    pricing: s.raw.get("pricing").filter(|p| p.is_object()),
+                    pricing: price.as_ref(),
                 }),
                 attempt: None,
             },
@@ -188,6 +194,16 @@ pub(super) async fn apply(
         }
     }
     Ok(flags)
+}
+
+/// A status's pricing in Tern's type (the network's words stay those of the report).
+fn pricing(p: &tern_cloudapi::Pricing) -> Pricing {
+    Pricing {
+        billable: p.billable,
+        pricing_model: p.pricing_model.clone(),
+        category: p.category.clone(),
+        r#type: p.pricing_type.clone(),
+    }
 }
 
 /// Counts statuses [`apply`] applied or ignored.

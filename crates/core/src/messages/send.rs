@@ -401,7 +401,7 @@ pub(crate) enum BillingRefusal {
     Feature(Problem),
     /// A template while the subscription is restricted or cancelled.
     Subscription(SubscriptionStatus),
-    /// A template whose price the wallet cannot pay.
+    /// A template (or a campaign's estimate, `price`) the wallet cannot pay.
     Wallet {
         balance: i64,
         price: i64,
@@ -441,7 +441,7 @@ pub(crate) fn billing(
             .map_err(BillingRefusal::Feature)?;
     }
     // Test sends are free: no wallet debit, no `messages_sent` (APP.md §5).
-    if principal.mode == tern_domain::auth::Mode::Test {
+    if principal.is_free() {
         return Ok(Charges {
             debit_minor: None,
             messages_sent: None,
@@ -458,16 +458,10 @@ pub(crate) fn billing(
     }
     let effective = principal.effective();
     let debit_minor = category
-        .map(|c| effective.price_minor(c))
+        .map(|c| price_minor(principal, c))
         .filter(|p| *p > 0);
-    if let Some(price) = debit_minor
-        && org.wallet_balance_minor < price
-    {
-        return Err(BillingRefusal::Wallet {
-            balance: org.wallet_balance_minor,
-            price,
-            category,
-        });
+    if let Some(price) = debit_minor {
+        wallet_covers(principal, price, category)?;
     }
     let messages_sent = effective.allowance(Meter::MessagesSent).map(|a| {
         let (start, _) = billing_period(org.billing_period_start, now);
@@ -477,6 +471,36 @@ pub(crate) fn billing(
         debit_minor,
         messages_sent,
     })
+}
+
+/// What one template message of `category` costs the caller, in minor units of the wallet's
+/// currency: the organisation's price (its plan's, or the operator's override); 0 when
+/// billing is off for the category, and for test sends (APP.md §5). The one price of a
+/// send, for its debit and for a campaign's estimate.
+pub(crate) fn price_minor(principal: &Principal, category: Category) -> i64 {
+    if principal.is_free() {
+        return 0;
+    }
+    principal.effective().price_minor(category).max(0)
+}
+
+/// Whether the wallet holds `required` (one message's price, or a campaign's estimate);
+/// refused as `402 wallet_balance_low` naming `category`. Nothing is required of a free
+/// send (`required` 0).
+pub(crate) fn wallet_covers(
+    principal: &Principal,
+    required: i64,
+    category: Option<Category>,
+) -> std::result::Result<(), BillingRefusal> {
+    let balance = principal.org.wallet_balance_minor;
+    if required > 0 && balance < required {
+        return Err(BillingRefusal::Wallet {
+            balance,
+            price: required,
+            category,
+        });
+    }
+    Ok(())
 }
 
 /// The `messages_sent` allowance, read before a media check: billing (402) answers before
@@ -577,6 +601,7 @@ pub(crate) fn outbound_message(o: Outbound<'_>) -> Message {
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     }
 }
 

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use tern_domain::campaign::{Bucket, ReasonKind};
-use tern_domain::message::{self, Precision, Status, Times};
+use tern_domain::message::{self, Precision, Pricing, Status, Times};
 use tern_domain::time::now_ms;
 use tern_domain::timeline::{self, Detail};
 use tern_store::{
@@ -63,8 +63,9 @@ pub struct Report<'a> {
 pub struct Seen<'a> {
     /// When its notification arrived (epoch ms).
     pub received_at: i64,
-    /// The network's pricing object.
-    pub pricing: Option<&'a serde_json::Value>,
+    /// The network's pricing of the report, if it carried one: it replaces the message's
+    /// (the latest report's is kept), whether or not the report moves the status.
+    pub pricing: Option<&'a Pricing>,
 }
 
 /// The timeline entries of `r` about `msg` (as it was before), recorded at `at` in `tx`:
@@ -93,7 +94,7 @@ fn record_entries(
             status: r.status,
             network_timestamp: Some(timeline::time(r.at)),
             received_at: Some(timeline::time(seen.received_at)),
-            pricing: seen.pricing.cloned(),
+            pricing: seen.pricing.and_then(|p| serde_json::to_value(p).ok()),
             applied: changed,
             reason: timeline::not_applied(msg.status, r.status, changed),
         };
@@ -119,7 +120,13 @@ fn decide(msg: &Message, r: &Report<'_>) -> Option<(StatusChange, bool)> {
     };
     let o = message::apply_with(msg.status, times, r.status, at, r.precision);
     let wamid_new = r.wamid.is_some() && msg.wamid.is_none();
-    if !o.changed && !wamid_new {
+    // A report's pricing is written with its status in the same statement; one that only
+    // brings another price is a write of its own kind (like a wamid alone).
+    let pricing = r
+        .seen
+        .and_then(|s| s.pricing)
+        .filter(|p| msg.pricing.as_ref() != Some(*p));
+    if !o.changed && !wamid_new && pricing.is_none() {
         return None;
     }
     let became_failed = o.status == Status::Failed && msg.status != Status::Failed;
@@ -137,6 +144,7 @@ fn decide(msg: &Message, r: &Report<'_>) -> Option<(StatusChange, bool)> {
             failed_at: o.times.failed_at,
             failure_code,
             failure,
+            pricing: pricing.cloned().or_else(|| msg.pricing.clone()),
         },
         became_failed,
     ))
@@ -534,6 +542,7 @@ fn written(msg: &Message, change: &StatusChange) -> Message {
         failed_at: change.failed_at,
         failure_code: change.failure_code.clone(),
         failure: change.failure.clone(),
+        pricing: change.pricing.clone().or_else(|| msg.pricing.clone()),
         ..msg.clone()
     }
 }
@@ -548,6 +557,7 @@ fn unchanged(msg: &Message) -> StatusChange {
         failed_at: msg.failed_at,
         failure_code: msg.failure_code.clone(),
         failure: msg.failure.clone(),
+        pricing: msg.pricing.clone(),
     }
 }
 

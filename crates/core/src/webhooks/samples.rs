@@ -39,6 +39,7 @@ pub fn data(kind: EventType, subscription_id: Uuid, now: i64) -> Value {
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     };
     let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     match kind {
@@ -112,6 +113,7 @@ pub fn data(kind: EventType, subscription_id: Uuid, now: i64) -> Value {
                 completed_at: None,
                 created_at: now,
                 updated_at: now,
+                estimated_cost_minor: Some(0),
             };
             let counts = tern_store::CampaignCounts {
                 pending: 1,

@@ -191,6 +191,7 @@ pub async fn sent_message(
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     };
     assert!(db.insert_message(&m).await.unwrap());
     m

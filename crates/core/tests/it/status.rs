@@ -114,6 +114,7 @@ async fn network_seconds_never_move_a_precise_sent_at_back(db: Db) {
                 failed_at: None,
                 failure_code: None,
                 failure: None,
+                pricing: None,
             },
             now_ms(),
         )

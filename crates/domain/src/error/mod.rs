@@ -225,9 +225,9 @@ pub static CATALOG: [CatalogEntry; 23] = [
         WalletBalanceLow,
         402,
         "Wallet balance low",
-        "The credit balance cannot cover this template message.",
+        "The credit balance cannot cover this template message (or, at a campaign's launch or resume, its recipients left).",
         "Top up the wallet (details.top_up_path). Replies inside the 24-hour window are never refused for this.",
-        "A template message debits the wallet by its category's price when accepted.",
+        "A template message debits the wallet by its category's price when accepted; a campaign launches or resumes only when the wallet covers its recipients left (details.required_minor).",
         [
             "balance_minor",
             "required_minor",

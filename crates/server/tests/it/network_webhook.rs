@@ -255,6 +255,7 @@ pub(crate) async fn outbound(app: &TestApp, wamid: Option<&str>) -> Message {
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     };
     assert!(app.db.insert_message(&m).await.unwrap());
     m

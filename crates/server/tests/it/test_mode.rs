@@ -634,6 +634,11 @@ async fn magic_recipients_reach_the_message_and_its_events(m: &Modes) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The test space's campaign is free too: its estimate is 0 at the live price of 500.
+    let (s, c) = m.call("POST", &format!("{path}/resolve"), test, None).await;
+    assert_eq!(s, 200, "{c}");
+    assert!(c["recipient_count"].as_i64().unwrap() > 0, "{c}");
+    assert_eq!(c["estimated_cost_minor"], 0, "{c}");
 }
 
 /// A stream follows its key's mode: each key's stream gets its own mode's events only.

@@ -41,12 +41,19 @@ async fn text_in_window_sent_delivered_read_with_callback_data() {
         assert!(s.timestamp.is_some());
         assert!(s.conversation.is_some());
     }
+    // A reply in the window: free until October 2026, charged per message from then on
+    // (the report's own time decides).
     let pricing = st[0].pricing.as_ref().unwrap();
     assert_eq!(pricing.category.as_deref(), Some("service"));
-    assert_eq!(
-        pricing.pricing_type.as_deref(),
-        Some("free_customer_service")
-    );
+    let free = st[0].timestamp.unwrap() < tern_simulator::NON_TEMPLATE_CHARGED_FROM;
+    let want = if free {
+        "free_customer_service"
+    } else {
+        "regular"
+    };
+    assert_eq!(pricing.pricing_type.as_deref(), Some(want));
+    assert_eq!(pricing.billable, Some(!free));
+    assert_eq!(pricing.pricing_model.as_deref(), Some("PMP"));
     assert!(
         st[1].pricing.is_some() && st[2].pricing.is_none(),
         "pricing on sent and one of delivered/read"

@@ -28,6 +28,7 @@ fn campaign(org_id: Uuid, status: Status) -> Campaign {
         completed_at: None,
         created_at: T0,
         updated_at: T0,
+        estimated_cost_minor: None,
     }
 }
 
@@ -98,9 +99,16 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         let mut b = campaign(w.org_id, Status::Scheduled);
         b.created_at = T0 + 1;
         b.scheduled_at = Some(T0 + 100);
+        b.estimated_cost_minor = Some(1_250);
         db.insert_campaign(&a).await.unwrap();
         db.insert_campaign(&b).await.unwrap();
         assert_eq!(db.get_campaign(w.org_id, a.id).await.unwrap(), Some(a.clone()));
+        assert_eq!(db.get_campaign(w.org_id, b.id).await.unwrap(), Some(b.clone()));
+        // The estimate is one of the fields a save writes.
+        a.estimated_cost_minor = Some(0);
+        set_status(&db, &mut a, Status::Ready).await;
+        assert_eq!(db.get_campaign(w.org_id, a.id).await.unwrap(), Some(a.clone()));
+        set_status(&db, &mut a, Status::Draft).await;
         assert_eq!(db.get_campaign(Uuid::now_v7(), a.id).await.unwrap(), None);
         let all = db.list_campaigns(w.org_id, None, None, 10).await.unwrap();
         assert_eq!(all.iter().map(|c| c.id).collect::<Vec<_>>(), vec![b.id, a.id]);

@@ -116,6 +116,7 @@ pub(crate) async fn queued_message(
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     };
     assert!(db.insert_message(&m).await.unwrap());
     assert!(db.queue_message_dispatch(id, due).await.unwrap());
@@ -149,6 +150,7 @@ fn sent_change(wamid: &str, at: i64) -> StatusChange {
         failed_at: None,
         failure_code: None,
         failure: None,
+        pricing: None,
     }
 }
 
@@ -336,7 +338,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
             .with_provider(Some("131026".into()), Some("(#131026) Message undeliverable".into()), None);
         let change = StatusChange { status: Status::Failed, wamid: None, sent_at: None, delivered_at: None,
             read_at: None, failed_at: Some(now + 600), failure_code: Some("recipient_not_on_whatsapp".into()),
-            failure: Some(failure.clone()) };
+            failure: Some(failure.clone()), pricing: None };
         let r = db.status_writes().complete_dispatch(a, &second.lease(), Status::Sending, second.updated_at, &change, now + 600).await.unwrap();
         assert_eq!(r, DispatchWrite::Applied);
         let msg = db.get_message(w.org_id, a).await.unwrap().unwrap();

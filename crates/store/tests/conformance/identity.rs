@@ -67,6 +67,7 @@ fn inbound(
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     }
 }
 

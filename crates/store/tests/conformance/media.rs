@@ -89,6 +89,7 @@ async fn message_world(db: &Db) -> Message {
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     }
 }
 

@@ -1,7 +1,7 @@
 use crate::fixtures::{self, T0};
 use serde_json::json;
 use std::sync::Arc;
-use tern_domain::message::{Direction, Status};
+use tern_domain::message::{Direction, Pricing, Status};
 use tern_store::{
     Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Lookups, Message, NewContact,
     SendContext, SendLookup, StatusChange,
@@ -64,6 +64,7 @@ fn outbound(s: &Setup, at: i64) -> Message {
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     }
 }
 
@@ -214,6 +215,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
             failed_at: None,
             failure_code: None,
             failure: None,
+            pricing: None,
         };
         assert!(db.status_writes().update_message_status(m.id, Status::Accepted, T0, &change, T0 + 4).await.unwrap());
         // A second writer that read the old row loses.
@@ -230,6 +232,43 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         // Another organisation cannot read it.
         let other_org = setup(&db, "200").await;
         assert_eq!(db.get_message(other_org.org, m.id).await.unwrap(), None);
+    },
+
+    status_change_keeps_the_latest_reported_pricing => async |db| {
+        let s = setup(&db, "100").await;
+        let m = outbound(&s, T0);
+        db.accept_message(&m, "key-0001", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        let price = |kind: &str| Pricing {
+            billable: Some(kind == "regular"),
+            pricing_model: Some("PMP".into()),
+            category: Some("utility".into()),
+            r#type: Some(kind.into()),
+        };
+        let sent = StatusChange {
+            status: Status::Sent,
+            wamid: Some("wamid.P".into()),
+            sent_at: Some(T0 + 1),
+            delivered_at: None,
+            read_at: None,
+            failed_at: None,
+            failure_code: None,
+            failure: None,
+            pricing: Some(price("free_customer_service")),
+        };
+        assert_eq!(db.get_message(s.org, m.id).await.unwrap().unwrap().pricing, None);
+        assert!(db.status_writes().update_message_status(m.id, Status::Accepted, T0, &sent, T0 + 2).await.unwrap());
+        let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
+        assert_eq!(got.pricing, Some(price("free_customer_service")));
+        // A change without a price keeps the stored one (also through the batch read).
+        let delivered = StatusChange { status: Status::Delivered, delivered_at: Some(T0 + 3), pricing: None, ..sent.clone() };
+        assert!(db.status_writes().update_message_status(m.id, Status::Sent, got.updated_at, &delivered, T0 + 3).await.unwrap());
+        let got = db.find_messages_by_wamids(&["wamid.P"]).await.unwrap().remove(0);
+        assert_eq!((got.status, got.pricing.clone()), (Status::Delivered, Some(price("free_customer_service"))));
+        // A later price replaces it.
+        let read = StatusChange { status: Status::Read, read_at: Some(T0 + 4), pricing: Some(price("regular")), ..delivered };
+        assert!(db.status_writes().update_message_status(m.id, Status::Delivered, got.updated_at, &read, T0 + 4).await.unwrap());
+        let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
+        assert_eq!(got.pricing, Some(price("regular")));
     },
 
     conversation_messages_newest_first_by_direction => async |db| {

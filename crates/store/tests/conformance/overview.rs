@@ -41,6 +41,7 @@ fn message(org: Uuid, conv: Uuid, contact: Uuid, number: &str, status: Status, a
         referral: None,
         edited_at: None,
         revoked_at: None,
+        pricing: None,
     }
 }
 

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::fixtures::{self, PNID};
 
+mod prices;
 mod run;
 
 const HOUR: i64 = 3_600_000;

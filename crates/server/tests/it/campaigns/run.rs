@@ -134,6 +134,14 @@ async fn wait_status(r: &Run, id: &str, want: &str, bound: Duration) -> Value {
 }
 
 async fn launch(r: &Run, tag: &str, extra: Value) -> String {
+    let id = draft(r, tag, extra).await;
+    let (s, l) = act(&r.app, &r.key, &id, "launch", None).await;
+    assert_eq!(s, 200, "{l}");
+    id
+}
+
+/// A draft campaign of template `promo` to the contacts tagged `tag`.
+async fn draft(r: &Run, tag: &str, extra: Value) -> String {
     let mut body = json!({"name": "Run", "template": {"name": "promo", "language": "en_US",
                            "variables": [{"field": "name", "fallback": "friend"}]},
                           "audience": {"tags": [tag]}});
@@ -141,10 +149,36 @@ async fn launch(r: &Run, tag: &str, extra: Value) -> String {
         b.extend(e.clone());
     }
     let c = create(&r.app, &r.key, body).await;
-    let id = c["id"].as_str().unwrap().to_string();
-    let (s, l) = act(&r.app, &r.key, &id, "launch", None).await;
-    assert_eq!(s, 200, "{l}");
-    id
+    c["id"].as_str().unwrap().to_string()
+}
+
+/// Sets the organisation's marketing price and, if given, its wallet balance.
+async fn billing(r: &Run, price: i64, wallet: Option<i64>) {
+    let price = format!("marketing={price}");
+    let mut args = vec!["org", "update", "--org", &r.app.org_id, "--price", &price];
+    let wallet = wallet.map(|w| w.to_string());
+    if let Some(w) = &wallet {
+        args.extend(["--wallet-balance-minor", w]);
+    }
+    r.app.admin(&args).await.unwrap();
+}
+
+fn wallet_low(s: u16, e: &Value, required: i64, balance: i64) {
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (402, Some("wallet_balance_low")),
+        "{e}"
+    );
+    let d = &e["details"];
+    assert_eq!(
+        (
+            d["required_minor"].as_i64(),
+            d["balance_minor"].as_i64(),
+            d["wallet_category"].as_str()
+        ),
+        (Some(required), Some(balance), Some("marketing")),
+        "{e}"
+    );
 }
 
 async fn paused_and_resumed_sends_each_recipient_once(backend: Backend) {
@@ -255,44 +289,73 @@ async fn schedules_expiry_and_auto_pauses(backend: Backend) {
     );
     assert_eq!(sent_count(&r.sim), 3, "nothing sent after expiry");
 
-    // Wallet: room for two template messages, then paused with wallet_balance_low.
-    r.app
-        .admin(&[
-            "org",
-            "update",
-            "--org",
-            &r.app.org_id,
-            "--price",
-            "marketing=100",
-            "--wallet-balance-minor",
-            "250",
-        ])
-        .await
-        .unwrap();
+    // Prices: room for two of five template messages. The launch is refused for the wallet
+    // (the estimate, after resolve) and the campaign stays ready.
+    billing(&r, 100, Some(250)).await;
     contacts(&r.app, 5, 447_700_400_000, "wallet").await;
-    let id = launch(&r, "wallet", json!({})).await;
+    let id = draft(&r, "wallet", json!({})).await;
+    let (s, e) = act(&r.app, &r.key, &id, "launch", None).await;
+    wallet_low(s, &e, 500, 250);
+    let c = status_of(&r, &id).await;
+    assert_eq!(
+        (
+            c["status"].as_str(),
+            c["recipient_count"].as_i64(),
+            c["estimated_cost_minor"].as_i64()
+        ),
+        (Some("ready"), Some(5), Some(500)),
+        "{c}"
+    );
+    assert_eq!(sent_count(&r.sim), 3, "nothing sent");
+    // Covered: it runs, and each message keeps the network's price from its statuses.
+    billing(&r, 100, Some(500)).await;
+    let (s, c) = act(&r.app, &r.key, &id, "launch", None).await;
+    assert_eq!(s, 200, "{c}");
+    wait_status(&r, &id, "completed", Duration::from_secs(30)).await;
+    let (_, _, page) = call(
+        &r.app,
+        &r.key,
+        "GET",
+        &format!("/campaigns/{id}/recipients"),
+        None,
+    )
+    .await;
+    let m = page["data"][0]["message_id"].as_str().unwrap().to_string();
+    let msg = eventually_within(Duration::from_secs(10), "pricing reported", || async {
+        let (_, _, msg) = call(&r.app, &r.key, "GET", &format!("/messages/{m}"), None).await;
+        msg["pricing"].is_object().then_some(msg)
+    })
+    .await;
+    assert_eq!(
+        msg["pricing"],
+        json!({"billable": true, "pricing_model": "PMP", "category": "marketing", "type": "regular"}),
+        "{msg}"
+    );
+    // A scheduled launch the wallet (now empty) cannot cover pauses; resume is checked
+    // against the recipients left.
+    contacts(&r.app, 3, 447_700_410_000, "wallet2").await;
+    let id = draft(&r, "wallet2", json!({})).await;
+    let at = tern_domain::time::format_ms(now_ms() + 1_000);
+    let (s, c) = act(
+        &r.app,
+        &r.key,
+        &id,
+        "schedule",
+        Some(json!({"scheduled_at": at})),
+    )
+    .await;
+    assert_eq!(s, 200, "{c}");
     let c = wait_status(&r, &id, "paused", Duration::from_secs(30)).await;
     assert_eq!(c["pause_reason"], "wallet_balance_low");
-    let p = progress(&r.app, &r.key, &id).await;
-    assert_eq!(p["pending"], 3, "{p}");
-    // Resume checks the wallet like a send: refused while it is low.
     let (s, e) = act(&r.app, &r.key, &id, "resume", None).await;
-    assert_eq!(
-        (s, e["code"].as_str()),
-        (402, Some("wallet_balance_low")),
-        "{e}"
-    );
-    r.app
-        .admin(&[
-            "org",
-            "update",
-            "--org",
-            &r.app.org_id,
-            "--price",
-            "marketing=0",
-        ])
-        .await
-        .unwrap();
+    wallet_low(s, &e, 300, 0);
+    billing(&r, 100, Some(300)).await;
+    let (s, c) = act(&r.app, &r.key, &id, "resume", None).await;
+    assert_eq!(s, 200, "{c}");
+    wait_status(&r, &id, "completed", Duration::from_secs(30)).await;
+    assert_eq!(sent_count(&r.sim), 11);
+    // Billing off: the estimate is 0 and nothing is refused.
+    billing(&r, 0, Some(0)).await;
 
     // Error threshold: recipients the network cannot reach fail; at 20 failures that are at
     // least a fifth of the last outcomes the campaign pauses itself.
@@ -313,6 +376,7 @@ async fn schedules_expiry_and_auto_pauses(backend: Backend) {
         .await
         .unwrap();
     let id = launch(&r, "bad", json!({})).await;
+    assert_eq!(status_of(&r, &id).await["estimated_cost_minor"], 0);
     let c = wait_status(&r, &id, "paused", Duration::from_secs(60)).await;
     assert_eq!(c["pause_reason"], "error_threshold");
     let p = eventually_within(Duration::from_secs(10), "failures counted", || async {

@@ -79,6 +79,7 @@ async fn every_inbound_type_keeps_its_content(app: &TestApp) {
                 failed_at: None,
                 failure_code: None,
                 failure: None,
+                pricing: None,
             },
             2,
         )

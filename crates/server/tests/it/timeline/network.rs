@@ -12,6 +12,7 @@ use crate::media::fixture::{FileServer, jpeg};
 use crate::network_webhook::{envelope, messages_change, status, text_message};
 use serde_json::{Value, json};
 use std::time::Duration;
+use tern_domain::auth::Preset;
 use tern_domain::events::RetrySchedule;
 use tern_simulator::{ForcedAction, NumberSpec, SimHandle, TemplateSeed};
 
@@ -445,7 +446,107 @@ async fn a_media_upload(n: &Net) {
     );
 }
 
+/// The network's `pricing` of a status report (reference §3.4).
+fn priced(mut s: Value, category: &str, kind: &str) -> Value {
+    s["pricing"] = json!({"billable": kind == "regular", "pricing_model": "PMP",
+                          "category": category, "type": kind});
+    s
+}
+
+async fn the_latest_reported_pricing_is_the_messages(n: &Net) {
+    let (s, _, m) = n
+        .post_message(
+            "tl-priced",
+            json!({"type": "text", "text": {"body": "On its way."}}),
+        )
+        .await;
+    assert_eq!(s, 202, "{m}");
+    let id = m["id"].as_str().unwrap().to_string();
+    let sent = n.until_sent(&id).await;
+    assert!(sent["pricing"].is_null(), "no report yet: {sent}");
+    let wamid = sent["wamid"].as_str().unwrap().to_string();
+    let t = tern_domain::time::now_ms() / 1000;
+    // One notification: sent with a price, delivered without one (the price stays).
+    n.network(
+        vec![],
+        vec![
+            priced(
+                status(&wamid, "sent", t, None),
+                "service",
+                "free_customer_service",
+            ),
+            status(&wamid, "delivered", t + 1, None),
+        ],
+    )
+    .await;
+    let m = n.message(&id).await;
+    assert_eq!(m["status"], "delivered");
+    assert_eq!(
+        m["pricing"],
+        json!({"billable": false, "pricing_model": "PMP", "category": "service",
+               "type": "free_customer_service"}),
+        "{m}"
+    );
+    // A later report with another price replaces it; so does one whose status is stale
+    // (the latest report's price, in the order Tern received them).
+    n.network(
+        vec![],
+        vec![priced(
+            status(&wamid, "read", t + 2, None),
+            "utility",
+            "regular",
+        )],
+    )
+    .await;
+    let m = n.message(&id).await;
+    assert_eq!(
+        (m["status"].as_str(), m["pricing"]["category"].as_str()),
+        (Some("read"), Some("utility")),
+        "{m}"
+    );
+    assert_eq!(
+        (
+            m["pricing"]["type"].as_str(),
+            m["pricing"]["billable"].as_bool()
+        ),
+        (Some("regular"), Some(true))
+    );
+    n.network(
+        vec![],
+        vec![priced(
+            status(&wamid, "delivered", t + 1, None),
+            "marketing",
+            "regular",
+        )],
+    )
+    .await;
+    let m = n.message(&id).await;
+    assert_eq!(
+        (m["status"].as_str(), m["pricing"]["category"].as_str()),
+        (Some("read"), Some("marketing")),
+        "{m}"
+    );
+    // Each report's price is in its timeline entry.
+    let all = n.timeline(&id).await;
+    let prices: Vec<Option<&str>> = of(&all, "status")
+        .iter()
+        .map(|e| e["pricing"]["category"].as_str())
+        .collect();
+    assert_eq!(
+        prices,
+        [Some("service"), None, Some("utility"), Some("marketing")]
+    );
+    // Another organisation's key does not see the message.
+    let (_, other) = n.app.other_org("Other", Preset::FullAccess).await;
+    let (s, _, _) = n
+        .app
+        .get(&format!("{API}/messages/{id}"), Some(&other))
+        .await;
+    assert_eq!(s, 404);
+}
+
 tern_store::both_backends! { Net;
+    pricing_of_the_latest_report_is_kept => the_latest_reported_pricing_is_the_messages,
     timeline_of_a_message_retried_reported_out_of_order_read_and_notified => retried_reported_read_and_notified,
     timeline_of_an_idempotent_replay => an_idempotent_replay,
     timeline_of_a_campaign_message => a_campaign_message,
