@@ -8,6 +8,7 @@
 #   BENCH_BATCH=10          messages per webhook POST (the network batches up to ~1000)
 #   BENCH_CONCURRENCY=16    concurrent POSTs
 #   BENCH_CUSTOMERS=500     customers in the pool (a third each: phone, username only, both)
+#   BENCH_SKIP_BUILD=0      1: use the binary already in CARGO_TARGET_DIR
 #
 # Prints per backend: intake (POSTs answered 200 per second, latency p50/p99 of the answer),
 # applied messages per second from the first POST until the inbox is empty, and the peak RSS
@@ -36,8 +37,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 
-echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
-cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
+if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+  echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
+  cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
+else
+  echo "not building: BENCH_SKIP_BUILD=1, $CARGO_TARGET_DIR/release/tern"
+fi
 "$root/scripts/services.sh" >/dev/null
 
 for name in $backends; do
