@@ -27,8 +27,8 @@ use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{FailureInfo, GraphError, RetryClass, outcome_unknown_failure};
 use crate::agents::{MarkReadPayload, UserOutcome, block_users_body, parse_block_answer};
+use crate::error::{FailureInfo, GraphError, RetryClass, outcome_unknown_failure};
 use crate::send::SendPayload;
 
 /// Where and how to reach the network.
@@ -296,8 +296,13 @@ impl CloudApiClient {
         access_token: &str,
         users: &[&str],
     ) -> Result<Vec<UserOutcome>, SendError> {
-        self.block_list(reqwest::Method::DELETE, phone_number_id, access_token, users)
-            .await
+        self.block_list(
+            reqwest::Method::DELETE,
+            phone_number_id,
+            access_token,
+            users,
+        )
+        .await
     }
 
     async fn block_list(

@@ -34,8 +34,8 @@ pub use notification::{
     TemplateEvent, TemplateStatusUpdate, parse_notification, parse_notification_value,
 };
 pub use send::{
-    Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MediaSource,
-    MessageContent, Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template,
-    TemplateLanguage, Text,
+    Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MediaSource, MessageContent,
+    Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template, TemplateLanguage,
+    Text,
 };
 pub use signature::{SIGNATURE_HEADER, sign, subscription_challenge, verify_signature};

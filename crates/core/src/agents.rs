@@ -12,9 +12,9 @@
 //! | [`unblock`] | the contact is the organisation's (404); not blocked → unchanged | `DELETE /{pnid}/block_users` at each number they have a conversation with | `blocked_at` cleared |
 
 use tern_cloudapi::{CloudApiClient, RetryClass, SendError, UserOutcome};
+use tern_domain::Problem;
 use tern_domain::agents;
 use tern_domain::time::now_ms;
-use tern_domain::Problem;
 use tern_store::{Contact, Message, PhoneNumber};
 use uuid::Uuid;
 

@@ -43,8 +43,8 @@ use tern_store::{AcceptQueue, Db, Lookups};
 
 pub mod account;
 pub mod admin;
-pub mod agents;
 pub mod admission;
+pub mod agents;
 pub mod audit;
 pub mod browse;
 pub mod campaigns;

@@ -7,10 +7,10 @@
 //!   last 24 hours: the network blocks only those (the same 24 hours as the service window,
 //!   [`crate::send::WindowState`]).
 
+use crate::Problem;
 use crate::error::ConflictReason;
 use crate::message::Direction;
 use crate::send::WindowState;
-use crate::Problem;
 
 /// How long after its receipt the network still marks a message read: 30 days.
 pub const READ_MAX_AGE_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -28,9 +28,8 @@ pub fn check_read(direction: Direction, received_at: i64, now: i64) -> Result<()
         ));
     }
     if now.saturating_sub(received_at) > READ_MAX_AGE_MS {
-        return Err(Problem::conflict(ConflictReason::TooOld).with_message(
-            "The network marks a message read only within 30 days of its receipt.",
-        ));
+        return Err(Problem::conflict(ConflictReason::TooOld)
+            .with_message("The network marks a message read only within 30 days of its receipt."));
     }
     Ok(())
 }
@@ -66,13 +65,17 @@ mod tests {
     const NOW: i64 = 1_800_000_000_000;
 
     fn reason(r: Result<(), Problem>) -> Option<String> {
-        r.err().map(|p| p.details["reason"].as_str().unwrap().to_string())
+        r.err()
+            .map(|p| p.details["reason"].as_str().unwrap().to_string())
     }
 
     #[test]
     fn only_recent_inbound_messages_are_marked_read() {
         assert_eq!(reason(check_read(Direction::Inbound, NOW - DAY, NOW)), None);
-        assert_eq!(reason(check_read(Direction::Inbound, NOW - 30 * DAY, NOW)), None);
+        assert_eq!(
+            reason(check_read(Direction::Inbound, NOW - 30 * DAY, NOW)),
+            None
+        );
         assert_eq!(
             reason(check_read(Direction::Inbound, NOW - 31 * DAY, NOW)).as_deref(),
             Some("too_old")

@@ -53,7 +53,11 @@ pub struct InboundRecord {
 
 impl Inner {
     /// `POST /{pnid}/messages` with `"status": "read"`: the answer, or the network's refusal.
-    pub(crate) fn mark_read(&mut self, number: &Number, payload: &Value) -> Result<Value, GraphErr> {
+    pub(crate) fn mark_read(
+        &mut self,
+        number: &Number,
+        payload: &Value,
+    ) -> Result<Value, GraphErr> {
         let wamid = payload
             .get("message_id")
             .and_then(Value::as_str)
@@ -182,12 +186,20 @@ pub(crate) async fn unblock_users(
     change(&sim, &version, &pnid, &headers, &body, false)
 }
 
-fn change(sim: &Sim, version: &str, pnid: &str, headers: &HeaderMap, body: &[u8], block: bool) -> Response {
+fn change(
+    sim: &Sim,
+    version: &str,
+    pnid: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    block: bool,
+) -> Response {
     let method = if block { "post" } else { "delete" };
-    let number = match check_version(version).and_then(|()| authorize_number(sim, headers, pnid, method)) {
-        Ok(n) => n,
-        Err(e) => return graph(sim, e),
-    };
+    let number =
+        match check_version(version).and_then(|()| authorize_number(sim, headers, pnid, method)) {
+            Ok(n) => n,
+            Err(e) => return graph(sim, e),
+        };
     let users = match users(body) {
         Ok(u) => u,
         Err(e) => return graph(sim, e),
@@ -215,7 +227,11 @@ fn change(sim: &Sim, version: &str, pnid: &str, headers: &HeaderMap, body: &[u8]
     }
     drop(st);
     let mut result = serde_json::Map::new();
-    let key = if block { "added_users" } else { "removed_users" };
+    let key = if block {
+        "added_users"
+    } else {
+        "removed_users"
+    };
     result.insert(key.to_owned(), json!(done));
     if !failed.is_empty() {
         result.insert("failed_users".to_owned(), json!(failed));
@@ -229,7 +245,9 @@ pub(crate) async fn list_blocked(
     Path((version, pnid)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let number = match check_version(&version).and_then(|()| authorize_number(&sim, &headers, &pnid, "get")) {
+    let number = match check_version(&version)
+        .and_then(|()| authorize_number(&sim, &headers, &pnid, "get"))
+    {
         Ok(n) => n,
         Err(e) => return graph(&sim, e),
     };
@@ -249,6 +267,6 @@ pub(crate) async fn list_blocked(
             None => json!({"messaging_product": "whatsapp", "wa_id": key}),
         })
         .collect();
-    data.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+    data.sort_by_key(Value::to_string);
     Json(json!({"data": data})).into_response()
 }

@@ -346,7 +346,9 @@ fn process_send(
         }
         // mark-as-read (and typing) uses the same endpoint
         if payload.get("status").and_then(Value::as_str) == Some("read") {
-            return st.mark_read(number, &payload).map(|a| (String::new(), None, a));
+            return st
+                .mark_read(number, &payload)
+                .map(|a| (String::new(), None, a));
         }
         let valid = validate_send(&payload, number, &st.templates)?;
         let mut target = st.resolve_target(sim.args.seed, &valid);

@@ -65,7 +65,8 @@ impl Agents {
     /// `from` writes to the number (at the network's time `ts`, default now) through the
     /// simulator; once Tern has applied it, its message id.
     async fn writes(&self, from: &str, body: &str, ts: Option<i64>) -> (String, String) {
-        let mut msg = json!({"phone_number_id": PN, "from": from, "type": "text", "text": {"body": body}});
+        let mut msg =
+            json!({"phone_number_id": PN, "from": from, "type": "text", "text": {"body": body}});
         if let Some(ts) = ts {
             msg["timestamp"] = json!(ts);
         }
@@ -146,7 +147,9 @@ impl Agents {
 
     /// The contact of the customer `wa_id`.
     async fn contact(&self, wa_id: &str) -> Value {
-        let (s, page) = self.call("GET", &format!("/contacts?q={wa_id}"), None).await;
+        let (s, page) = self
+            .call("GET", &format!("/contacts?q={wa_id}"), None)
+            .await;
         assert_eq!(s, 200, "{page}");
         page["data"][0].clone()
     }
@@ -170,8 +173,10 @@ async fn read_with_and_without_typing(a: &Agents) {
     let read_at = m["read_at"].as_str().expect("read_at is set").to_string();
     assert_eq!(
         a.read_requests(),
-        vec![json!({"messaging_product": "whatsapp", "status": "read", "message_id": wamid2,
-                    "typing_indicator": {"type": "text"}})]
+        vec![
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": wamid2,
+                    "typing_indicator": {"type": "text"}})
+        ]
     );
     // The earlier message is read with it, and says so in its timeline.
     assert_eq!(a.message(&first).await["read_at"], read_at.as_str());
@@ -206,7 +211,11 @@ async fn read_with_and_without_typing(a: &Agents) {
         assert_eq!(s, 400, "{e}");
         assert_eq!(e["details"]["fields"][0]["field"], field, "{e}");
     }
-    assert_eq!(a.read_requests().len(), 2, "no bad request reached the network");
+    assert_eq!(
+        a.read_requests().len(),
+        2,
+        "no bad request reached the network"
+    );
 }
 
 async fn read_refusals(a: &Agents) {
@@ -218,7 +227,9 @@ async fn read_refusals(a: &Agents) {
             .post(a.app.url(&format!("{API}/messages")))
             .bearer_auth(&a.key)
             .header("Idempotency-Key", "agents-outbound-1")
-            .json(&json!({"to": format!("+{CUSTOMER}"), "type": "text", "text": {"body": "Hello"}})),
+            .json(
+                &json!({"to": format!("+{CUSTOMER}"), "type": "text", "text": {"body": "Hello"}}),
+            ),
     )
     .await;
     assert_eq!(s, 202, "{sent}");
@@ -229,14 +240,22 @@ async fn read_refusals(a: &Agents) {
             Some(json!({})),
         )
         .await;
-    assert_eq!((s, e["details"]["reason"].as_str()), (409, Some("not_inbound")), "{e}");
+    assert_eq!(
+        (s, e["details"]["reason"].as_str()),
+        (409, Some("not_inbound")),
+        "{e}"
+    );
     // A message received 31 days ago.
     let old_ts = tern_domain::time::now_ms() / 1000 - 31 * DAY_SECS;
     let (old, _) = a.writes("447700900322", "Long ago", Some(old_ts)).await;
     let (s, e) = a
         .call("POST", &format!("/messages/{old}/read"), Some(json!({})))
         .await;
-    assert_eq!((s, e["details"]["reason"].as_str()), (409, Some("too_old")), "{e}");
+    assert_eq!(
+        (s, e["details"]["reason"].as_str()),
+        (409, Some("too_old")),
+        "{e}"
+    );
     assert_eq!(a.message(&old).await["read_at"], Value::Null);
     assert_eq!(a.read_marks(&old).await, 0);
     // Unknown, and another organisation's: 404.
@@ -248,7 +267,10 @@ async fn read_refusals(a: &Agents) {
         )
         .await;
     assert_eq!(s, 404);
-    let (_, other_key) = a.app.other_org("Other", tern_domain::auth::Preset::FullAccess).await;
+    let (_, other_key) = a
+        .app
+        .other_org("Other", tern_domain::auth::Preset::FullAccess)
+        .await;
     let (s, _, e) = send(
         a.app
             .http
@@ -258,7 +280,10 @@ async fn read_refusals(a: &Agents) {
     )
     .await;
     assert_eq!(s, 404, "{e}");
-    assert!(a.read_requests().is_empty(), "no refusal reached the network");
+    assert!(
+        a.read_requests().is_empty(),
+        "no refusal reached the network"
+    );
     assert_eq!(a.message(&recent).await["read_at"], Value::Null);
 }
 
@@ -295,15 +320,23 @@ async fn block_and_unblock(a: &Agents) {
             .json(&json!({"to": {"contact_id": id}, "type": "text", "text": {"body": "Hello"}})),
     )
     .await;
-    assert_eq!((s, e["details"]["reason"].as_str()), (409, Some("contact_blocked")), "{e}");
+    assert_eq!(
+        (s, e["details"]["reason"].as_str()),
+        (409, Some("contact_blocked")),
+        "{e}"
+    );
 
     // Unblocked: the network is told, and sends go again.
-    let (s, open) = a.call("DELETE", &format!("/contacts/{id}/block"), None).await;
+    let (s, open) = a
+        .call("DELETE", &format!("/contacts/{id}/block"), None)
+        .await;
     assert_eq!(s, 200, "{open}");
     assert_eq!(open["blocked_at"], Value::Null);
     assert!(a.sim.blocked(PN).is_empty());
     assert_eq!(a.block_requests()[1].0, "DELETE");
-    let (s, same) = a.call("DELETE", &format!("/contacts/{id}/block"), None).await;
+    let (s, same) = a
+        .call("DELETE", &format!("/contacts/{id}/block"), None)
+        .await;
     assert_eq!((s, &same), (200, &open));
     assert_eq!(a.block_requests().len(), 2);
     let (s, _, m) = send(
@@ -318,7 +351,10 @@ async fn block_and_unblock(a: &Agents) {
     assert_eq!(s, 202, "{m}");
 
     // Another organisation cannot block this contact.
-    let (_, other_key) = a.app.other_org("Other", tern_domain::auth::Preset::FullAccess).await;
+    let (_, other_key) = a
+        .app
+        .other_org("Other", tern_domain::auth::Preset::FullAccess)
+        .await;
     let (s, _, _) = send(
         a.app
             .http
@@ -333,7 +369,10 @@ async fn block_and_unblock(a: &Agents) {
 async fn a_customer_silent_for_25_hours_cannot_be_blocked(a: &Agents) {
     let ts = tern_domain::time::now_ms() / 1000 - 25 * 3600;
     a.writes(CUSTOMER, "Yesterday", Some(ts)).await;
-    let id = a.contact(CUSTOMER).await["id"].as_str().unwrap().to_string();
+    let id = a.contact(CUSTOMER).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (s, e) = a.call("POST", &format!("/contacts/{id}/block"), None).await;
     assert_eq!(
         (s, e["details"]["reason"].as_str()),
@@ -348,15 +387,27 @@ async fn a_customer_silent_for_25_hours_cannot_be_blocked(a: &Agents) {
         .await;
     assert!(s == 200 || s == 201, "{c}");
     let (s, e) = a
-        .call("POST", &format!("/contacts/{}/block", c["id"].as_str().unwrap()), None)
+        .call(
+            "POST",
+            &format!("/contacts/{}/block", c["id"].as_str().unwrap()),
+            None,
+        )
         .await;
-    assert_eq!((s, e["details"]["reason"].as_str()), (409, Some("block_needs_recent_message")));
+    assert_eq!(
+        (s, e["details"]["reason"].as_str()),
+        (409, Some("block_needs_recent_message"))
+    );
 }
 
 async fn a_campaign_skips_a_blocked_recipient(a: &Agents) {
     a.writes(CUSTOMER, "Hi", None).await;
-    let blocked = a.contact(CUSTOMER).await["id"].as_str().unwrap().to_string();
-    let (s, c) = a.call("POST", &format!("/contacts/{blocked}/block"), None).await;
+    let blocked = a.contact(CUSTOMER).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, c) = a
+        .call("POST", &format!("/contacts/{blocked}/block"), None)
+        .await;
     assert_eq!(s, 200, "{c}");
     let (s, free) = a
         .call("POST", "/contacts", Some(json!({"phone": "+447700900323"})))
@@ -373,7 +424,14 @@ async fn a_campaign_skips_a_blocked_recipient(a: &Agents) {
     let id = campaign["id"].as_str().unwrap();
     let (s, r) = act(&a.app, &a.key, id, "resolve", None).await;
     assert_eq!(s, 200, "{r}");
-    let (s, _, p) = call(&a.app, &a.key, "GET", &format!("/campaigns/{id}/progress"), None).await;
+    let (s, _, p) = call(
+        &a.app,
+        &a.key,
+        "GET",
+        &format!("/campaigns/{id}/progress"),
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{p}");
     assert_eq!(p["skipped_reasons"], json!({"blocked": 1}), "{p}");
     assert_eq!(p["pending"], 1, "{p}");
@@ -428,7 +486,11 @@ mod unreachable {
             .get(&format!("{API}/messages/{id}/timeline"), Some(&key))
             .await;
         assert!(
-            page["data"].as_array().unwrap().iter().all(|e| e["kind"] != "read_marked"),
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["kind"] != "read_marked"),
             "{page}"
         );
         // A block neither.

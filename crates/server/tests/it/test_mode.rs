@@ -695,7 +695,12 @@ async fn agents_use_the_test_network(m: &Modes) {
         .await;
     let conversation = conversations["data"][0]["id"].as_str().unwrap().to_string();
     let (_, page) = m
-        .call("GET", &format!("/conversations/{conversation}/messages"), test, None)
+        .call(
+            "GET",
+            &format!("/conversations/{conversation}/messages"),
+            test,
+            None,
+        )
         .await;
     let message = page["data"][0].clone();
     assert_eq!(message["wamid"], wamid.as_str(), "{page}");
@@ -703,7 +708,12 @@ async fn agents_use_the_test_network(m: &Modes) {
     let contact = message["contact_id"].as_str().unwrap().to_string();
 
     let (s, e) = m
-        .call("POST", &format!("/messages/{id}/read"), live, Some(json!({})))
+        .call(
+            "POST",
+            &format!("/messages/{id}/read"),
+            live,
+            Some(json!({})),
+        )
         .await;
     assert_eq!(s, 404, "{e}");
     let (s, read) = m
@@ -725,8 +735,10 @@ async fn agents_use_the_test_network(m: &Modes) {
         .collect();
     assert_eq!(
         marks,
-        vec![json!({"messaging_product": "whatsapp", "status": "read", "message_id": wamid,
-                    "typing_indicator": {"type": "text"}})]
+        vec![
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": wamid,
+                    "typing_indicator": {"type": "text"}})
+        ]
     );
 
     let (s, e) = m
@@ -739,7 +751,10 @@ async fn agents_use_the_test_network(m: &Modes) {
     assert_eq!(s, 200, "{c}");
     assert!(c["blocked_at"].is_string(), "{c}");
     let pn = message["phone_number_id"].as_str().unwrap();
-    assert_eq!(m.test_network().blocked(pn), vec![TEST_CUSTOMER.to_string()]);
+    assert_eq!(
+        m.test_network().blocked(pn),
+        vec![TEST_CUSTOMER.to_string()]
+    );
     // The live network heard nothing of it.
     assert!(
         m.live_sim

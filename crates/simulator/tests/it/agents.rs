@@ -140,7 +140,11 @@ async fn only_customers_who_wrote_in_24_hours_are_blocked_each_with_their_outcom
     let got = e.client.block_users(PNID, TOKEN, &[late]).await.unwrap();
     assert!(matches!(&got[0], UserOutcome::Failed { .. }), "{got:?}");
     // Unblock needs no recent message.
-    let got = e.client.unblock_users(PNID, TOKEN, &[CUSTOMER]).await.unwrap();
+    let got = e
+        .client
+        .unblock_users(PNID, TOKEN, &[CUSTOMER])
+        .await
+        .unwrap();
     assert!(matches!(&got[0], UserOutcome::Done { .. }), "{got:?}");
     assert!(e.sim.blocked(PNID).is_empty());
 }
@@ -161,7 +165,9 @@ async fn a_block_list_request_is_checked_as_a_whole() {
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         }
     };
-    let many: Vec<Value> = (0..1001).map(|i| json!({"user": format!("1650555{i:04}")})).collect();
+    let many: Vec<Value> = (0..1001)
+        .map(|i| json!({"user": format!("1650555{i:04}")}))
+        .collect();
     let (s, b) = post(json!({"messaging_product": "whatsapp", "block_users": many})).await;
     assert_eq!((s, b["error"]["code"].as_i64()), (400, Some(100)), "{b}");
     let (s, _) = post(json!({"messaging_product": "whatsapp", "block_users": []})).await;
@@ -186,7 +192,11 @@ async fn a_blocked_customer_receives_nothing_and_cannot_write() {
     writes(&e, CUSTOMER, 1);
     e.rx.wait_until("the customer's message", |n| !n.is_empty())
         .await;
-    let got = e.client.block_users(PNID, TOKEN, &[CUSTOMER]).await.unwrap();
+    let got = e
+        .client
+        .block_users(PNID, TOKEN, &[CUSTOMER])
+        .await
+        .unwrap();
     assert!(matches!(&got[0], UserOutcome::Done { .. }));
     let before = e.sim.messages().len();
     let g = graph(
@@ -201,7 +211,10 @@ async fn a_blocked_customer_receives_nothing_and_cannot_write() {
         .inject_inbound(json!({"phone_number_id": PNID, "from": CUSTOMER, "type": "text", "text": {"body": "hello?"}}));
     assert!(refused.is_err());
     // Unblocked: they are reached again.
-    e.client.unblock_users(PNID, TOKEN, &[CUSTOMER]).await.unwrap();
+    e.client
+        .unblock_users(PNID, TOKEN, &[CUSTOMER])
+        .await
+        .unwrap();
     e.client
         .send_message(PNID, TOKEN, &text(CUSTOMER, "welcome back", "t3"))
         .await

@@ -224,8 +224,16 @@ fn a_blocked_customer_gets_nothing_and_is_skipped_as_blocked() {
     // Every kind in every window, a template whatever it needs: the block wins over the
     // window and the consent, after the address.
     for kind in Kind::ALL {
-        for w in [WindowState::NeverWritten, WindowState::Open, WindowState::Closed] {
-            assert_eq!(address(&a, kind, w), Err(Refusal::Blocked), "{kind:?} {w:?}");
+        for w in [
+            WindowState::NeverWritten,
+            WindowState::Open,
+            WindowState::Closed,
+        ] {
+            assert_eq!(
+                address(&a, kind, w),
+                Err(Refusal::Blocked),
+                "{kind:?} {w:?}"
+            );
         }
     }
     assert_eq!(address_template(&a, "promo", false), Err(Refusal::Blocked));
@@ -242,7 +250,10 @@ fn a_blocked_customer_gets_nothing_and_is_skipped_as_blocked() {
         user_id: None,
         ..a
     };
-    assert_eq!(address_template(&nowhere, "promo", false), Err(Refusal::NoAddress));
+    assert_eq!(
+        address_template(&nowhere, "promo", false),
+        Err(Refusal::NoAddress)
+    );
     let p = Refusal::Blocked.problem();
     assert_eq!(p.code, ErrorCode::Conflict);
     assert_eq!(p.details["reason"], "contact_blocked");
