@@ -755,6 +755,16 @@ async fn agents_use_the_test_network(m: &Modes) {
         m.test_network().blocked(pn),
         vec![TEST_CUSTOMER.to_string()]
     );
+    // The blocked test customer cannot write in any more.
+    let again = json!({"from": TEST_CUSTOMER, "type": "text", "text": {"body": "Hello?"}});
+    let (s, e) = m.call("POST", "/test/inbound", test, Some(again)).await;
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["details"]["fields"][0]["message"]
+            .as_str()
+            .is_some_and(|t| t.contains("blocked")),
+        "{e}"
+    );
     // The live network heard nothing of it.
     assert!(
         m.live_sim
