@@ -694,12 +694,13 @@ async fn agents_use_the_test_network(m: &Modes) {
         })
         .await;
     let conversation = conversations["data"][0]["id"].as_str().unwrap().to_string();
-    let (_, page) = m
-        .call(
-            "GET",
+    // The conversation may be visible a moment before its message.
+    let page = m
+        .until(
             &format!("/conversations/{conversation}/messages"),
             test,
-            None,
+            "the customer's message",
+            |b| b["data"].as_array().is_some_and(|d| !d.is_empty()),
         )
         .await;
     let message = page["data"][0].clone();
