@@ -27,8 +27,9 @@ use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::agents::{MarkReadPayload, UserOutcome, block_users_body, parse_block_answer};
 use crate::error::{FailureInfo, GraphError, RetryClass, outcome_unknown_failure};
-use crate::send::{MarkReadPayload, SendPayload};
+use crate::send::SendPayload;
 
 /// Where and how to reach the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,20 +258,68 @@ impl CloudApiClient {
         })
     }
 
-    /// Mark an inbound message as read (blue ticks).
+    /// Mark an inbound message (and the customer's earlier ones) as read (blue ticks), with
+    /// a typing indicator when `typing`. The answer is `{"success": true}`; an unknown or
+    /// too old message id is a `Graph` error (131009).
     pub async fn mark_read(
         &self,
         phone_number_id: &str,
         access_token: &str,
         wamid: &str,
+        typing: bool,
     ) -> Result<(), SendError> {
         let url = self.url(&[phone_number_id, "messages"])?;
         let req = self
             .http
             .post(url)
             .bearer_auth(access_token)
-            .json(&MarkReadPayload::new(wamid));
+            .json(&MarkReadPayload::new(wamid, typing));
         self.execute(req).await.map(|_| ())
+    }
+
+    /// `POST /{pnid}/block_users`: blocks `users` (wa_ids or BSUIDs, at most 1,000) at the
+    /// number; each user's outcome, as the network answered (see [`crate::agents`]).
+    pub async fn block_users(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+        users: &[&str],
+    ) -> Result<Vec<UserOutcome>, SendError> {
+        self.block_list(reqwest::Method::POST, phone_number_id, access_token, users)
+            .await
+    }
+
+    /// `DELETE /{pnid}/block_users`: unblocks `users`; each user's outcome.
+    pub async fn unblock_users(
+        &self,
+        phone_number_id: &str,
+        access_token: &str,
+        users: &[&str],
+    ) -> Result<Vec<UserOutcome>, SendError> {
+        self.block_list(
+            reqwest::Method::DELETE,
+            phone_number_id,
+            access_token,
+            users,
+        )
+        .await
+    }
+
+    async fn block_list(
+        &self,
+        method: reqwest::Method,
+        phone_number_id: &str,
+        access_token: &str,
+        users: &[&str],
+    ) -> Result<Vec<UserOutcome>, SendError> {
+        let url = self.url(&[phone_number_id, "block_users"])?;
+        let req = self
+            .http
+            .request(method, url)
+            .bearer_auth(access_token)
+            .json(&block_users_body(users));
+        let (status, body) = self.execute(req).await?;
+        parse_block_answer(&body).ok_or_else(|| unexpected(status, "answer without block_users"))
     }
 
     /// `POST /{pnid}/media` (multipart) with the whole file in memory; returns the media id.

@@ -1,6 +1,7 @@
 //! Typed adapter for the WhatsApp Cloud API (Meta Graph API) and its wire formats.
 //!
 //! Pure protocol code, no database:
+//! * [`agents`]: read marks with a typing indicator, and the block list;
 //! * [`send`]: outbound message payloads (all 11 types) in the network's exact JSON;
 //! * [`error`]: Graph error parsing, [`RetryClass`] and Tern failure codes;
 //! * [`client`]: [`CloudApiClient`] (reqwest/rustls) for send, media, templates and numbers,
@@ -9,6 +10,7 @@
 //!   subscription handshake (`hub.*`);
 //! * [`notification`]: a tolerant parser for the network's webhook notifications.
 
+pub mod agents;
 pub mod client;
 pub mod error;
 pub mod notification;
@@ -16,6 +18,7 @@ pub mod send;
 pub mod signature;
 pub mod template_words;
 
+pub use agents::{MarkReadPayload, TypingIndicator, UserOutcome};
 pub use client::{
     ClientConfig, CloudApiClient, CreatedTemplate, MediaDownload, MediaInfo, PhoneNumberInfo,
     SendAccepted, SendError, TemplateInfo, TemplatePage, parse_send_accepted,
@@ -31,8 +34,8 @@ pub use notification::{
     TemplateEvent, TemplateStatusUpdate, parse_notification, parse_notification_value,
 };
 pub use send::{
-    Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MarkReadPayload, MediaSource,
-    MessageContent, Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template,
-    TemplateLanguage, Text,
+    Address, AudioMedia, CaptionedMedia, DocumentMedia, Location, MediaSource, MessageContent,
+    Reaction, RecipientType, ReplyContext, SendPayload, StickerMedia, Template, TemplateLanguage,
+    Text,
 };
 pub use signature::{SIGNATURE_HEADER, sign, subscription_challenge, verify_signature};

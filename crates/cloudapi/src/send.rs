@@ -288,24 +288,6 @@ impl TemplateLanguage {
     }
 }
 
-/// Mark an inbound message as read (same endpoint, different body; answer `{"success":true}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MarkReadPayload {
-    pub messaging_product: String,
-    pub status: String,
-    pub message_id: String,
-}
-
-impl MarkReadPayload {
-    pub fn new(wamid: impl Into<String>) -> Self {
-        Self {
-            messaging_product: MESSAGING_PRODUCT.to_owned(),
-            status: "read".to_owned(),
-            message_id: wamid.into(),
-        }
-    }
-}
-
 /// The network's template object of a send: `{"name", "language": {"code"}, "components"}`
 /// (components left out when there are none).
 pub fn template_object(name: &str, language: &str, components: Value) -> Value {

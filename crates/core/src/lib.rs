@@ -13,6 +13,7 @@
 //! | [`inbox`] | apply one stored network notification |
 //! | [`templates`] | create, submit, sync, network status updates |
 //! | [`contacts`] | contact writes |
+//! | [`agents`] | mark a customer's message read (with typing), block and unblock a customer |
 //! | [`media`] | uploads, guarded imports, signed links, network uploads, inbound files, expiry |
 //! | [`events`] | events written in the transaction of the change they report |
 //! | [`webhooks`] | subscriptions, signed deliveries, test sends, replays |
@@ -43,6 +44,7 @@ use tern_store::{AcceptQueue, Db, InboxQueue, Lookups};
 pub mod account;
 pub mod admin;
 pub mod admission;
+pub mod agents;
 pub mod audit;
 pub mod browse;
 pub mod campaigns;

@@ -64,6 +64,8 @@ pub struct Message {
     pub sent_at: Option<String>,
     #[schema(format = DateTime)]
     pub delivered_at: Option<String>,
+    /// Outbound: when the customer read it. Inbound: when the business marked it read
+    /// (`POST /messages/{message_id}/read`, or a later message's read mark).
     #[schema(format = DateTime)]
     pub read_at: Option<String>,
     #[schema(format = DateTime)]
@@ -224,6 +226,10 @@ pub struct Contact {
     /// When the customer last wrote (the network's time); the 24-hour window runs from it.
     #[schema(format = DateTime)]
     pub last_inbound_at: Option<String>,
+    /// When the organisation blocked the customer (`POST /contacts/{contact_id}/block`);
+    /// null when not blocked. Nothing is sent to a blocked customer.
+    #[schema(format = DateTime)]
+    pub blocked_at: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(format = DateTime)]
@@ -248,6 +254,7 @@ impl From<tern_store::Contact> for Contact {
                 source: c.consent_source,
             },
             last_inbound_at: c.last_inbound_at.map(format_ms),
+            blocked_at: c.blocked_at.map(format_ms),
             created_at: format_ms(c.created_at),
             updated_at: format_ms(c.updated_at),
         }

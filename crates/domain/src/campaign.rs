@@ -71,6 +71,7 @@ name_enum!(
         VariableInvalid = "variable_invalid",
         PhoneNumberRequired = "phone_number_required",
         NoAddress = "no_address",
+        Blocked = "blocked",
     }
 );
 

@@ -5,6 +5,7 @@
 
 mod names;
 
+pub mod agents;
 pub mod auth;
 pub mod backoff;
 pub mod campaign;

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::agents;
 use crate::customers::Target;
 use crate::graph::GraphErr;
 use crate::magic;
@@ -50,6 +51,12 @@ pub fn router(sim: Arc<Sim>) -> Router {
     Router::new()
         .route("/{version}/{id}/messages", post(send_message))
         .route("/{version}/{id}/media", post(upload_media))
+        .route(
+            "/{version}/{id}/block_users",
+            get(agents::list_blocked)
+                .post(agents::block_users)
+                .delete(agents::unblock_users),
+        )
         .route(
             "/{version}/{id}/message_templates",
             get(templates::list_templates)
@@ -176,7 +183,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Token → 104/190; object must be this token's number → else 100/33.
-fn authorize_number(
+pub(crate) fn authorize_number(
     sim: &Sim,
     headers: &HeaderMap,
     id: &str,
@@ -337,23 +344,21 @@ fn process_send(
         if !st.take_throughput(number) {
             return Err(refusal(130429, number));
         }
-        // mark-as-read uses the same endpoint
+        // mark-as-read (and typing) uses the same endpoint
         if payload.get("status").and_then(Value::as_str) == Some("read") {
-            let target = payload
-                .get("message_id")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if !st.wamid_known(target) {
-                return Err(GraphErr::bad_value(
-                    "message_id does not refer to a known message.",
-                ));
-            }
-            return Ok((String::new(), None, json!({"success": true})));
+            return st
+                .mark_read(number, &payload)
+                .map(|a| (String::new(), None, a));
         }
         let valid = validate_send(&payload, number, &st.templates)?;
         let mut target = st.resolve_target(sim.args.seed, &valid);
         if sim.args.magic_recipients {
             magic::apply(&mut target);
+        }
+        // A blocked customer receives nothing.
+        if st.is_blocked(&number.id, &target.key) {
+            return Err(GraphErr::new(130403)
+                .details("The business blocked this user; unblock them to message them."));
         }
         if target.behaviour == Behaviour::RefusesTwice
             && st.refuse_attempt(&number.id, message_key(&valid, &target, &payload))

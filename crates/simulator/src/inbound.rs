@@ -229,6 +229,13 @@ impl Sim {
             from_user_id.as_deref(),
             username.as_deref(),
         )?;
+        // A blocked customer cannot write to the number that blocked them.
+        if st.is_blocked(&pnid, &customer.key) {
+            return Err(CtlError {
+                status: 409,
+                message: format!("the number {pnid} blocked this customer"),
+            });
+        }
         let sender = customer.wa_id.clone().unwrap_or(customer.user_id.clone());
         let wamid = st.wamid(&sender, false);
         let ts = ts_override.unwrap_or_else(|| st.now_secs());
@@ -270,7 +277,14 @@ impl Sim {
         if msg_type != "system" {
             st.windows.insert((pnid.clone(), customer.key.clone()), ts);
         }
-        st.inbound_wamids.push(wamid.clone());
+        st.inbound.push(crate::agents::InboundRecord {
+            wamid: wamid.clone(),
+            phone_number_id: pnid.clone(),
+            key: customer.key.clone(),
+            timestamp: ts,
+            read_at: None,
+            typing_at: None,
+        });
         let name = profile_name
             .or_else(|| customer.profile_name.clone())
             .or_else(|| customer.username.clone())

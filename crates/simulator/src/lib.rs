@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agents;
 mod cloud;
 mod config;
 mod control;
@@ -44,6 +45,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub use agents::{BLOCK_FAILED, InboundRecord, MAX_BLOCK_USERS};
 pub use config::{NumberSpec, ReviewMode, SimArgs};
 pub use customers::{
     Customer, CustomerSpec, IdentityChangeRequest, derive_bsuid, is_bsuid, is_parent_bsuid,
@@ -254,6 +256,24 @@ impl SimHandle {
     /// Every request received on the Cloud API surface, in arrival order.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.sim.lock().requests.clone()
+    }
+
+    /// Every customer's message the network holds, with its read mark and typing indicator.
+    pub fn inbound(&self) -> Vec<InboundRecord> {
+        self.sim.lock().inbound.clone()
+    }
+
+    /// The customers (phone digits, else `user:<BSUID>`) number `pnid` blocked, sorted.
+    pub fn blocked(&self, pnid: &str) -> Vec<String> {
+        let st = self.sim.lock();
+        let mut keys: Vec<String> = st
+            .blocked
+            .iter()
+            .filter(|(p, _)| p == pnid)
+            .map(|(_, k)| k.clone())
+            .collect();
+        keys.sort();
+        keys
     }
 
     /// Every message accepted by the simulated network.

@@ -107,8 +107,10 @@ pub struct Inner {
     pub templates: Vec<TemplateRec>,
     pub media: HashMap<String, MediaRec>,
     pub messages: Vec<MessageRecord>,
-    /// Inbound wamids (valid reaction targets).
-    pub(crate) inbound_wamids: Vec<String>,
+    /// Customers' messages (valid reaction targets; read marks).
+    pub(crate) inbound: Vec<crate::agents::InboundRecord>,
+    /// (pnid, customer key) of each customer a number blocked.
+    pub(crate) blocked: std::collections::HashSet<(String, String)>,
     pub requests: Vec<RequestRecord>,
     pub deliveries: Vec<DeliveryRecord>,
     forced: HashMap<String, VecDeque<ForcedAction>>,
@@ -137,7 +139,8 @@ impl Inner {
             templates: Vec::new(),
             media: HashMap::new(),
             messages: Vec::new(),
-            inbound_wamids: Vec::new(),
+            inbound: Vec::new(),
+            blocked: std::collections::HashSet::new(),
             requests: Vec::new(),
             deliveries: Vec::new(),
             forced: HashMap::new(),
@@ -281,7 +284,7 @@ impl Inner {
     }
 
     pub fn wamid_known(&self, wamid: &str) -> bool {
-        self.inbound_wamids.iter().any(|w| w == wamid)
+        self.inbound.iter().any(|m| m.wamid == wamid)
             || self.messages.iter().any(|m| m.wamid == wamid)
     }
 

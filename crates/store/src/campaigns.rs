@@ -170,6 +170,8 @@ pub struct AudienceContact {
     pub custom_fields: Json<Value>,
     #[sqlx(try_from = "String")]
     pub consent_status: Consent,
+    /// When the organisation blocked the contact (skipped as `blocked`).
+    pub blocked_at: Option<i64>,
 }
 
 /// A recipient to write at resolve.
@@ -207,6 +209,8 @@ pub struct PendingRecipient {
     pub user_id: Option<String>,
     #[sqlx(try_from = "String")]
     pub consent_status: Consent,
+    /// When the organisation blocked the contact (skipped as `blocked`).
+    pub blocked_at: Option<i64>,
     /// The contact's conversation on the campaign's number, if any.
     pub conversation_id: Option<Uuid>,
 }
@@ -327,7 +331,7 @@ impl Db {
         spec: &AudienceSpec,
     ) -> Result<Vec<AudienceContact>> {
         const SELECT: &str = "SELECT c.id, c.name, c.wa_id, c.user_id, c.custom_fields, \
-             c.consent_status FROM contacts c WHERE c.org_id = ";
+             c.consent_status, c.blocked_at FROM contacts c WHERE c.org_id = ";
         let mut out = Vec::new();
         // contact_ids: one statement per ROWS_PER_STATEMENT ids; the rest: one statement.
         let chunks: Vec<Option<&[Uuid]>> = match &spec.audience {
@@ -394,7 +398,7 @@ impl Db {
     ) -> Result<Vec<PendingRecipient>> {
         let rows = with_pool!(self, pool => sqlx::query_as::<_, PendingRecipient>(
                 "SELECT r.contact_id, r.variables, c.wa_id, c.user_id, c.consent_status, \
-                 v.id AS conversation_id \
+                 c.blocked_at, v.id AS conversation_id \
                  FROM campaign_recipients r JOIN contacts c ON c.id = r.contact_id \
                  LEFT JOIN conversations v ON v.contact_id = r.contact_id AND v.phone_number_id = $2 \
                  WHERE r.campaign_id = $1 AND r.status = 'pending' \

@@ -44,6 +44,8 @@ pub struct Contact {
     pub parent_user_id: Option<String>,
     /// The customer's WhatsApp username, when they have one.
     pub username: Option<String>,
+    /// When the organisation blocked the customer at the network (`None`: not blocked).
+    pub blocked_at: Option<i64>,
     /// Sorted bytewise.
     #[sqlx(skip)]
     pub tags: Vec<String>,
@@ -53,7 +55,7 @@ macro_rules! contact_columns {
     () => {
         "id, org_id, wa_id, name, custom_fields, consent_status, consent_source, \
          consent_updated_at, last_inbound_at, created_at, updated_at, user_id, parent_user_id, \
-         username"
+         username, blocked_at"
     };
 }
 pub(crate) use contact_columns;

@@ -445,7 +445,7 @@ impl Tx {
         let row = with_tx!(self, c => sqlx::query_as::<_, Contact>(concat!(
                 "UPDATE contacts SET wa_id = $2, user_id = $3, parent_user_id = $4, username = $5, \
                  name = $6, custom_fields = $7, consent_status = $8, consent_source = $9, \
-                 consent_updated_at = $10, last_inbound_at = $11, updated_at = ",
+                 consent_updated_at = $10, last_inbound_at = $11, blocked_at = $13, updated_at = ",
                 bump_updated_at!("contacts", "$12"),
                 " WHERE id = $1 RETURNING ", contact_columns!()))
             .bind(merged.id)
@@ -460,6 +460,7 @@ impl Tx {
             .bind(merged.consent_updated_at)
             .bind(merged.last_inbound_at)
             .bind(at)
+            .bind(merged.blocked_at)
             .fetch_one(&mut **c)
             .await)?;
         Ok(row)
@@ -508,6 +509,8 @@ fn merged_contact(s: Contact, l: Contact) -> Contact {
         },
         consent_updated_at: s.consent_updated_at.max(l.consent_updated_at),
         last_inbound_at: later(s.last_inbound_at, l.last_inbound_at),
+        // One customer: blocked when either contact was.
+        blocked_at: s.blocked_at.or(l.blocked_at),
         ..s
     }
 }

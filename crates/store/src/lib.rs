@@ -8,6 +8,7 @@
 //! conditional updates, upserts and unique constraints, or transactions with row locks.
 
 mod accept_queue;
+mod agents;
 mod api_keys;
 mod app_sessions;
 mod audit;
@@ -47,6 +48,7 @@ mod timeline;
 mod usage;
 
 pub use accept_queue::{AcceptQueue, MAX_BATCH as ACCEPT_MAX_BATCH};
+pub use agents::ContactNumber;
 pub use api_keys::{ApiKey, AuthRecord, KeyRow, KeySummary, LAST_USED_GRANULARITY_MS};
 pub use app_sessions::{AppSession, SEEN_GRANULARITY_MS};
 pub use audit::AuditRow;

@@ -24,6 +24,8 @@ pub struct SendOption {
     /// `unknown` when there is no contact yet.
     #[sqlx(try_from = "String")]
     pub consent_status: Consent,
+    /// When the organisation blocked the contact (`None`: not blocked, or no contact).
+    pub contact_blocked_at: Option<i64>,
     /// The conversation between the contact and this number, if any.
     pub conversation_id: Option<Uuid>,
     /// The network's timestamp of the customer's latest message on this number.
@@ -104,6 +106,7 @@ struct SendLookupRow {
     contact_wa_id: Option<String>,
     contact_user_id: Option<String>,
     consent_status: Option<String>,
+    contact_blocked_at: Option<i64>,
     conversation_id: Option<Uuid>,
     last_inbound_at: Option<i64>,
 }
@@ -134,6 +137,7 @@ impl SendLookupRow {
                 .as_deref()
                 .and_then(Consent::parse)
                 .unwrap_or(Consent::Unknown),
+            contact_blocked_at: self.contact_blocked_at,
             conversation_id: self.conversation_id,
             last_inbound_at: self.last_inbound_at,
         })
@@ -148,7 +152,7 @@ macro_rules! send_options_sql {
              p.status, p.throughput_mps, p.created_at, p.updated_at, p.mode, \
              c.id AS contact_id, c.wa_id AS contact_wa_id, c.user_id AS contact_user_id, \
              COALESCE(c.consent_status, 'unknown') AS consent_status, \
-             v.id AS conversation_id, v.last_inbound_at \
+             c.blocked_at AS contact_blocked_at, v.id AS conversation_id, v.last_inbound_at \
              FROM phone_numbers p \
              LEFT JOIN contacts c ON c.org_id = p.org_id AND ",
             $contact,
@@ -255,7 +259,7 @@ impl Db {
                          p.mode AS p_mode, \
                          c.id AS contact_id, c.wa_id AS contact_wa_id, \
                          c.user_id AS contact_user_id, c.consent_status, \
-                         v.id AS conversation_id, v.last_inbound_at, "
+                         c.blocked_at AS contact_blocked_at, v.id AS conversation_id, v.last_inbound_at, "
                     ),
                     " JOIN UNNEST($1::bytea[], $2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY \
                        AS h(hash, contact_id, wa_id, user_id, i) ON k.key_hash = h.hash \

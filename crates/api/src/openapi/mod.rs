@@ -70,6 +70,10 @@ fn standard_errors(
         v.push(("409", "The current state refuses the request."));
         v.push(("413", "The body is too large (`request_too_large`)."));
     }
+    // An unblock asks the network, which may refuse it.
+    if method == "delete" && path == "/contacts/{contact_id}/block" {
+        v.push(("409", "The current state refuses the request."));
+    }
     v
 }
 

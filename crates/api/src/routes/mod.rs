@@ -1,6 +1,7 @@
 //! The route table. Public API routes are declared once, with their OpenAPI annotations,
 //! and the served document is produced from the same list.
 
+pub mod agents;
 pub mod campaigns;
 pub mod contacts;
 pub mod conversations;
@@ -35,6 +36,7 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(phone_numbers::list_phone_numbers))
         .routes(routes!(messages::send_message))
         .routes(routes!(messages::get_message))
+        .routes(routes!(agents::mark_read))
         .routes(routes!(timeline::get_timeline))
         .routes(routes!(test_mode::send_test_inbound))
         .routes(routes!(conversations::list_conversations))
@@ -44,6 +46,7 @@ pub fn public_api() -> OpenApiRouter<AppState> {
         .routes(routes!(contacts::record_consent))
         .routes(routes!(contacts::add_tags))
         .routes(routes!(contacts::remove_tag))
+        .routes(routes!(agents::block_contact, agents::unblock_contact))
         .routes(routes!(contacts::list_contact_fields))
         .routes(routes!(contacts::list_tags))
         .routes(routes!(

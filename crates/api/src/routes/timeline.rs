@@ -160,8 +160,8 @@ pub fn timeline_schemas() -> Vec<(String, Value)> {
         (
             "read_marked",
             "TimelineReadMarked",
-            "The business marked it read.",
-            json!({"wamid": ns("The network's id.")}),
+            "The business marked it read (`POST /messages/{message_id}/read`), or a later message of the conversation, which reads the earlier ones too.",
+            json!({"wamid": ns("The wamid of the message the read mark named.")}),
         ),
         (
             "campaign",

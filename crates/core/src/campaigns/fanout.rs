@@ -126,6 +126,7 @@ pub async fn step(core: &Core, org_id: Uuid, id: Uuid, now: i64) -> Result<Step>
             wa_id: r.wa_id.as_deref(),
             user_id: r.user_id.as_deref(),
             consent: r.consent_status,
+            blocked: r.blocked_at.is_some(),
         };
         let to = match send::address_template(&addressee, &c.template_name, needs_phone) {
             Ok(to) => to,

@@ -452,6 +452,7 @@ pub async fn resolve(
                 wa_id: ct.wa_id.as_deref(),
                 user_id: ct.user_id.as_deref(),
                 consent: ct.consent_status,
+                blocked: ct.blocked_at.is_some(),
             };
             let skip = send::address_template(&addressee, &c.template_name, needs_phone)
                 .err()

@@ -162,7 +162,7 @@ pub struct Progress {
     #[serde(flatten)]
     pub counts: Counts,
     /// Skipped recipients per reason (`opted_out`, `variable_invalid`,
-    /// `phone_number_required`, `no_address`).
+    /// `phone_number_required`, `no_address`, `blocked`).
     pub skipped_reasons: BTreeMap<String, i64>,
     /// Failed messages per failure code.
     pub failure_codes: BTreeMap<String, i64>,

@@ -107,6 +107,7 @@ async fn checked_accept(core: &Core, principal: &Principal, s: &Send<'_>) -> Res
         wa_id: option.contact_wa_id.as_deref().or(new_wa_id),
         user_id: option.contact_user_id.as_deref().or(new_user_id),
         consent: option.consent_status,
+        blocked: option.contact_blocked_at.is_some(),
     };
     let window = WindowState::at(option.last_inbound_at, s.now);
     // The addressing rule (consent included), then the window; a template's need of a

@@ -87,6 +87,7 @@ pub fn data(kind: EventType, subscription_id: Uuid, now: i64) -> Value {
                 source: Some("test".into()),
             },
             last_inbound_at: None,
+            blocked_at: None,
             created_at: at.clone(),
             updated_at: at.clone(),
         })),

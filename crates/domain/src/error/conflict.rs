@@ -19,6 +19,10 @@ name_enum!(
         TemplateExists = "template_exists",
         TemplateNotDraft = "template_not_draft",
         LastOwner = "last_owner",
+        NotInbound = "not_inbound",
+        TooOld = "too_old",
+        ContactBlocked = "contact_blocked",
+        BlockNeedsRecentMessage = "block_needs_recent_message",
     }
 );
 
@@ -37,7 +41,7 @@ impl ConflictReason {
                 "The campaign's status does not allow this action (details.status and details.action name them)."
             }
             NetworkRejected => {
-                "The network refused the template (details.network_code and details.network_message say why)."
+                "The network refused the request (a template, a read mark, a block; details.network_code and details.network_message say why)."
             }
             NoConnectedPhoneNumber => {
                 "The organisation has no connected business number to send from or submit with."
@@ -54,6 +58,16 @@ impl ConflictReason {
             }
             LastOwner => {
                 "The organisation's last owner can be neither removed nor demoted; make another member owner first."
+            }
+            NotInbound => {
+                "Only a customer's (inbound) message can be marked read; this one was sent by the business."
+            }
+            TooOld => "The network marks a message read only within 30 days of its receipt.",
+            ContactBlocked => {
+                "The organisation blocked this customer (the Contact's blocked_at); unblock them with DELETE /contacts/{contact_id}/block first."
+            }
+            BlockNeedsRecentMessage => {
+                "The network blocks only customers who wrote to one of the organisation's numbers in the last 24 hours."
             }
             TemplateNotDraft => {
                 "Only a draft or rejected template can be submitted (details.status names its status)."

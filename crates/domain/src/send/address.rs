@@ -201,6 +201,8 @@ pub struct Addressee<'a> {
     /// The business-scoped user id (BSUID): a customer known by username.
     pub user_id: Option<&'a str>,
     pub consent: Consent,
+    /// The organisation blocked the customer (the contact's `blocked_at` is set).
+    pub blocked: bool,
 }
 
 /// Where a message goes on the network.
@@ -219,6 +221,8 @@ pub enum To<'a> {
 pub enum Refusal {
     /// Neither a phone number nor a BSUID.
     NoAddress,
+    /// The organisation blocked the customer: nothing goes to them until unblocked.
+    Blocked,
     /// Opted out, and the message is business-initiated (`template`: it is a template).
     OptedOut { template: bool },
     /// The template (named) needs the customer's phone number (an authentication template
@@ -233,6 +237,9 @@ impl Refusal {
         match self {
             Refusal::NoAddress => Problem::not_found()
                 .with_message("The contact has neither a phone number nor a user_id to send to."),
+            Refusal::Blocked => Problem::conflict(ConflictReason::ContactBlocked).with_message(
+                "The organisation blocked this customer; unblock them (DELETE /contacts/{contact_id}/block) to message them again.",
+            ),
             Refusal::OptedOut { template: true } => Problem::new(ErrorCode::ContactOptedOut).with_message(
                 "The customer has opted out of business-initiated messages, so templates cannot be sent to them. Only replies inside a 24-hour window they open are allowed.",
             ),
@@ -253,6 +260,7 @@ impl Refusal {
     pub fn skip_reason(&self) -> SkipReason {
         match self {
             Refusal::NoAddress => SkipReason::NoAddress,
+            Refusal::Blocked => SkipReason::Blocked,
             Refusal::OptedOut { .. } => SkipReason::OptedOut,
             Refusal::PhoneNumberRequired { .. } => SkipReason::PhoneNumberRequired,
         }
@@ -261,7 +269,8 @@ impl Refusal {
 
 /// The addressing rule of a send of `kind` in `window`, first refusal wins: the recipient
 /// needs an address, a phone number winning over a BSUID (as on the network, where `to`
-/// wins when both are given); then an opt-out refuses a business-initiated message
+/// wins when both are given); then a block refuses every message (the network would
+/// refuse it: a blocked customer receives nothing); then an opt-out refuses a business-initiated message
 /// ([`business_initiated`]: a free-form reply inside the customer's window still goes).
 /// A template's own need of a phone number is [`To::for_template`], checked once the
 /// template is known (after the window and the template's approval).
@@ -271,6 +280,9 @@ pub fn address<'a>(a: &Addressee<'a>, kind: Kind, window: WindowState) -> Result
         (None, Some(u)) => To::UserId(u),
         (None, None) => return Err(Refusal::NoAddress),
     };
+    if a.blocked {
+        return Err(Refusal::Blocked);
+    }
     if a.consent == Consent::OptedOut && business_initiated(kind, window) {
         return Err(Refusal::OptedOut {
             template: kind.is_template(),

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod agents;
 mod app;
 mod audit;
 mod billing;

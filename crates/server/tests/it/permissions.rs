@@ -15,6 +15,7 @@ pub(crate) const TABLE: &[(&str, &str, &str)] = &[
     ("POST", "/media", "messages.send"),
     ("GET", "/messages/{message_id}", "messages.read"),
     ("GET", "/messages/{message_id}/timeline", "messages.read"),
+    ("POST", "/messages/{message_id}/read", "messages.send"),
     ("POST", "/test/inbound", "messages.send"),
     ("GET", "/media/{media_id}", "messages.read"),
     ("GET", "/conversations", "messages.read"),
@@ -29,6 +30,8 @@ pub(crate) const TABLE: &[(&str, &str, &str)] = &[
     ("PATCH", "/contacts/{contact_id}", "contacts.update"),
     ("POST", "/contacts/{contact_id}/consent", "contacts.update"),
     ("POST", "/contacts/{contact_id}/tags", "contacts.update"),
+    ("POST", "/contacts/{contact_id}/block", "contacts.update"),
+    ("DELETE", "/contacts/{contact_id}/block", "contacts.update"),
     (
         "DELETE",
         "/contacts/{contact_id}/tags/{tag}",

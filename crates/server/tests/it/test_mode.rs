@@ -685,8 +685,106 @@ async fn contact_id(m: &Modes, key: &str, wa_id: &str) -> String {
         .to_string()
 }
 
+/// A test key's read mark and block go to the test network, never to the live one; a live
+/// key cannot reach the test space's message.
+async fn agents_use_the_test_network(m: &Modes) {
+    let (live, test) = (m.live_key.as_str(), m.test_key.as_str());
+    let hi = json!({"from": TEST_CUSTOMER, "type": "text", "text": {"body": "Hi"}});
+    let (s, b) = m.call("POST", "/test/inbound", test, Some(hi)).await;
+    assert_eq!(s, 202, "{b}");
+    let wamid = b["wamid"].as_str().unwrap().to_string();
+    let conversations = m
+        .until("/conversations", test, "the test conversation", |b| {
+            b["data"].as_array().is_some_and(|d| !d.is_empty())
+        })
+        .await;
+    let conversation = conversations["data"][0]["id"].as_str().unwrap().to_string();
+    // The conversation may be visible a moment before its message.
+    let page = m
+        .until(
+            &format!("/conversations/{conversation}/messages"),
+            test,
+            "the customer's message",
+            |b| b["data"].as_array().is_some_and(|d| !d.is_empty()),
+        )
+        .await;
+    let message = page["data"][0].clone();
+    assert_eq!(message["wamid"], wamid.as_str(), "{page}");
+    let id = message["id"].as_str().unwrap().to_string();
+    let contact = message["contact_id"].as_str().unwrap().to_string();
+
+    let (s, e) = m
+        .call(
+            "POST",
+            &format!("/messages/{id}/read"),
+            live,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, 404, "{e}");
+    let (s, read) = m
+        .call(
+            "POST",
+            &format!("/messages/{id}/read"),
+            test,
+            Some(json!({"typing_indicator": true})),
+        )
+        .await;
+    assert_eq!(s, 200, "{read}");
+    assert!(read["read_at"].is_string(), "{read}");
+    let marks: Vec<Value> = m
+        .test_network()
+        .requests()
+        .into_iter()
+        .map(|r| r.body)
+        .filter(|b| b["status"] == "read")
+        .collect();
+    assert_eq!(
+        marks,
+        vec![
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": wamid,
+                    "typing_indicator": {"type": "text"}})
+        ]
+    );
+
+    let (s, e) = m
+        .call("POST", &format!("/contacts/{contact}/block"), live, None)
+        .await;
+    assert_eq!(s, 404, "{e}");
+    let (s, c) = m
+        .call("POST", &format!("/contacts/{contact}/block"), test, None)
+        .await;
+    assert_eq!(s, 200, "{c}");
+    assert!(c["blocked_at"].is_string(), "{c}");
+    let pn = message["phone_number_id"].as_str().unwrap();
+    assert_eq!(
+        m.test_network().blocked(pn),
+        vec![TEST_CUSTOMER.to_string()]
+    );
+    // The blocked test customer cannot write in any more.
+    let again = json!({"from": TEST_CUSTOMER, "type": "text", "text": {"body": "Hello?"}});
+    let (s, e) = m.call("POST", "/test/inbound", test, Some(again)).await;
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["details"]["fields"][0]["message"]
+            .as_str()
+            .is_some_and(|t| t.contains("blocked")),
+        "{e}"
+    );
+    // The live network heard nothing of it.
+    assert!(
+        m.live_sim
+            .requests()
+            .iter()
+            .all(|r| r.body["status"] != "read" && !r.path.ends_with("/block_users")),
+        "{:?}",
+        m.live_sim.requests()
+    );
+}
+
 tern_store::both_backends! { Modes;
     test_and_live_never_meet_http => test_and_live_never_meet,
     magic_recipients_reach_the_message_and_its_events_http => magic_recipients_reach_the_message_and_its_events,
     streams_follow_their_mode_http => streams_follow_their_mode,
+    agents_use_the_test_network_http => agents_use_the_test_network,
 }

@@ -2,6 +2,7 @@
 //! End-to-end tests: `tern_cloudapi::CloudApiClient` (and raw HTTP) against the simulator,
 //! with a local webhook receiver that verifies every signature. One test binary.
 
+mod agents;
 mod common;
 mod control;
 mod delivery;

@@ -7,6 +7,7 @@
 //! `<module>::postgres::name` (fresh PG schema, dropped afterwards, even when the body
 //! panics). PostgreSQL tests fail, never skip, when the server is unreachable.
 
+mod agents;
 mod api_keys;
 mod audit;
 mod campaigns;

@@ -9,14 +9,14 @@ use tern_store::{
 use uuid::Uuid;
 
 /// An organisation with number `number`, a contact and their conversation.
-struct Setup {
-    org: Uuid,
-    contact: Uuid,
-    conversation: Uuid,
-    number: String,
+pub(crate) struct Setup {
+    pub(crate) org: Uuid,
+    pub(crate) contact: Uuid,
+    pub(crate) conversation: Uuid,
+    pub(crate) number: String,
 }
 
-async fn setup(db: &Db, number: &str) -> Setup {
+pub(crate) async fn setup(db: &Db, number: &str) -> Setup {
     let org = fixtures::insert_org(db).await;
     db.insert_phone_number(&fixtures::phone_number(org.id, number))
         .await
@@ -34,7 +34,7 @@ async fn setup(db: &Db, number: &str) -> Setup {
     }
 }
 
-fn outbound(s: &Setup, at: i64) -> Message {
+pub(crate) fn outbound(s: &Setup, at: i64) -> Message {
     Message {
         id: Uuid::now_v7(),
         org_id: s.org,
@@ -68,7 +68,7 @@ fn outbound(s: &Setup, at: i64) -> Message {
     }
 }
 
-fn inbound(s: &Setup, wamid: &str, at: i64) -> Message {
+pub(crate) fn inbound(s: &Setup, wamid: &str, at: i64) -> Message {
     Message {
         direction: Direction::Inbound,
         status: Status::Received,
@@ -637,7 +637,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
 }
 
 /// A key of the organisation's new owner.
-async fn key_for(db: &Db, org: Uuid) -> tern_store::ApiKey {
+pub(crate) async fn key_for(db: &Db, org: Uuid) -> tern_store::ApiKey {
     let member = fixtures::insert_member(db, org, "owner").await;
     let key = fixtures::api_key(org, member.id);
     db.insert_api_key(&key).await.unwrap();

@@ -328,6 +328,24 @@ async fn a_contact_who_opts_out_after_resolve_is_skipped_at_fan_out(db: Db) {
     );
 }
 
+async fn a_contact_blocked_after_resolve_is_skipped_at_fan_out(db: Db) {
+    let w = world(&db).await;
+    let ada = w
+        .contact("14155550301", Some("Ada"), Some("London"), &["vip"])
+        .await;
+    let id = in_status(&w, Status::Running).await;
+    // Blocked after resolve (recorded as `core::agents::block` records it).
+    db.set_contact_blocked(w.org.id, ada, Some(now_ms()), now_ms())
+        .await
+        .unwrap();
+    let step = w.step(id, now_ms()).await;
+    assert_eq!((step.accepted, step.skipped), (0, 1));
+    assert_eq!(
+        w.outcomes(id).await,
+        [(ada, Bucket::Skipped, Some("blocked".to_string()))]
+    );
+}
+
 async fn a_paused_campaign_queues_nothing(db: Db) {
     let w = world(&db).await;
     w.contact("14155550301", Some("Ada"), Some("London"), &["vip"])
@@ -503,6 +521,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     a_second_step_queues_no_recipient_twice,
     a_recipient_whose_message_was_accepted_before_is_marked_with_it,
     a_contact_who_opts_out_after_resolve_is_skipped_at_fan_out,
+    a_contact_blocked_after_resolve_is_skipped_at_fan_out,
     a_paused_campaign_queues_nothing,
     a_scheduled_campaign_launches_when_its_time_comes,
     a_step_pauses_the_campaign_when_its_template_is_paused,

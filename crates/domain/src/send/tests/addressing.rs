@@ -18,6 +18,7 @@ fn who(
         wa_id,
         user_id,
         consent,
+        blocked: false,
     }
 }
 
@@ -214,4 +215,48 @@ fn each_refusal_is_a_problem_and_a_skip_reason() {
             .message
             .contains("templates")
     );
+}
+
+#[test]
+fn a_blocked_customer_gets_nothing_and_is_skipped_as_blocked() {
+    let mut a = who(Some(PHONE), Some(BSUID), Consent::OptedIn);
+    a.blocked = true;
+    // Every kind in every window, a template whatever it needs: the block wins over the
+    // window and the consent, after the address.
+    for kind in Kind::ALL {
+        for w in [
+            WindowState::NeverWritten,
+            WindowState::Open,
+            WindowState::Closed,
+        ] {
+            assert_eq!(
+                address(&a, kind, w),
+                Err(Refusal::Blocked),
+                "{kind:?} {w:?}"
+            );
+        }
+    }
+    assert_eq!(address_template(&a, "promo", false), Err(Refusal::Blocked));
+    let opted_out = Addressee {
+        consent: Consent::OptedOut,
+        ..a
+    };
+    assert_eq!(
+        address_template(&opted_out, "promo", false),
+        Err(Refusal::Blocked)
+    );
+    let nowhere = Addressee {
+        wa_id: None,
+        user_id: None,
+        ..a
+    };
+    assert_eq!(
+        address_template(&nowhere, "promo", false),
+        Err(Refusal::NoAddress)
+    );
+    let p = Refusal::Blocked.problem();
+    assert_eq!(p.code, ErrorCode::Conflict);
+    assert_eq!(p.details["reason"], "contact_blocked");
+    assert_eq!(Refusal::Blocked.skip_reason(), SkipReason::Blocked);
+    assert_eq!(SkipReason::Blocked.as_str(), "blocked");
 }
