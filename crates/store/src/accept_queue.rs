@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use crate::db::{Backend, Db};
+use crate::db::Db;
 use crate::error::{Result, StoreError};
 use crate::outbound::{Accept, Acceptance};
 
@@ -35,11 +35,7 @@ impl AcceptQueue {
     pub fn start(db: Db) -> AcceptQueue {
         let (tx, rx) = mpsc::channel(4 * MAX_BATCH);
         let rx = Arc::new(Mutex::new(rx));
-        let writers = match db.backend() {
-            Backend::Sqlite => 1,
-            Backend::Postgres => 2,
-        };
-        for _ in 0..writers {
+        for _ in 0..crate::lookups::writers(&db) {
             tokio::spawn(write_batches(db.clone(), rx.clone()));
         }
         AcceptQueue { db, tx }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::db::{Backend, BeginWrite as _, Db, with_pool};
+use crate::db::{BeginWrite as _, Db, with_pool};
 use crate::error::{Result, StoreError};
 
 /// Largest batch written in one transaction.
@@ -50,11 +50,7 @@ impl InboxQueue {
     pub fn start(db: Db) -> InboxQueue {
         let (tx, rx) = mpsc::channel(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
-        let writers = match db.backend() {
-            Backend::Sqlite => 1,
-            Backend::Postgres => 2,
-        };
-        for _ in 0..writers {
+        for _ in 0..crate::lookups::writers(&db) {
             tokio::spawn(write_batches(db.clone(), rx.clone()));
         }
         InboxQueue { db, tx }

@@ -157,6 +157,15 @@ impl Lookups {
     }
 }
 
+/// How many writer tasks a group-commit queue runs: one on SQLite (it has one write lock
+/// anyway), two on PostgreSQL (one batch commits while the next is written).
+pub(crate) fn writers(db: &Db) -> usize {
+    match db.backend() {
+        Backend::Sqlite => 1,
+        Backend::Postgres => 2,
+    }
+}
+
 /// Waits for the first job, then takes whatever else is already queued, up to `max`; `None`
 /// once every sender is gone. Tasks sharing `rx` take turns: one gathers while the others
 /// run their batches.

@@ -209,6 +209,19 @@ fn one_status(wamid: &str, state: &str, ts: i64) -> Value {
     )])
 }
 
+/// The message's status reports in its timeline, in order: (status, applied).
+async fn status_reports(app: &TestApp, message_id: uuid::Uuid) -> Vec<(Status, bool)> {
+    let rows = app.db.timeline_rows(message_id).await.unwrap();
+    rows.iter()
+        .filter_map(|r| match &r.detail {
+            Detail::Status {
+                status, applied, ..
+            } => Some((*status, *applied)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Makes the database refuse to mark `wamid.G3` read.
 fn refusing_read_trigger(backend: &Backend) -> &'static str {
     match backend {
@@ -285,20 +298,9 @@ async fn statuses_of_many_webhooks_are_applied_together(app: &TestApp) {
     );
     assert_eq!(get(g2.id).await.status, Status::Read);
     // Each report is in the timeline, in order, with when its own webhook arrived.
-    let rows = app.db.timeline_rows(g1.id).await.unwrap();
-    let reports: Vec<(Status, bool)> = rows
-        .iter()
-        .filter_map(|r| match &r.detail {
-            Detail::Status {
-                status, applied, ..
-            } => Some((*status, *applied)),
-            _ => None,
-        })
-        .collect();
     assert_eq!(
-        reports,
-        [(Status::Delivered, true), (Status::Read, true)],
-        "{rows:?}"
+        status_reports(app, g1.id).await,
+        [(Status::Delivered, true), (Status::Read, true)]
     );
 
     // Through the worker: webhooks of statuses, one refused by the database, and an inbound
@@ -435,21 +437,8 @@ async fn a_flood_of_single_status_webhooks_is_stored_and_applied_in_order(app: &
             "{:?}",
             got.wamid
         );
-        let reports: Vec<(Status, bool)> = app
-            .db
-            .timeline_rows(m.id)
-            .await
-            .unwrap()
-            .iter()
-            .filter_map(|r| match &r.detail {
-                Detail::Status {
-                    status, applied, ..
-                } => Some((*status, *applied)),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
-            reports,
+            status_reports(app, m.id).await,
             [
                 (Status::Sent, true),
                 (Status::Delivered, true),
