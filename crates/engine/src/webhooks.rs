@@ -15,8 +15,10 @@
 //! the last quarter second), each database step of the workers (claim with fan-out, record)
 //! is followed by a rest of `busy_rest` times its length: deliveries then take at most
 //! 1/(1 + `busy_rest`) of the time of each of the two connections they use, and the API keeps
-//! the database (PostgreSQL's CPU, SQLite's single writer). They catch up, durably queued,
-//! when the API quietens.
+//! the database (PostgreSQL's CPU, SQLite's single writer). The give-way is a budget, not a
+//! yield without end: while the deliveries last claimed are older than `lag_budget` (their
+//! events waited that long), the workers do not rest, so a busy API slows deliveries down to
+//! that age but never lets the backlog grow older.
 //!
 //! The sends run on a runtime of their own whose threads have a lower CPU priority
 //! (`send_nice`): on a machine busy with API requests, deliveries take the CPU the API
@@ -64,6 +66,8 @@ pub struct WebhookWorkerConfig {
     pub busy_at: f64,
     /// While the API is busy, each database step rests this many times its length (0: never).
     pub busy_rest: u32,
+    /// The backlog's age from which deliveries stop giving way (see the module's text).
+    pub lag_budget: Duration,
 }
 
 impl Default for WebhookWorkerConfig {
@@ -79,6 +83,7 @@ impl Default for WebhookWorkerConfig {
             // As many requests as cores: the API alone could keep the machine busy.
             busy_at: std::thread::available_parallelism().map_or(2, usize::from) as f64,
             busy_rest: 19,
+            lag_budget: Duration::from_millis(500),
         }
     }
 }
@@ -97,13 +102,15 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
     let mut backoff = Duration::ZERO;
     // Finished attempts go to the recorder; a full channel holds the claimer back.
     let (done_tx, done_rx) = tokio::sync::mpsc::channel::<Made>(4 * config.max_in_flight.max(1));
+    // How old the deliveries last claimed were (ms): the claimer writes, both give-ways read.
+    let lag = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let recorder = tokio::spawn(recorder(
         core.clone(),
         owner.clone(),
         done_rx,
-        GiveWay::new(&core, &config),
+        GiveWay::new(&core, &config, lag.clone()),
     ));
-    let mut give_way = GiveWay::new(&core, &config);
+    let mut give_way = GiveWay::new(&core, &config, lag.clone());
     let mut pace = FanOutPace::new(config.max_in_flight, config.poll_interval);
     loop {
         // Claim what is due, as far as slots allow.
@@ -121,6 +128,10 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             {
                 Ok(jobs) => {
                     backoff = Duration::ZERO;
+                    lag.store(
+                        backlog_age(&jobs, now),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                     let room = (jobs.len() as i64) < limit;
                     let fanned = if pace.wants(jobs.len(), room, tasks.is_empty(), Instant::now()) {
                         match core.db.fan_out_events(config.fanout_batch).await {
@@ -327,16 +338,49 @@ impl FanOutPace {
     }
 }
 
+/// How long the oldest first attempt of `jobs` waited for its claim at `now` (ms; 0 for
+/// none): the age of the backlog the workers are at. Retries are due when their schedule
+/// says, not when their event was made, so they do not count.
+fn backlog_age(jobs: &[tern_store::DeliveryJob], now: i64) -> i64 {
+    jobs.iter()
+        .filter(|j| j.attempt == 1)
+        .map(|j| now.saturating_sub(j.event_created_at))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The rest owed after a database step of `took` (see the module's text): `busy_rest` times
+/// it (at most a second: one slow step must not park the worker) while the API is `busy`
+/// and the backlog is younger than `budget`; nothing otherwise.
+fn rest_after(
+    took: Duration,
+    busy: bool,
+    busy_rest: u32,
+    lag: Duration,
+    budget: Duration,
+) -> Duration {
+    if busy_rest == 0 || !busy || lag >= budget {
+        return Duration::ZERO;
+    }
+    (took * busy_rest).min(Duration::from_secs(1))
+}
+
 /// The rests of one worker task while the API is busy (see the module's text).
 struct GiveWay {
     watch: tern_core::load::LoadWatch,
     busy_at: f64,
     busy_rest: u32,
+    budget: Duration,
+    lag_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
     owed: Duration,
 }
 
 impl GiveWay {
-    fn new(core: &Core, config: &WebhookWorkerConfig) -> GiveWay {
+    fn new(
+        core: &Core,
+        config: &WebhookWorkerConfig,
+        lag_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    ) -> GiveWay {
         GiveWay {
             watch: tern_core::load::LoadWatch::new(
                 std::sync::Arc::clone(&core.api_load),
@@ -344,16 +388,18 @@ impl GiveWay {
             ),
             busy_at: config.busy_at,
             busy_rest: config.busy_rest,
+            budget: config.lag_budget,
+            lag_ms,
             owed: Duration::ZERO,
         }
     }
 
-    /// A database step took `took`: a rest is owed if the API is busy.
+    /// A database step took `took`: a rest is owed if the API is busy and the backlog young.
     fn took(&mut self, took: Duration) {
-        if self.busy_rest > 0 && self.watch.in_flight() >= self.busy_at {
-            // Bounded: one slow step (a lock wait) must not park the worker for long.
-            self.owed = (took * self.busy_rest).min(Duration::from_secs(1));
-        }
+        let lag = self.lag_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let lag = Duration::from_millis(u64::try_from(lag).unwrap_or(0));
+        let busy = self.busy_rest > 0 && self.watch.in_flight() >= self.busy_at;
+        self.owed = rest_after(took, busy, self.busy_rest, lag, self.budget);
     }
 
     /// Rests what is owed.
@@ -381,6 +427,20 @@ async fn record(core: &Core, owner: &str, made: &[Made]) {
 #[cfg(test)]
 mod pace_tests {
     use super::*;
+
+    #[test]
+    fn giving_way_stops_at_the_lag_budget() {
+        let ms = Duration::from_millis;
+        let budget = ms(500);
+        // Busy, backlog young: 19 times the step.
+        assert_eq!(rest_after(ms(2), true, 19, ms(100), budget), ms(38));
+        // At most a second, however slow the step.
+        assert_eq!(rest_after(ms(200), true, 19, ms(0), budget), ms(1000));
+        // The backlog reached the budget, the API is quiet, or resting is off: no rest.
+        assert_eq!(rest_after(ms(2), true, 19, ms(500), budget), Duration::ZERO);
+        assert_eq!(rest_after(ms(2), false, 19, ms(0), budget), Duration::ZERO);
+        assert_eq!(rest_after(ms(2), true, 0, ms(0), budget), Duration::ZERO);
+    }
 
     #[test]
     fn fan_out_waits_for_claims_but_not_longer_than_every() {
