@@ -104,15 +104,15 @@ impl Db {
             let mut to_streams: BTreeMap<Uuid, Vec<Uuid>> = BTreeMap::new();
             for (i, subs) in &wanted {
                 let e = &events[*i];
-                let mut streamed = false;
+                let mut for_streams = false;
                 for s in subs {
                     match existing.get(s) {
-                        Some(true) => streamed = true,
+                        Some(true) => for_streams = true,
                         Some(false) => rows.push((e.id, *s, e.created_at)),
                         None => {}
                     }
                 }
-                if streamed {
+                if for_streams {
                     to_streams.entry(e.org_id).or_default().push(e.id);
                 }
             }
