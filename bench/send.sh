@@ -42,6 +42,13 @@
 #                                     are reported. Compare POST rps with and without.
 #   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
 #                                     compared on one build while the tree changes)
+#   BENCH_INSERT_PROBE=0              1: right before the POST run, the same wrk run against the
+#                                     one-INSERT probe (crates/server/examples/insert_probe.rs,
+#                                     built with tern): one INSERT per request into a fresh
+#                                     database of the same backend, with tern's pool settings.
+#                                     Reported: its req/s and p50/p99, and POST /messages as a
+#                                     share of it. Issue 33's setting: BENCH_INSERT_PROBE=1
+#                                     BENCH_RECIPIENTS=200 BENCH_TERN_MPS=1 BENCH_PLAN=growth
 #
 # Per backend:
 #   setup    simulator (no status delays, --no-window, no pacing), `tern admin` provisioning
@@ -87,18 +94,21 @@ webhook_subs=${BENCH_WEBHOOK_SUBS:-0}
 plan=${BENCH_PLAN:-enterprise}
 limits=${BENCH_LIMITS:-local}
 signins=${BENCH_SIGNINS:-0}
+insert_probe=${BENCH_INSERT_PROBE:-0}
 [[ $signins =~ ^[0-9]+$ && $signins -le 200 ]] || { echo "BENCH_SIGNINS must be 0 to 200" >&2; exit 2; }
 [[ $limits =~ ^(local|redis|off)$ ]] || { echo "BENCH_LIMITS must be local, redis or off" >&2; exit 2; }
 [[ $webhook_subs =~ ^[0-9]+$ && $webhook_subs -le 200 ]] || { echo "BENCH_WEBHOOK_SUBS must be 0 to 200" >&2; exit 2; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
 tern="$CARGO_TARGET_DIR/release/tern"
 receiver="$CARGO_TARGET_DIR/release/examples/webhook_receiver"
+probe_bin="$CARGO_TARGET_DIR/release/examples/insert_probe"
 out="$root/bench/results"
 tag="" # raw outputs: send-BACKEND[-whN]-post.txt …
 [[ $webhook_subs -gt 0 ]] && tag="-wh$webhook_subs"
 [[ $plan != enterprise ]] && tag="$tag-$plan"
 [[ $limits != local ]] && tag="$tag-limits-$limits"
 [[ $signins -gt 0 ]] && tag="$tag-signins$signins"
+[[ $insert_probe == 1 ]] && tag="$tag-probe"
 
 PNID=109000000000001
 WABA=209000000000001
@@ -183,13 +193,13 @@ field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; } # field NAME "RESULT �
 if [[ ${BENCH_SKIP_BUILD:-0} == 1 ]]; then
   echo "not building: BENCH_SKIP_BUILD=1, $tern of $(date -ur "$tern" +%FT%TZ)"
   [[ $webhook_subs -eq 0 || -x $receiver ]] || { echo "$receiver is missing" >&2; exit 1; }
+  [[ $insert_probe != 1 || -x $probe_bin ]] || { echo "$probe_bin is missing" >&2; exit 1; }
 else
   echo "building tern (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR) …"
-  if [[ $webhook_subs -gt 0 ]]; then
-    cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q --bins --example webhook_receiver
-  else
-    cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q
-  fi
+  examples=()
+  [[ $webhook_subs -gt 0 ]] && examples+=(--example webhook_receiver)
+  [[ $insert_probe == 1 ]] && examples+=(--example insert_probe)
+  cargo build --release -p tern --manifest-path "$root/Cargo.toml" -q --bins "${examples[@]}"
 fi
 mkdir -p "$out"
 "$root/scripts/services.sh" >/dev/null
@@ -407,6 +417,37 @@ for i in range(n):
     echo "-- $webhook_subs webhook subscriptions (message.status) to https://127.0.0.1:$rx_port/s/{1..$webhook_subs}"
   fi
 
+  # The one-INSERT probe on a fresh database of the same backend, just before the POST run.
+  local probe_res=""
+  if [[ $insert_probe == 1 ]]; then
+    local probe_port probe_url probe_pid probe_db=""
+    probe_port=$(free_port)
+    case $name in
+      sqlite) probe_url="sqlite://$dir/probe.db" ;;
+      postgres)
+        probe_db="${pg_db}_probe"
+        psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $probe_db" >/dev/null
+        probe_url="postgres://postgres@127.0.0.1:5432/$probe_db"
+        psql -h 127.0.0.1 -U postgres -d postgres -qc CHECKPOINT >/dev/null
+        ;;
+    esac
+    "$probe_bin" --listen "127.0.0.1:$probe_port" --database-url "$probe_url" >"$dir/probe.log" 2>&1 &
+    probe_pid=$!
+    pids+=("$probe_pid")
+    for i in $(seq 1 200); do
+      [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$probe_port/") == 404 ]] && break
+      sleep 0.05
+    done
+    wrk -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$root/bench/send.lua" \
+      "http://127.0.0.1:$probe_port$API/messages" -- probe "p$$" "$recipients" "+$CUSTOMER_PREFIX" \
+      >"$out/send-$name$tag-insert-probe.txt" 2>&1
+    probe_res=$(grep '^RESULT' "$out/send-$name$tag-insert-probe.txt" || true)
+    echo "-- one-INSERT probe (wrk -t$threads -c$conns -d${secs}s), peak RSS $(hwm_mib "$probe_pid") MiB"
+    echo "   $probe_res"
+    kill -TERM "$probe_pid" && wait "$probe_pid" || true
+    [[ -z $probe_db ]] || psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $probe_db WITH (FORCE)" >/dev/null
+  fi
+
   local run_id="b$$${name:0:1}" signin_pid="" signin_line=""
   if [[ $signins -gt 0 ]]; then
     python3 "$root/bench/app.py" pace "$base" owner@bench.test "$signin_pw" "$signins" "$secs" \
@@ -468,7 +509,7 @@ print(f"{n} deliveries during the POST run ({n / secs:.0f}/s; {count} by the tim
   pids=()
   unset -f sql
 
-  summary+=("$name|${wh_line:-}|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog|$signin_line")
+  summary+=("$name|${wh_line:-}|$(field rps "$post_res")|$(field p50_ms "$post_res")|$(field p99_ms "$post_res")|$(field non_expected "$post_res")|$(field rps "$get_res")|$(field p50_ms "$get_res")|$(field p99_ms "$get_res")|$(field non_expected "$get_res")|$hwm|$lat_p50|$lat_p99|$lat_note|$post_cpu|$get_cpu|$after_post → $backlog|$signin_line|$probe_res")
 }
 
 run_backends tern_bench
@@ -477,7 +518,7 @@ echo
 echo "=== summary: $(nproc) cores, wrk -t$threads -c$conns -d${secs}s, $recipients recipients, $tern_mps mps$([[ $webhook_subs -gt 0 ]] && echo ", $webhook_subs webhook subscriptions (message.status)"), $(date -u +%FT%TZ) ==="
 printf '%-9s | %-26s | %-26s | %-8s | %s\n' backend "POST /messages rps p50/p99" "GET /messages/{id} rps p50/p99" "peak RSS" "accepted→sent p50/p99"
 for row in "${summary[@]}"; do
-  IFS='|' read -r n whline prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog sline <<<"$row"
+  IFS='|' read -r n whline prps pp50 pp99 pbad grps gp50 gp99 gbad hwm lp50 lp99 lnote pcpu gcpu backlog sline probe <<<"$row"
   if [[ $lp50 == "-" ]]; then lat="n/a"; else lat="${lp50} / ${lp99} ms"; fi
   printf '%-9s | %7s/s %6s/%-6s ms | %7s/s %6s/%-6s ms | %5s MiB | %s\n' \
     "$n" "$prps" "$pp50" "$pp99" "$grps" "$gp50" "$gp99" "$hwm" "$lat"
@@ -487,6 +528,10 @@ for row in "${summary[@]}"; do
   echo "          POSTed messages by status (after POST → after GET): $backlog"
   [[ -z $whline ]] || echo "          webhooks, $webhook_subs subscriptions: $whline"
   [[ -z $sline ]] || echo "          sign-ins during POST ($signins/s asked): $sline"
+  if [[ -n $probe ]]; then
+    probe_rps=$(field rps "$probe")
+    echo "          one-INSERT probe: ${probe_rps}/s p50/p99 $(field p50_ms "$probe")/$(field p99_ms "$probe") ms (non-202: $(field non_expected "$probe")) · POST /messages = $(awk -v a="$prps" -v b="$probe_rps" 'BEGIN{printf "%.2f", a/b}') of it"
+  fi
 done
 failed=0
 for row in "${summary[@]}"; do
