@@ -16,6 +16,10 @@
 #   BENCH_STATUSES=1                  0: the simulator sends no status webhooks (the campaign
 #                                     engine and the dispatcher alone; a message counts once sent)
 #   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR
+#   BENCH_TERN_WRAP=""                a command that runs `tern serve`, e.g. "heaptrack -o FILE"
+#                                     with a build of `--features heap-profile` (the system
+#                                     allocator, whose calls heaptrack sees): a heap profile
+#                                     of the run (RSS and rates are then the profiler's)
 #
 # Per backend:
 #   resolve  POST /campaigns/{id}/resolve over the whole audience, timed by the client
@@ -26,6 +30,11 @@
 #            Also: the accepted → sent latency of the campaign's messages (p50/p99 from the
 #            database); with BENCH_POST=1 also how many API sends went out and the number's
 #            whole rate (API and campaign sends leaving the queue, from tern's /metrics).
+#   lag      once the inbox is empty (60 s at most): the status lag of every network status
+#            report the run applied (its timeline entry, kind `status`): applied (the entry's
+#            UUID v7 time) − the network's timestamp, p50/p99/max. The network's timestamps are
+#            whole seconds (the simulator's too), so this overstates each lag by up to 1 s;
+#            also applied − received (the webhook's arrival at tern, ms), tern's own share.
 #   RSS      VmHWM of the tern process (peak resident set) at the end.
 # Loopback only; every run is bounded. Raw outputs go to bench/results/.
 set -euo pipefail
@@ -154,7 +163,8 @@ run_backend() {
   t1=$(now_ms)
   echo "-- $contacts contacts inserted in $((t1 - t0)) ms"
 
-  "$tern" serve >"$dir/tern.log" 2>&1 &
+  # shellcheck disable=SC2086 # BENCH_TERN_WRAP is words (a command and its options)
+  ${BENCH_TERN_WRAP:-} "$tern" serve >"$dir/tern.log" 2>&1 &
   local tern_pid=$!
   pids+=("$tern_pid")
   wait_http "$base/readyz" "tern serve" "$dir/tern.log"
@@ -236,6 +246,39 @@ r = lambda p: v[max(0, math.ceil(p / 100 * len(v)) - 1)] if v else "-"
 print(f"{r(50)}/{r(99)}")') ;;
     postgres) lat=$(sql "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY sent_at - created_at) || '/' || percentile_disc(0.99) WITHIN GROUP (ORDER BY sent_at - created_at) FROM messages WHERE campaign_id IS NOT NULL AND sent_at IS NOT NULL") ;;
   esac
+  local unprocessed=1 i
+  for i in $(seq 1 600); do
+    unprocessed=$(sql "SELECT count(*) FROM network_inbox WHERE processed_at IS NULL")
+    [[ $unprocessed == 0 ]] && break
+    sleep 0.1
+  done
+  local id_hex
+  case $name in
+    sqlite) id_hex="hex(id)" ;;
+    postgres) id_hex="replace(id::text, '-', '')" ;;
+  esac
+  local status_lag
+  status_lag=$(sql "SELECT $id_hex || '|' || data FROM message_timeline WHERE kind = 'status'" | python3 -c '
+import json, math, sys
+from datetime import datetime
+def ms(t):
+    return int(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() * 1000)
+net, own = [], []
+for line in sys.stdin:
+    hexid, _, data = line.rstrip("\n").partition("|")
+    d = json.loads(data)
+    if not d.get("received_at") or not d.get("network_timestamp"):
+        continue
+    applied = int(hexid[:12], 16)
+    net.append(applied - ms(d["network_timestamp"]))
+    own.append(applied - ms(d["received_at"]))
+def pct(v):
+    v = sorted(v)
+    r = lambda p: v[max(0, math.ceil(p / 100 * len(v)) - 1)] if v else "-"
+    last = v[-1] if v else "-"
+    return f"{r(50)}/{r(99)}/{last}"
+print(f"{len(net)} reports: network timestamp → applied p50/p99/max {pct(net)} ms (whole-second timestamps: up to 1 s high), received → applied {pct(own)} ms")')
+  [[ $unprocessed == 0 ]] || status_lag="$status_lag ($unprocessed notifications still unprocessed after 60 s)"
   rss=$(hwm_mib "$tern_pid")
   if [[ $post == 1 ]]; then
     local api_acc api_sent
@@ -248,7 +291,7 @@ print(f"{r(50)}/{r(99)}")') ;;
   fi
   cp "$dir/fanout.txt" "$out/campaigns-$name-fanout.txt"
   cp "$dir/tern.log" "$out/campaigns-$name-tern.log"
-  local line="$name: resolve ${resolve_ms} ms ($contacts) · fan-out ${rate}/s (${of_tier} % of ${tern_mps}; worst second ${worst}) · accepted→sent p50/p99 ${lat} ms · peak RSS ${rss} MiB${api}"
+  local line="$name: resolve ${resolve_ms} ms ($contacts) · fan-out ${rate}/s (${of_tier} % of ${tern_mps}; worst second ${worst}) · accepted→sent p50/p99 ${lat} ms · peak RSS ${rss} MiB${api} · status lag: ${status_lag}"
   echo "-- $line"
   summary+=("$line")
   kill -TERM "$tern_pid" "$sim_pid" 2>/dev/null || true

@@ -6,7 +6,9 @@ use tern::{admin, app, config::Config, demo, listen, telemetry, trigger};
 
 // mimalloc instead of glibc malloc: glibc's per-thread arenas (Tokio workers plus one thread
 // per SQLite connection) kept peak RSS far above the live heap under load, and mimalloc is
-// also faster on the request path's many small allocations.
+// also faster on the request path's many small allocations. The `heap-profile` feature
+// keeps the system allocator, whose calls a heap profiler (heaptrack) can see.
+#[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
