@@ -5,7 +5,8 @@
 //!  wake: a commit stored events (this process) · a task finished · the next due time
 //!        · the poll interval (events stored by other processes)
 //!    └─► claim ≤ free slots, ≤ per_subscription in flight per subscription (leases count)
-//!          └─► slots left: fan out the next `fanout_batch` events into deliveries, claim again
+//!          └─► slots left: fan out the next events into deliveries (about `max_in_flight`
+//!              deliveries' worth, at least `fanout_batch` events), claim again
 //!          └─► one task per delivery, on the send runtime: sign and POST
 //!                └─► decided here (retry, failed, 410 disables), then recorded together,
 //!                    in one transaction, by a recorder task (claiming and recording overlap)
@@ -27,11 +28,15 @@
 //! deprioritised thread never holds a transaction (SQLite's single writer) while waiting for
 //! CPU.
 //!
-//! One subscription never holds more than `per_subscription` of the `max_in_flight` slots,
-//! so a receiver that hangs for its whole 15 s timeout delays only its own deliveries.
+//! One subscription holds `per_subscription` of the `max_in_flight` slots at first, and
+//! more — up to `per_subscription_max` — while its receiver answers well with all of them
+//! in use; an answer that shows it overloaded (a timeout, `429`, `5xx`, a slow answer)
+//! halves its share (`tern_domain::events::concurrency`). A receiver that hangs for its
+//! whole 15 s timeout delays only its own deliveries, and soon holds few slots.
 //! A worker that dies leaves its deliveries leased; they are due again when the lease ends
 //! (attempted again under the same `webhook-id`).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -39,6 +44,7 @@ use tern_core::Core;
 use tern_core::webhooks::deliver::{self, Made, Ready};
 use tern_core::webhooks::send::Attempt;
 use tern_domain::events::RetrySchedule;
+use tern_domain::events::concurrency::{EndpointLimits, Signal};
 use tern_domain::time::now_ms;
 use tern_store::StoreError;
 use tokio::task::JoinSet;
@@ -52,13 +58,17 @@ pub struct WebhookWorkerConfig {
     pub schedule: RetrySchedule,
     /// Attempts in flight per process.
     pub max_in_flight: usize,
-    /// Attempts in flight per subscription (across processes, about).
+    /// Attempts in flight per subscription at first (across processes, about)…
     pub per_subscription: usize,
+    /// …and at most, as its receiver's answers allow
+    /// (`tern_domain::events::concurrency`).
+    pub per_subscription_max: usize,
     /// How long a claimed delivery is this worker's: longer than an attempt can take.
     pub lease: Duration,
     /// How often to look for deliveries other processes queued.
     pub poll_interval: Duration,
-    /// Events fanned out into deliveries per transaction when slots are free.
+    /// Events fanned out into deliveries per transaction when slots are free, at least (more
+    /// when each event has few subscribers: see [`fan_out_size`]).
     pub fanout_batch: i64,
     /// The nice value (0–19, higher yields more) of the threads that make the sends.
     pub send_nice: i32,
@@ -76,6 +86,8 @@ impl Default for WebhookWorkerConfig {
             schedule: RetrySchedule::default(),
             max_in_flight: 256,
             per_subscription: 16,
+            // Half the slots: one subscription never starves the others.
+            per_subscription_max: 128,
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_millis(250),
             fanout_batch: 32,
@@ -98,10 +110,19 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
         .map_or_else(tokio::runtime::Handle::current, |rt| rt.handle().clone());
     let mut tasks: JoinSet<(Ready, Attempt)> = JoinSet::new();
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(60_000);
-    let per_subscription = i64::try_from(config.per_subscription).unwrap_or(1);
+    let mut limits = EndpointLimits::new(
+        i64::try_from(config.per_subscription).unwrap_or(1),
+        i64::try_from(config.per_subscription_max).unwrap_or(1),
+    );
+    // This worker's deliveries claimed and not yet recorded, per subscription: what the
+    // claim counts against a subscription's ceiling (a lease ends when its attempt is
+    // recorded, not when the answer comes).
+    let held: Held = Held::default();
     let mut backoff = Duration::ZERO;
+    let mut fanout_events = config.fanout_batch;
     // Finished attempts go to the recorder; a full channel holds the claimer back.
-    let (done_tx, done_rx) = tokio::sync::mpsc::channel::<Made>(4 * config.max_in_flight.max(1));
+    let (done_tx, done_rx) =
+        tokio::sync::mpsc::channel::<(Option<Uuid>, Made)>(4 * config.max_in_flight.max(1));
     // How old the deliveries last claimed were (ms): the claimer writes, both give-ways read.
     let lag = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let recorder = tokio::spawn(recorder(
@@ -109,6 +130,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
         owner.clone(),
         done_rx,
         GiveWay::new(&core, &config, lag.clone()),
+        held.clone(),
     ));
     let mut give_way = GiveWay::new(&core, &config, lag.clone());
     let mut pace = FanOutPace::new(config.max_in_flight, config.poll_interval);
@@ -123,7 +145,14 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             let limit = i64::try_from(free).unwrap_or(0);
             match core
                 .db
-                .claim_webhook_deliveries(&owner, now, lease_ms, limit, per_subscription)
+                .claim_webhook_deliveries_capped(
+                    &owner,
+                    now,
+                    lease_ms,
+                    limit,
+                    limits.start(),
+                    &limits.moved(),
+                )
                 .await
             {
                 Ok(jobs) => {
@@ -134,9 +163,10 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                     );
                     let room = (jobs.len() as i64) < limit;
                     let fanned = if pace.wants(jobs.len(), room, tasks.is_empty(), Instant::now()) {
-                        match core.db.fan_out_events(config.fanout_batch).await {
+                        match core.db.fan_out_events(fanout_events).await {
                             Ok((events, deliveries)) => {
                                 pace.fanned(deliveries, Instant::now());
+                                fanout_events = fan_out_size(&config, events, deliveries);
                                 events > 0
                             }
                             Err(e) => {
@@ -170,6 +200,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                     for job in jobs {
                         match deliver::prepare(&core, job) {
                             Ok(mut ready) => {
+                                held.add(ready.job.subscription_id, 1);
                                 let sender = core.webhooks.clone();
                                 tasks.spawn_on(
                                     async move {
@@ -181,7 +212,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                             }
                             // Closed unsent: recorded at once.
                             Err(unsent) => {
-                                let _ = done_tx.send(unsent).await;
+                                let _ = done_tx.send((None, unsent)).await;
                             }
                         }
                     }
@@ -211,9 +242,12 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             .chain(std::iter::from_fn(|| tasks.try_join_next()))
             .flatten()
         {
+            let sub = ready.job.subscription_id;
+            let signal = Signal::of(a.response_status, a.latency_ms);
+            limits.observe(sub, signal, held.get(sub));
             let made = deliver::decide(&core, &ready, a, &config.schedule).await;
             // The recorder ends only when this sender is dropped.
-            let _ = done_tx.send(made).await;
+            let _ = done_tx.send((Some(sub), made)).await;
         }
     }
     // Everything finished is recorded before the worker ends.
@@ -223,6 +257,20 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
         // Nothing is left on it; dropping a runtime inside another would block.
         rt.shutdown_background();
     }
+}
+
+/// How many events the next fan-out takes, after one that made `deliveries` rows of
+/// `events`: about `max_in_flight` deliveries' worth, between `fanout_batch` and 1,024
+/// events. With one subscriber per event, 32 events per transaction held one busy endpoint
+/// to about 1,000 deliveries a second (a fan-out per claim, each a round trip for the
+/// single writer); with fifty, 32 events are already 1,600 deliveries.
+fn fan_out_size(config: &WebhookWorkerConfig, events: usize, deliveries: usize) -> i64 {
+    if events == 0 {
+        return config.fanout_batch;
+    }
+    let per_event = (deliveries / events).max(1);
+    let wanted = i64::try_from(config.max_in_flight / per_event).unwrap_or(i64::MAX);
+    wanted.clamp(config.fanout_batch, 1_024.max(config.fanout_batch))
 }
 
 /// One pass without the loop (tests, `tern::app::settle`): fans out the stored events and
@@ -280,8 +328,9 @@ fn send_runtime(nice: i32) -> Option<tokio::runtime::Runtime> {
 async fn recorder(
     core: Core,
     owner: String,
-    mut done: tokio::sync::mpsc::Receiver<Made>,
+    mut done: tokio::sync::mpsc::Receiver<(Option<Uuid>, Made)>,
     mut give_way: GiveWay,
+    held: Held,
 ) {
     let mut batch = Vec::new();
     loop {
@@ -290,9 +339,39 @@ async fn recorder(
             break;
         }
         let step = Instant::now();
-        record(&core, &owner, &batch).await;
+        record(&core, &owner, batch.iter().map(|(_, m)| m)).await;
         give_way.took(step.elapsed());
+        for sub in batch.iter().filter_map(|(s, _)| *s) {
+            held.add(sub, -1);
+        }
         batch.clear();
+    }
+}
+
+/// Deliveries a worker has claimed and not yet recorded, per subscription (shared by the
+/// claimer, which adds, and the recorder, which takes away).
+#[derive(Clone, Default)]
+struct Held(std::sync::Arc<std::sync::Mutex<HashMap<Uuid, i64>>>);
+
+impl Held {
+    fn add(&self, sub: Uuid, n: i64) {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let v = map.entry(sub).or_default();
+        *v += n;
+        if *v <= 0 {
+            map.remove(&sub);
+        }
+    }
+
+    fn get(&self, sub: Uuid) -> i64 {
+        let map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(&sub).copied().unwrap_or(0)
     }
 }
 
@@ -413,14 +492,14 @@ impl GiveWay {
 
 /// Records finished attempts in one transaction (retried a few times: an attempt left
 /// unrecorded is made again when its lease ends, under the same `webhook-id`).
-async fn record(core: &Core, owner: &str, made: &[Made]) {
-    if made.is_empty() {
+async fn record<'a>(core: &Core, owner: &str, made: impl IntoIterator<Item = &'a Made>) {
+    let recordings: Vec<_> = made.into_iter().map(|m| m.recording(owner)).collect();
+    if recordings.is_empty() {
         return;
     }
-    let recordings: Vec<_> = made.iter().map(|m| m.recording(owner)).collect();
     if let Err(e) = crate::retry::store_write(|| core.db.record_webhook_attempts(&recordings)).await
     {
-        tracing::warn!(error = %e, n = made.len(), "recording webhook attempts failed");
+        tracing::warn!(error = %e, n = recordings.len(), "recording webhook attempts failed");
     }
 }
 
@@ -483,5 +562,27 @@ mod tests {
             "only the send threads"
         );
         rt.shutdown_background();
+    }
+
+    #[test]
+    fn a_fan_out_takes_about_the_slots_worth_of_deliveries() {
+        let c = super::WebhookWorkerConfig::default();
+        assert_eq!(super::fan_out_size(&c, 0, 0), 32, "nothing seen: the floor");
+        assert_eq!(
+            super::fan_out_size(&c, 32, 32),
+            256,
+            "one subscriber per event"
+        );
+        assert_eq!(super::fan_out_size(&c, 32, 0), 256, "streams only");
+        assert_eq!(
+            super::fan_out_size(&c, 32, 1_600),
+            32,
+            "fifty subscribers: the floor"
+        );
+        let wide = super::WebhookWorkerConfig {
+            max_in_flight: 100_000,
+            ..c
+        };
+        assert_eq!(super::fan_out_size(&wide, 1, 1), 1_024, "the ceiling");
     }
 }

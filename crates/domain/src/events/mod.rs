@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::crypto::hmac_sha256;
 use crate::names::name_enum;
 
+pub mod concurrency;
 pub mod stream;
 pub mod subscription;
 

@@ -28,7 +28,8 @@ macro_rules! claim_postgres {
         SELECT id, next_attempt_at FROM webhook_deliveries d \
         WHERE d.subscription_id = s.id AND d.status = 'pending' AND d.next_attempt_at <= $2 \
         ORDER BY d.next_attempt_at, d.id \
-        LIMIT GREATEST($5 - (SELECT COUNT(*) FROM webhook_deliveries b \
+        LIMIT GREATEST(COALESCE((SELECT o.cap FROM unnest($6::uuid[], $7::int8[]) AS o(id, cap) \
+            WHERE o.id = s.id), $5) - (SELECT COUNT(*) FROM webhook_deliveries b \
             WHERE b.subscription_id = s.id AND b.status = 'pending' AND b.locked_until > $2), 0) \
       ) d \
       ORDER BY d.next_attempt_at, d.id LIMIT $1 \
@@ -180,13 +181,37 @@ impl Db {
         limit: i64,
         per_subscription_limit: i64,
     ) -> Result<Vec<DeliveryJob>> {
-        if limit <= 0 || per_subscription_limit <= 0 {
+        self.claim_webhook_deliveries_capped(
+            owner,
+            now,
+            lease_ms,
+            limit,
+            per_subscription_limit,
+            &[],
+        )
+        .await
+    }
+
+    /// [`Db::claim_webhook_deliveries`] where the subscriptions of `caps` have a limit of
+    /// their own instead of `per_subscription_limit` (the delivery workers' per-endpoint
+    /// concurrency, `tern_domain::events::concurrency`).
+    pub async fn claim_webhook_deliveries_capped(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        per_subscription_limit: i64,
+        caps: &[(Uuid, i64)],
+    ) -> Result<Vec<DeliveryJob>> {
+        if limit <= 0 || (per_subscription_limit <= 0 && caps.iter().all(|(_, c)| *c <= 0)) {
             return Ok(Vec::new());
         }
         let lease_end = now.saturating_add(lease_ms.max(0));
         let mut jobs = match &self.pool {
             Pool::Sqlite(pool) => {
-                claim_sqlite(pool, owner, now, lease_end, limit, per_subscription_limit).await?
+                let caps = (per_subscription_limit, caps);
+                claim_sqlite(pool, owner, now, lease_end, limit, caps).await?
             }
             Pool::Postgres(pool) => {
                 const SQL: &str = concat!(claim_postgres!(), job_sql!("claimed", ""));
@@ -197,6 +222,8 @@ impl Db {
                     .bind(owner)
                     .bind(lease_end)
                     .bind(per_subscription_limit)
+                    .bind(caps.iter().map(|(s, _)| *s).collect::<Vec<Uuid>>())
+                    .bind(caps.iter().map(|(_, c)| *c).collect::<Vec<i64>>())
                     .fetch_all(&mut *tx)
                     .await?;
                 tx.commit().await?;
@@ -459,7 +486,7 @@ async fn claim_sqlite(
     now: i64,
     lease_end: i64,
     limit: i64,
-    per_subscription_limit: i64,
+    (per_subscription_limit, caps): (i64, &[(Uuid, i64)]),
 ) -> Result<Vec<DeliveryJob>> {
     const SUBS: &str = "SELECT s.id, (SELECT COUNT(*) FROM webhook_deliveries b \
          WHERE b.subscription_id = s.id AND b.status = 'pending' AND b.locked_until > $1) \
@@ -467,6 +494,7 @@ async fn claim_sqlite(
            WHERE d.subscription_id = s.id AND d.status = 'pending' AND d.next_attempt_at <= $1)";
     // SQLite allows 500 arms in a compound select.
     const ARMS: usize = 400;
+    let caps: std::collections::HashMap<Uuid, i64> = caps.iter().copied().collect();
     let mut tx = pool.begin_write().await?;
     let rooms: Vec<(Uuid, i64)> = sqlx::query_as::<_, (Uuid, i64)>(SUBS)
         .bind(now)
@@ -474,7 +502,8 @@ async fn claim_sqlite(
         .await?
         .into_iter()
         .filter_map(|(sub, busy)| {
-            let room = per_subscription_limit - busy;
+            let cap = caps.get(&sub).copied().unwrap_or(per_subscription_limit);
+            let room = cap - busy;
             (room > 0).then_some((sub, room))
         })
         .collect();

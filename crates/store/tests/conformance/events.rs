@@ -315,6 +315,30 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert!(db.claim_webhook_deliveries("f", T0, LEASE, 0, 10).await.unwrap().is_empty());
     },
 
+    a_subscription_with_a_cap_of_its_own_is_claimed_up_to_it => async |db| {
+        let (org, _, key) = org_with_key(&db).await;
+        let wide = sub(&db, org.id, key.id, &["message.status"]).await;
+        let narrow = sub(&db, org.id, key.id, &["message.received"]).await;
+        let plain = sub(&db, org.id, key.id, &["contact.consent"]).await;
+        for i in 0..8 {
+            db.insert_event_for_subscription(&event(org.id, "message.status", T0 + i), wide.id).await.unwrap();
+            db.insert_event_for_subscription(&event(org.id, "message.received", T0 + i), narrow.id).await.unwrap();
+            db.insert_event_for_subscription(&event(org.id, "contact.consent", T0 + i), plain.id).await.unwrap();
+        }
+        let caps = [(wide.id, 6), (narrow.id, 1)];
+        let jobs = db.claim_webhook_deliveries_capped("a", T0 + 100, LEASE, 100, 2, &caps).await.unwrap();
+        let count = |s: Uuid| jobs.iter().filter(|j| j.subscription_id == s).count();
+        assert_eq!((count(wide.id), count(narrow.id), count(plain.id)), (6, 1, 2));
+        // The caps count what is in flight: a raised one makes room for more of it only.
+        let caps = [(wide.id, 7), (narrow.id, 1)];
+        let more = db.claim_webhook_deliveries_capped("b", T0 + 100, LEASE, 100, 2, &caps).await.unwrap();
+        assert_eq!(subs_of(&more), [wide.id]);
+        // Without caps of their own, every subscription has the default again.
+        let rest = db.claim_webhook_deliveries("c", T0 + 100, LEASE, 100, 3).await.unwrap();
+        let count = |s: Uuid| rest.iter().filter(|j| j.subscription_id == s).count();
+        assert_eq!((count(wide.id), count(narrow.id), count(plain.id)), (0, 2, 1));
+    },
+
     attempts_are_recorded_only_by_the_lease_holder => async |db| {
         let (org, member, key) = org_with_key(&db).await;
         let s = sub(&db, org.id, key.id, &["message.status"]).await;

@@ -72,6 +72,8 @@ pub struct FileServer {
     pub held: Arc<AtomicUsize>,
     /// What `/hook/{status}` received: headers and body of each request.
     pub hooks: Received,
+    /// Requests to `/paced-hook` in progress, and the most at once so far.
+    pub paced: Arc<(AtomicUsize, AtomicUsize)>,
     handle: axum_server::Handle<SocketAddr>,
 }
 
@@ -81,6 +83,7 @@ struct St {
     hold: Arc<Semaphore>,
     held: Arc<AtomicUsize>,
     hooks: Received,
+    paced: Arc<(AtomicUsize, AtomicUsize)>,
     /// Requests so far per `/flaky/{name}`.
     flaky: Arc<Mutex<std::collections::HashMap<String, u32>>>,
 }
@@ -121,11 +124,13 @@ impl FileServer {
         let hold = Arc::new(Semaphore::new(0));
         let held = Arc::new(AtomicUsize::new(0));
         let hooks: Received = Arc::new(Mutex::new(Vec::new()));
+        let paced = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
         let st = St {
             port: addr.port(),
             hold: Arc::clone(&hold),
             held: Arc::clone(&held),
             hooks: Arc::clone(&hooks),
+            paced: Arc::clone(&paced),
             flaky: Arc::default(),
         };
         let app = Router::new()
@@ -142,6 +147,7 @@ impl FileServer {
             .route("/answer/{status}", axum::routing::post(answer))
             .route("/flaky/{name}/{n}", axum::routing::post(flaky))
             .route("/hold-hook", axum::routing::post(hold_hook))
+            .route("/paced-hook", axum::routing::post(paced_hook))
             .with_state(st);
         let handle = axum_server::Handle::new();
         let h = handle.clone();
@@ -160,6 +166,7 @@ impl FileServer {
             hold,
             held,
             hooks,
+            paced,
             handle,
         }
     }
@@ -297,6 +304,23 @@ async fn hold_hook(
     permit.forget();
     headers.insert("x-test-path", "/hold-hook".parse().unwrap());
     st.hooks.lock().unwrap().push((headers, body.to_vec()));
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// A webhook receiver that takes a little while over each request (`204` after 20 ms) and
+/// counts how many it has at once (`FileServer::paced`).
+async fn paced_hook(
+    State(st): State<St>,
+    mut headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let (now, peak) = &*st.paced;
+    let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+    peak.fetch_max(at_once, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    headers.insert("x-test-path", "/paced-hook".parse().unwrap());
+    st.hooks.lock().unwrap().push((headers, body.to_vec()));
+    now.fetch_sub(1, Ordering::SeqCst);
     StatusCode::NO_CONTENT.into_response()
 }
 

@@ -615,6 +615,44 @@ async fn hanging_receiver(backend: Backend) {
     app.stop().await;
 }
 
+/// A receiver that answers well gets more than its starting share of slots once it has
+/// them all in use, and never more than the ceiling. The worker runs on its own here so
+/// that the backlog is there before it starts.
+async fn concurrency_follows_the_answers(backend: Backend) {
+    let files = FileServer::start().await;
+    let app = app_for(backend, &files, "1,1").start().await;
+    let key = app.owner_key("full_access").await.1;
+    subscribe(&app, &key, &files.url("/paced-hook"), &["contact.consent"]).await;
+    let contact = new_contact(&app, &key, "+447700900125").await;
+    const N: usize = 200;
+    for i in 0..N {
+        let to = if i % 2 == 0 { "opted_in" } else { "opted_out" };
+        consent(&app, &key, &contact, to).await;
+    }
+    let config = tern_engine::webhooks::WebhookWorkerConfig {
+        per_subscription: 4,
+        per_subscription_max: 24,
+        busy_rest: 0,
+        ..Default::default()
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(tern_engine::webhooks::run(
+        app.core.clone(),
+        config,
+        cancel.clone(),
+    ));
+    eventually("every event at the receiver", || async {
+        (received(&files, "/paced-hook").len() >= N).then_some(())
+    })
+    .await;
+    cancel.cancel();
+    worker.await.unwrap();
+    let peak = files.paced.1.load(Ordering::SeqCst);
+    assert!((5..=24).contains(&peak), "{peak} requests at once");
+    files.stop();
+    app.stop().await;
+}
+
 async fn test_sends(backend: Backend) {
     let files = FileServer::start().await;
     // A retry would be due at once: the `settle` below would make it.
@@ -745,5 +783,6 @@ tern_store::both_backends! { Backend;
     failing_receivers_are_retried_failed_replayed_or_disabled => failing_receivers,
     a_deleted_subscription_stops_its_retries => deleted_subscription,
     a_hanging_receiver_does_not_hold_up_others => hanging_receiver,
+    a_receiver_gets_the_concurrency_its_answers_allow => concurrency_follows_the_answers,
     test_sends_rotation_and_samples => test_sends,
 }
