@@ -41,7 +41,10 @@ const TABLE: &str = "CREATE TABLE IF NOT EXISTS probe_messages (id TEXT PRIMARY 
 
 async fn accept(State(pool): State<Pool>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
     let Ok(Value::Object(req)) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, Json(json!({"error": "not a JSON object"})));
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "not a JSON object"})),
+        );
     };
     let id = uuid::Uuid::now_v7().to_string();
     let key = headers
