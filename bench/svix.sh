@@ -91,6 +91,7 @@ rcli() { redis-cli -h 127.0.0.1 -p 6379 -n "$redis_db" "$@"; }
 svix_cleanup() {
   local rc=$?
   rcli FLUSHDB >/dev/null 2>&1 || true
+  set +e # so that the next line only hands rc on to cleanup (which exits with it)
   (exit "$rc")
   cleanup
 }
