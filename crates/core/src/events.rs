@@ -204,6 +204,27 @@ pub async fn message_received(tx: &mut Tx, msg: &Message) -> Result<(), StoreErr
     .map(drop)
 }
 
+/// [`message_received`] of many new messages of one organisation in one transaction: the
+/// subscribers are read once for all of them.
+pub async fn messages_received(
+    tx: &mut Tx,
+    org_id: Uuid,
+    msgs: &[&Message],
+) -> Result<(), StoreError> {
+    if msgs.is_empty() {
+        return Ok(());
+    }
+    let kind = EventType::MessageReceived;
+    let subscribers = tx.webhook_subscribers(org_id, kind.as_str()).await?;
+    for msg in msgs {
+        emit_to(tx, org_id, kind, &subscribers, Some(msg.id), || {
+            views::Message::from((*msg).clone())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
 /// `message.updated`: the message after a customer's edit or deletion.
 pub async fn message_updated(tx: &mut Tx, msg: &Message) -> Result<(), StoreError> {
     emit_about(

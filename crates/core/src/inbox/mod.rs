@@ -18,8 +18,10 @@
 
 mod inbound;
 mod statuses;
+mod together;
 
 pub use statuses::{Received, apply_statuses_together};
+pub use together::apply_messages_together;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -307,6 +309,18 @@ async fn apply_messages_value(
         isolated(report, "message", m.id.clone(), &m.raw, outcome).await?;
         report.add(&part);
     }
+    apply_value_statuses(db, org_id, value, received_at, report).await
+}
+
+/// The statuses of a notification's `value` (after its messages), and what they show of
+/// their customers.
+async fn apply_value_statuses(
+    db: &Db,
+    org_id: Uuid,
+    value: &MessagesValue,
+    received_at: i64,
+    report: &mut Report,
+) -> Result<(), StoreError> {
     let statuses: Vec<(&StatusUpdate, i64)> =
         value.statuses.iter().map(|s| (s, received_at)).collect();
     match statuses::apply(db, org_id, &statuses).await {
