@@ -15,6 +15,10 @@
 //! applied on its own: one the database refuses is listed in [`Report::failed`] and the
 //! others are applied; the inbox worker retries the batch and, after its retries, sets the
 //! item aside. A database that cannot be reached fails the whole batch.
+//!
+//! The inbox worker applies the notifications it claims together where that ends the same:
+//! those of statuses alone ([`apply_statuses_together`]), and the customers' plain messages
+//! of those with messages ([`apply_messages_together`]); the rest as here, one by one.
 
 mod inbound;
 mod statuses;
