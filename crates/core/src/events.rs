@@ -211,10 +211,19 @@ pub async fn messages_received(
     org_id: Uuid,
     msgs: &[&Message],
 ) -> Result<(), StoreError> {
+    many_about(tx, org_id, EventType::MessageReceived, msgs).await
+}
+
+/// Events of `kind` about each of `msgs` (the message as its data), subscribers read once.
+async fn many_about(
+    tx: &mut Tx,
+    org_id: Uuid,
+    kind: EventType,
+    msgs: &[&Message],
+) -> Result<(), StoreError> {
     if msgs.is_empty() {
         return Ok(());
     }
-    let kind = EventType::MessageReceived;
     let subscribers = tx.webhook_subscribers(org_id, kind.as_str()).await?;
     for msg in msgs {
         emit_to(tx, org_id, kind, &subscribers, Some(msg.id), || {
@@ -223,6 +232,16 @@ pub async fn messages_received(
         .await?;
     }
     Ok(())
+}
+
+/// [`message_updated`] of many messages of one organisation in one transaction: the
+/// subscribers are read once for all of them.
+pub async fn messages_updated(
+    tx: &mut Tx,
+    org_id: Uuid,
+    msgs: &[&Message],
+) -> Result<(), StoreError> {
+    many_about(tx, org_id, EventType::MessageUpdated, msgs).await
 }
 
 /// `message.updated`: the message after a customer's edit or deletion.

@@ -10,7 +10,9 @@ use tern_cloudapi::{Ids, InboundContent, InboundMedia, InboundMessage, MessagesV
 use tern_domain::message::{Direction, Status};
 use tern_domain::timeline::Detail;
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Identity, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched};
+use tern_store::{
+    Db, Identity, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched, Tx,
+};
 use uuid::Uuid;
 
 use super::{Report, identity};
@@ -336,6 +338,61 @@ pub(super) fn media_job(org_id: Uuid, pnid: &str, m: &InboundMessage) -> Option<
         sha256: file.sha256.clone(),
         filename: file.filename.clone(),
     })
+}
+
+/// An edit or deletion `m` of a message Tern holds, in `tx` with its timeline entry; the
+/// caller writes the `message.updated` events of `tx` (see [`events::messages_updated`]).
+/// `Some(message)` when held (`Some` inside: it changed, as it is now); `None` when Tern does
+/// not hold it (then [`store`] applies it) or `m` is neither.
+pub(super) async fn change_held(
+    tx: &mut Tx,
+    org_id: Uuid,
+    m: &InboundMessage,
+    now: i64,
+) -> Result<Option<Option<Message>>, StoreError> {
+    let sent_at = m.timestamp.map(|s| s.saturating_mul(1000)).unwrap_or(now);
+    let (touched, detail) = match &m.content {
+        InboundContent::Edit {
+            original_id: Some(original),
+            content,
+            ..
+        } => {
+            let new_content = m.content_object().unwrap_or(Value::Null);
+            let text = text_of(content);
+            let t = tx
+                .edit_inbound_message(
+                    org_id,
+                    original,
+                    text.as_deref(),
+                    &new_content,
+                    sent_at,
+                    now,
+                )
+                .await?;
+            let edited = Detail::Edited {
+                wamid: m.id.clone(),
+            };
+            (t, edited)
+        }
+        InboundContent::Revoke {
+            original_id: Some(original),
+        } => {
+            let t = tx
+                .revoke_inbound_message(org_id, original, sent_at, now)
+                .await?;
+            let revoked = Detail::Revoked {
+                wamid: m.id.clone(),
+            };
+            (t, revoked)
+        }
+        _ => return Ok(None),
+    };
+    Ok(touched.map(|t| {
+        t.changed.then(|| {
+            tx.add_timeline(t.message.id, now, &detail);
+            t.message
+        })
+    }))
 }
 
 /// Applies a customer's edit (notice `notice`) of `wamid` with the `message.updated` event

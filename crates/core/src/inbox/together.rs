@@ -207,12 +207,68 @@ impl<'a> Pending<'a> {
         if !run.is_empty() {
             apply_run(db, &run, reports).await?;
         }
-        for op in std::mem::take(&mut self.after) {
-            one(db, &op, reports).await?;
-        }
+        let after = std::mem::take(&mut self.after);
+        apply_after(db, &after, reports).await?;
         self.originals.clear();
         Ok(())
     }
+}
+
+/// Applies edits and deletions in order: those of messages Tern holds together in one
+/// transaction with their timeline entries and `message.updated` events; one of a message
+/// Tern does not hold yet (stored as the original's row) alone where it is; refused, each
+/// alone.
+async fn apply_after(db: &Db, ops: &[Op<'_>], reports: &mut [Report]) -> Result<(), StoreError> {
+    let mut rest = ops;
+    while !rest.is_empty() {
+        match changes_held(db, rest).await {
+            Ok(done) => {
+                for op in &rest[..done] {
+                    reports[op.pos].messages_updated += 1;
+                }
+                rest = &rest[done..];
+                // The first one whose message Tern does not hold.
+                if let Some((op, tail)) = rest.split_first() {
+                    one(db, op, reports).await?;
+                    rest = tail;
+                }
+            }
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(e) => {
+                tracing::info!(error = %e, changes = rest.len(),
+                    "edits and deletions written together were refused; each alone");
+                for op in rest {
+                    one(db, op, reports).await?;
+                }
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The leading edits and deletions of `ops` whose messages Tern holds, in one transaction;
+/// how many.
+async fn changes_held(db: &Db, ops: &[Op<'_>]) -> Result<usize, StoreError> {
+    let now = now_ms();
+    let mut tx = db.begin().await?;
+    let mut changed: BTreeMap<Uuid, Vec<tern_store::Message>> = BTreeMap::new();
+    let mut done = 0;
+    for op in ops {
+        match inbound::change_held(&mut tx, op.org, op.m, now).await? {
+            Some(message) => {
+                changed.entry(op.org).or_default().extend(message);
+                done += 1;
+            }
+            None => break,
+        }
+    }
+    for (org, messages) in &changed {
+        let messages: Vec<&tern_store::Message> = messages.iter().collect();
+        events::messages_updated(&mut tx, *org, &messages).await?;
+    }
+    tx.commit().await?;
+    Ok(done)
 }
 
 /// Applies one message alone ([`inbound::store`]), a refusal listed in its report.

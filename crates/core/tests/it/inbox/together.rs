@@ -49,9 +49,9 @@ fn secs(t: i64) -> String {
 
 /// The notifications of the scenario, in the order they arrive: customers by phone, by
 /// BSUID and username, by both (merging a phone-only and a BSUID-only contact); texts,
-/// reactions and replies to messages of the same batch and of earlier ones, an image, an
-/// edit and a deletion of earlier messages, an edit before its original, a repeat of a
-/// message, a change of BSUID.
+/// reactions and replies to messages of the same batch and of earlier ones, an image, edits
+/// and a deletion of earlier messages, edits before their original, a repeat of a message,
+/// a change of BSUID.
 fn scenario(pnid: &str, prefix: &str, t: i64) -> Vec<Vec<u8>> {
     let ann = json!({"wa_id": PHONE, "profile": {"name": "Ann"}});
     let bo = json!({"user_id": BSUID, "profile": {"name": "Bo", "username": "bo"}});
@@ -95,6 +95,14 @@ fn scenario(pnid: &str, prefix: &str, t: i64) -> Vec<Vec<u8>> {
     revoke.as_object_mut().unwrap().remove("text");
     let mut reply = text("W.a3", ann.clone(), t + 11_000, "to the late one");
     reply["context"] = json!({"from": PHONE, "id": "W.b3"});
+    let edit_of = |id: &str, original: &str, at: i64, body: &str| {
+        let mut e = text(id, ann.clone(), at, "");
+        e["type"] = json!("edit");
+        e["edit"] = json!({"original_message_id": original,
+            "message": {"type": "text", "text": {"body": body}}});
+        e.as_object_mut().unwrap().remove("text");
+        e
+    };
     let changed = json!({"id": "W.s1", "timestamp": secs(t + 12_000), "type": "system",
         "system": {"body": "changed", "user_id": "US.30000000000000000003",
                    "previous_user_id": BSUID2, "type": "user_changed_user_id"}});
@@ -124,7 +132,13 @@ fn scenario(pnid: &str, prefix: &str, t: i64) -> Vec<Vec<u8>> {
         ),
         n(
             json!([ann]),
-            json!([reply, text("W.a1", ann.clone(), t, "hello"), changed]),
+            json!([
+                reply,
+                text("W.a1", ann.clone(), t, "hello"),
+                edit_of("W.e4", "W.zz", t + 11_500, "of one never seen"),
+                edit_of("W.e3", "W.a1", t + 11_800, "hello, edited twice"),
+                changed
+            ]),
         ),
     ]
 }
@@ -270,9 +284,9 @@ async fn a_batch_mixing_every_kind_ends_as_one_by_one(db: Db) {
     // Each notification's own report is the same.
     assert_eq!(reports, alone);
     let total = summed(reports);
-    // Stored: 9 messages, the late original filling in its edit's row, the edit before it,
-    // the notice; the repeat of W.a1 a duplicate; W.a1 edited and W.b1 deleted; Cy's two
-    // contacts merged, then Cy's BSUID changed.
+    // Stored: 9 messages, the late original filling in its edit's row, the two edits before
+    // their original, the notice; the repeat of W.a1 a duplicate; W.a1 edited twice and
+    // W.b1 deleted; Cy's two contacts merged, then Cy's BSUID changed.
     assert_eq!(
         (
             total.inbound_stored,
@@ -281,7 +295,7 @@ async fn a_batch_mixing_every_kind_ends_as_one_by_one(db: Db) {
             total.contacts_updated,
             total.failed.len()
         ),
-        (12, 1, 2, 2, 0),
+        (13, 1, 3, 2, 0),
         "{total:?}"
     );
     assert_eq!(state(&db, &b, "B").await, state(&db, &a, "A").await);
@@ -299,7 +313,8 @@ async fn a_batch_mixing_every_kind_ends_as_one_by_one(db: Db) {
     assert_eq!(media.len(), 2, "{media:?}");
 
     // Applied again (the network's retry, or a crash before the batch was marked done):
-    // as one by one, nothing is stored again and no event is written; what each holds is
+    // as one by one, nothing is stored again (the edit that made W.zz's row now finds it
+    // held: an update that changes nothing) and no event is written; what each holds is
     // what it held.
     let before = state(&db, &b, "B").await;
     let mut alone = Vec::new();
