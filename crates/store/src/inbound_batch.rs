@@ -6,13 +6,28 @@
 use std::collections::{BTreeMap, HashMap};
 
 use sqlx::types::Json;
+use tern_domain::message::Direction;
 use uuid::Uuid;
 
 use crate::db::{Db, Tx, with_pool, with_tx};
 use crate::error::Result;
 use crate::media::NewInboundMedia;
-use crate::messages::{Inserted, Message, message_columns};
+use crate::messages::{Inserted, Message, Row, Touched, message_columns};
 use crate::sql::ROWS_PER_STATEMENT;
+
+/// `message_columns!` of the updated table in an `UPDATE … FROM` (its `RETURNING`).
+macro_rules! returning {
+    () => {
+        "messages.id, messages.org_id, messages.conversation_id, messages.contact_id, \
+         messages.phone_number_id, messages.direction, messages.type, messages.status, \
+         messages.template_name, messages.template_language, messages.text, messages.media_id, \
+         messages.wamid, messages.request, messages.campaign_id, messages.created_at, \
+         messages.sent_at, messages.delivered_at, messages.read_at, messages.failed_at, \
+         messages.failure_code, messages.failure, messages.updated_at, messages.content, \
+         messages.reply_to, messages.referral, messages.edited_at, messages.revoked_at, \
+         messages.pricing"
+    };
+}
 
 /// Inbound messages per insert statement: 29 binds a row, well under SQLite's 32,766.
 const MESSAGES_PER_STATEMENT: usize = 500;
@@ -175,6 +190,156 @@ impl Tx {
                 None => Inserted::Duplicate,
                 Some(id) if *id == m.id => Inserted::New,
                 Some(_) => Inserted::FilledIn,
+            })
+            .collect())
+    }
+}
+
+/// A customer's edit or deletion of their message `wamid` at `at` (the network's time), for
+/// [`Tx::change_inbound_messages`].
+#[derive(Debug, Clone, Copy)]
+pub enum InboundChange<'a> {
+    Edit {
+        wamid: &'a str,
+        text: Option<&'a str>,
+        content: &'a serde_json::Value,
+        at: i64,
+    },
+    Revoke {
+        wamid: &'a str,
+        at: i64,
+    },
+}
+
+impl InboundChange<'_> {
+    fn wamid(&self) -> &str {
+        match self {
+            InboundChange::Edit { wamid, .. } | InboundChange::Revoke { wamid, .. } => wamid,
+        }
+    }
+}
+
+impl Tx {
+    /// [`Tx::edit_inbound_message`] and [`Tx::revoke_inbound_message`] of many messages
+    /// (their wamids distinct), the edits in one statement and the deletions in another, with
+    /// the same rules. What each did at its index: `Some` as it is now (changed or not),
+    /// `None` when Tern does not hold it — or when it was stored meanwhile and would change:
+    /// the caller applies that one alone.
+    pub async fn change_inbound_messages(
+        &mut self,
+        org_id: Uuid,
+        changes: &[InboundChange<'_>],
+        now: i64,
+    ) -> Result<Vec<Option<Touched>>> {
+        let mut changed: HashMap<String, Message> = HashMap::new();
+        let edits: Vec<_> = changes
+            .iter()
+            .filter_map(|c| match c {
+                InboundChange::Edit {
+                    wamid,
+                    text,
+                    content,
+                    at,
+                } => Some((*wamid, *text, *content, *at)),
+                InboundChange::Revoke { .. } => None,
+            })
+            .collect();
+        let revokes: Vec<_> = changes
+            .iter()
+            .filter_map(|c| match c {
+                InboundChange::Revoke { wamid, at } => Some((*wamid, *at)),
+                InboundChange::Edit { .. } => None,
+            })
+            .collect();
+        for chunk in edits.chunks(ROWS_PER_STATEMENT / 4) {
+            let rows: Vec<Row> = with_tx!(self, conn => {
+                let mut q = sqlx::QueryBuilder::new(
+                    "UPDATE messages SET text = v.column2, content = v.column3, \
+                     edited_at = v.column4, updated_at = CASE WHEN v.column5 > messages.updated_at \
+                     THEN v.column5 ELSE messages.updated_at + 1 END FROM (");
+                q.push_values(chunk, |mut b, (wamid, text, content, at)| {
+                    b.push_bind(*wamid).push_bind(*text).push_bind(Json(*content)).push_bind(*at).push_bind(now);
+                });
+                q.push(") AS v WHERE messages.wamid = v.column1 AND messages.org_id = ");
+                q.push_bind(org_id);
+                q.push(concat!(
+                    " AND messages.direction = 'inbound' AND messages.revoked_at IS NULL \
+                     AND (messages.edited_at IS NULL OR messages.edited_at < v.column4) RETURNING ",
+                    returning!()));
+                q.build_query_as::<Row>().persistent(false).fetch_all(&mut **conn).await
+            })?;
+            changed.extend(rows.into_iter().map(|r| {
+                let m = Message::from(r);
+                (m.wamid.clone().unwrap_or_default(), m)
+            }));
+        }
+        for chunk in revokes.chunks(ROWS_PER_STATEMENT / 4) {
+            let rows: Vec<Row> = with_tx!(self, conn => {
+                let mut q = sqlx::QueryBuilder::new(
+                    "UPDATE messages SET text = NULL, content = NULL, revoked_at = v.column2, \
+                     updated_at = CASE WHEN v.column3 > messages.updated_at \
+                     THEN v.column3 ELSE messages.updated_at + 1 END FROM (");
+                q.push_values(chunk, |mut b, (wamid, at)| {
+                    b.push_bind(*wamid).push_bind(*at).push_bind(now);
+                });
+                q.push(") AS v WHERE messages.wamid = v.column1 AND messages.org_id = ");
+                q.push_bind(org_id);
+                q.push(concat!(
+                    " AND messages.direction = 'inbound' AND messages.revoked_at IS NULL RETURNING ",
+                    returning!()));
+                q.build_query_as::<Row>().persistent(false).fetch_all(&mut **conn).await
+            })?;
+            changed.extend(rows.into_iter().map(|r| {
+                let m = Message::from(r);
+                (m.wamid.clone().unwrap_or_default(), m)
+            }));
+        }
+        // The others as they are now: unchanged, or not held.
+        let rest: Vec<&str> = changes
+            .iter()
+            .map(InboundChange::wamid)
+            .filter(|w| !changed.contains_key(*w))
+            .collect();
+        let mut current: HashMap<String, Message> = HashMap::new();
+        for chunk in rest.chunks(ROWS_PER_STATEMENT) {
+            let rows: Vec<Row> = with_tx!(self, conn => {
+                let mut q = sqlx::QueryBuilder::new(concat!(
+                    "SELECT ", message_columns!(), " FROM messages WHERE org_id = "));
+                q.push_bind(org_id);
+                q.push(" AND wamid IN (");
+                let mut list = q.separated(", ");
+                for w in chunk {
+                    list.push_bind(*w);
+                }
+                q.push(")");
+                q.build_query_as::<Row>().persistent(false).fetch_all(&mut **conn).await
+            })?;
+            current.extend(rows.into_iter().map(|r| {
+                let m = Message::from(r);
+                (m.wamid.clone().unwrap_or_default(), m)
+            }));
+        }
+        Ok(changes
+            .iter()
+            .map(|c| {
+                if let Some(m) = changed.remove(c.wamid()) {
+                    return Some(Touched {
+                        message: m,
+                        changed: true,
+                    });
+                }
+                let m = current.remove(c.wamid())?;
+                // Stored meanwhile and would change: left to the one-row path.
+                let would_change = m.direction == Direction::Inbound
+                    && m.revoked_at.is_none()
+                    && match c {
+                        InboundChange::Edit { at, .. } => m.edited_at.is_none_or(|e| e < *at),
+                        InboundChange::Revoke { .. } => true,
+                    };
+                (!would_change).then(|| Touched {
+                    message: m,
+                    changed: false,
+                })
             })
             .collect())
     }

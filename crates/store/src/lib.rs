@@ -74,6 +74,7 @@ pub use events::{
 };
 pub use explorer::{CustomerKey, ExplorerQuery, MAX_CONVERSATIONS, Redelivery, id_at};
 pub use identity::{Identity, InboundSeen, Observed};
+pub use inbound_batch::InboundChange;
 pub use inbox_queue::{InboxQueue, NewInboxItem, QUEUE as INTAKE_QUEUE};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};

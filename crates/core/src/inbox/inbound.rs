@@ -11,7 +11,7 @@ use tern_domain::message::{Direction, Status};
 use tern_domain::timeline::Detail;
 use tern_domain::{new_id, time::now_ms};
 use tern_store::{
-    Db, Identity, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched, Tx,
+    Db, Identity, InboundChange, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched,
 };
 use uuid::Uuid;
 
@@ -340,59 +340,67 @@ pub(super) fn media_job(org_id: Uuid, pnid: &str, m: &InboundMessage) -> Option<
     })
 }
 
-/// An edit or deletion `m` of a message Tern holds, in `tx` with its timeline entry; the
-/// caller writes the `message.updated` events of `tx` (see [`events::messages_updated`]).
-/// `Some(message)` when held (`Some` inside: it changed, as it is now); `None` when Tern does
-/// not hold it (then [`store`] applies it) or `m` is neither.
-pub(super) async fn change_held(
-    tx: &mut Tx,
-    org_id: Uuid,
-    m: &InboundMessage,
-    now: i64,
-) -> Result<Option<Option<Message>>, StoreError> {
-    let sent_at = m.timestamp.map(|s| s.saturating_mul(1000)).unwrap_or(now);
-    let (touched, detail) = match &m.content {
-        InboundContent::Edit {
-            original_id: Some(original),
-            content,
-            ..
-        } => {
-            let new_content = m.content_object().unwrap_or(Value::Null);
-            let text = text_of(content);
-            let t = tx
-                .edit_inbound_message(
-                    org_id,
-                    original,
-                    text.as_deref(),
-                    &new_content,
-                    sent_at,
-                    now,
-                )
-                .await?;
-            let edited = Detail::Edited {
-                wamid: m.id.clone(),
-            };
-            (t, edited)
+/// An edit or deletion as [`Tx::change_inbound_messages`] applies it (owned), with the
+/// timeline entry it makes when it changes the message.
+pub(super) struct Change {
+    pub(super) original: String,
+    text: Option<String>,
+    content: Value,
+    at: i64,
+    revoke: bool,
+    pub(super) detail: Detail,
+}
+
+impl Change {
+    /// `m`'s change, if it is an edit or deletion of a named message.
+    pub(super) fn of(m: &InboundMessage, now: i64) -> Option<Change> {
+        let at = m.timestamp.map(|s| s.saturating_mul(1000)).unwrap_or(now);
+        match &m.content {
+            InboundContent::Edit {
+                original_id: Some(original),
+                content,
+                ..
+            } => Some(Change {
+                original: original.clone(),
+                text: text_of(content),
+                content: m.content_object().unwrap_or(Value::Null),
+                at,
+                revoke: false,
+                detail: Detail::Edited {
+                    wamid: m.id.clone(),
+                },
+            }),
+            InboundContent::Revoke {
+                original_id: Some(original),
+            } => Some(Change {
+                original: original.clone(),
+                text: None,
+                content: Value::Null,
+                at,
+                revoke: true,
+                detail: Detail::Revoked {
+                    wamid: m.id.clone(),
+                },
+            }),
+            _ => None,
         }
-        InboundContent::Revoke {
-            original_id: Some(original),
-        } => {
-            let t = tx
-                .revoke_inbound_message(org_id, original, sent_at, now)
-                .await?;
-            let revoked = Detail::Revoked {
-                wamid: m.id.clone(),
-            };
-            (t, revoked)
+    }
+
+    pub(super) fn as_store(&self) -> InboundChange<'_> {
+        if self.revoke {
+            InboundChange::Revoke {
+                wamid: &self.original,
+                at: self.at,
+            }
+        } else {
+            InboundChange::Edit {
+                wamid: &self.original,
+                text: self.text.as_deref(),
+                content: &self.content,
+                at: self.at,
+            }
         }
-        _ => return Ok(None),
-    };
-    Ok(touched.map(|t| {
-        t.changed.then(|| {
-            tx.add_timeline(t.message.id, now, &detail);
-            t.message
-        })
-    }))
+    }
 }
 
 /// Applies a customer's edit (notice `notice`) of `wamid` with the `message.updated` event

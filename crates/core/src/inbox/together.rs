@@ -214,24 +214,28 @@ impl<'a> Pending<'a> {
     }
 }
 
-/// Applies edits and deletions in order: those of messages Tern holds together in one
-/// transaction with their timeline entries and `message.updated` events; one of a message
-/// Tern does not hold yet (stored as the original's row) alone where it is; refused, each
-/// alone.
+/// Applies edits and deletions in order: those of distinct messages of one organisation
+/// together (`Tx::change_inbound_messages`, one transaction with their timeline entries and
+/// `message.updated` events); each of a message Tern does not hold yet (stored as the
+/// original's row) alone after them (it concerns no other of them); a second change of a
+/// message in the next transaction; refused, each alone.
 async fn apply_after(db: &Db, ops: &[Op<'_>], reports: &mut [Report]) -> Result<(), StoreError> {
     let mut rest = ops;
     while !rest.is_empty() {
         match changes_held(db, rest).await {
-            Ok(done) => {
-                for op in &rest[..done] {
-                    reports[op.pos].messages_updated += 1;
+            Ok((0, _)) => {
+                one(db, &rest[0], reports).await?;
+                rest = &rest[1..];
+            }
+            Ok((done, alone)) => {
+                for (i, op) in rest[..done].iter().enumerate() {
+                    if alone.contains(&i) {
+                        one(db, op, reports).await?;
+                    } else {
+                        reports[op.pos].messages_updated += 1;
+                    }
                 }
                 rest = &rest[done..];
-                // The first one whose message Tern does not hold.
-                if let Some((op, tail)) = rest.split_first() {
-                    one(db, op, reports).await?;
-                    rest = tail;
-                }
             }
             Err(e) if e.is_unavailable() => return Err(e),
             Err(e) => {
@@ -247,28 +251,44 @@ async fn apply_after(db: &Db, ops: &[Op<'_>], reports: &mut [Report]) -> Result<
     Ok(())
 }
 
-/// The leading edits and deletions of `ops` whose messages Tern holds, in one transaction;
-/// how many.
-async fn changes_held(db: &Db, ops: &[Op<'_>]) -> Result<usize, StoreError> {
+/// The leading changes of `ops` of distinct messages of one organisation, in one
+/// transaction: how many, and the indices of those whose message Tern does not hold.
+async fn changes_held(db: &Db, ops: &[Op<'_>]) -> Result<(usize, Vec<usize>), StoreError> {
     let now = now_ms();
-    let mut tx = db.begin().await?;
-    let mut changed: BTreeMap<Uuid, Vec<tern_store::Message>> = BTreeMap::new();
-    let mut done = 0;
+    let org = ops[0].org;
+    let mut originals = HashSet::new();
+    let mut changes = Vec::new();
     for op in ops {
-        match inbound::change_held(&mut tx, op.org, op.m, now).await? {
-            Some(message) => {
-                changed.entry(op.org).or_default().extend(message);
-                done += 1;
+        let Some(change) = inbound::Change::of(op.m, now) else {
+            break;
+        };
+        if op.org != org || !originals.insert(change.original.clone()) {
+            break;
+        }
+        changes.push(change);
+    }
+    if changes.is_empty() {
+        return Ok((0, Vec::new()));
+    }
+    let list: Vec<_> = changes.iter().map(inbound::Change::as_store).collect();
+    let mut tx = db.begin().await?;
+    let touched = tx.change_inbound_messages(org, &list, now).await?;
+    let mut updated = Vec::new();
+    let mut alone = Vec::new();
+    for (i, (t, change)) in touched.into_iter().zip(&changes).enumerate() {
+        match t {
+            Some(t) if t.changed => {
+                tx.add_timeline(t.message.id, now, &change.detail);
+                updated.push(t.message);
             }
-            None => break,
+            Some(_) => {}
+            None => alone.push(i),
         }
     }
-    for (org, messages) in &changed {
-        let messages: Vec<&tern_store::Message> = messages.iter().collect();
-        events::messages_updated(&mut tx, *org, &messages).await?;
-    }
+    let updated: Vec<&tern_store::Message> = updated.iter().collect();
+    events::messages_updated(&mut tx, org, &updated).await?;
     tx.commit().await?;
-    Ok(done)
+    Ok((changes.len(), alone))
 }
 
 /// Applies one message alone ([`inbound::store`]), a refusal listed in its report.

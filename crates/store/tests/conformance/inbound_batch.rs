@@ -6,7 +6,7 @@ use crate::fixtures::{self, T0};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tern_domain::message::{Direction, Status};
-use tern_store::{Db, Identity, InboundSeen, Inserted, Message};
+use tern_store::{Db, Identity, InboundChange, InboundSeen, Inserted, Message};
 use uuid::Uuid;
 
 const BSUID: &str = "US.13491208655302741918";
@@ -143,5 +143,32 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(ids.len(), 2);
         assert_eq!(ids["w1"], first[0].id);
         assert!(db.message_ids_by_wamids(elsewhere, &["w1"]).await.unwrap().is_empty());
+
+        // Edits and deletions together: w1 edited, w3 (edited at T0 + 10) not by an older
+        // edit, w4 deleted, w9 not held.
+        let body = json!({"body": "new"});
+        let changes = [
+            InboundChange::Edit { wamid: "w1", text: Some("new"), content: &body, at: T0 + 20 },
+            InboundChange::Edit { wamid: "w3", text: Some("old"), content: &body, at: T0 + 5 },
+            InboundChange::Revoke { wamid: "w4", at: T0 + 30 },
+            InboundChange::Edit { wamid: "w9", text: None, content: &body, at: T0 },
+        ];
+        let mut tx = db.begin().await.unwrap();
+        let got = tx.change_inbound_messages(org, &changes, T0 + 300).await.unwrap();
+        tx.commit().await.unwrap();
+        let seen: Vec<Option<(String, bool)>> = got.iter()
+            .map(|t| t.as_ref().map(|t| (t.message.wamid.clone().unwrap(), t.changed)))
+            .collect();
+        assert_eq!(seen, [Some(("w1".into(), true)), Some(("w3".into(), false)), Some(("w4".into(), true)), None]);
+        let w1 = got[0].as_ref().unwrap();
+        assert_eq!((w1.message.text.as_deref(), w1.message.edited_at, w1.message.updated_at), (Some("new"), Some(T0 + 20), T0 + 300));
+        let w4 = &got[2].as_ref().unwrap().message;
+        assert_eq!((w4.text.as_deref(), w4.revoked_at), (None, Some(T0 + 30)));
+        // Again: nothing changes (a deleted message stays deleted, the edit is not newer).
+        let mut tx = db.begin().await.unwrap();
+        let again = tx.change_inbound_messages(org, &changes, T0 + 400).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(again.iter().map(|t| t.as_ref().map(|t| t.changed)).collect::<Vec<_>>(),
+            [Some(false), Some(false), Some(false), None]);
     },
 }
