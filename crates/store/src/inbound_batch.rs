@@ -336,7 +336,7 @@ impl Tx {
                         InboundChange::Edit { at, .. } => m.edited_at.is_none_or(|e| e < *at),
                         InboundChange::Revoke { .. } => true,
                     };
-                (!would_change).then(|| Touched {
+                (!would_change).then_some(Touched {
                     message: m,
                     changed: false,
                 })
