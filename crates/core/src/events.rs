@@ -204,6 +204,46 @@ pub async fn message_received(tx: &mut Tx, msg: &Message) -> Result<(), StoreErr
     .map(drop)
 }
 
+/// [`message_received`] of many new messages of one organisation in one transaction: the
+/// subscribers are read once for all of them.
+pub async fn messages_received(
+    tx: &mut Tx,
+    org_id: Uuid,
+    msgs: &[&Message],
+) -> Result<(), StoreError> {
+    many_about(tx, org_id, EventType::MessageReceived, msgs).await
+}
+
+/// Events of `kind` about each of `msgs` (the message as its data), subscribers read once.
+async fn many_about(
+    tx: &mut Tx,
+    org_id: Uuid,
+    kind: EventType,
+    msgs: &[&Message],
+) -> Result<(), StoreError> {
+    if msgs.is_empty() {
+        return Ok(());
+    }
+    let subscribers = tx.webhook_subscribers(org_id, kind.as_str()).await?;
+    for msg in msgs {
+        emit_to(tx, org_id, kind, &subscribers, Some(msg.id), || {
+            views::Message::from((*msg).clone())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// [`message_updated`] of many messages of one organisation in one transaction: the
+/// subscribers are read once for all of them.
+pub async fn messages_updated(
+    tx: &mut Tx,
+    org_id: Uuid,
+    msgs: &[&Message],
+) -> Result<(), StoreError> {
+    many_about(tx, org_id, EventType::MessageUpdated, msgs).await
+}
+
 /// `message.updated`: the message after a customer's edit or deletion.
 pub async fn message_updated(tx: &mut Tx, msg: &Message) -> Result<(), StoreError> {
     emit_about(

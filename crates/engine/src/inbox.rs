@@ -12,7 +12,7 @@
 use futures::StreamExt as _;
 use std::time::Duration;
 use tern_core::Core;
-use tern_core::inbox::{Received, apply_statuses_together};
+use tern_core::inbox::{Received, apply_messages_together, apply_statuses_together};
 use tern_domain::backoff::{Backoff, Jitter};
 use tern_domain::time::now_ms;
 use tern_store::{Db, InboxItem, SetAside, StoreError};
@@ -159,9 +159,22 @@ pub async fn drain_with_retry(db: &Db, apply_db: &Db, retry: Retry) -> Result<Re
             // The database could not be reached: each batch alone records its failure.
             Err(_) => vec![None; items.len()],
         };
+        // Those with customers' messages: their plain messages together, in the order
+        // they arrived (`tern_core::inbox::apply_messages_together`).
+        let mut reports = together;
+        let left: Vec<usize> = (0..items.len()).filter(|i| reports[*i].is_none()).collect();
+        if !left.is_empty() {
+            let received: Vec<Received<'_>> = left.iter().map(|i| received[*i]).collect();
+            // The database could not be reached: each batch alone records its failure.
+            if let Ok(applied) = apply_messages_together(apply_db, &received).await {
+                for (i, report) in left.into_iter().zip(applied) {
+                    reports[i] = report;
+                }
+            }
+        }
         let mut processed = Vec::new();
         let mut rest = Vec::new();
-        for (item, report) in items.into_iter().zip(together) {
+        for (item, report) in items.into_iter().zip(reports) {
             match report {
                 Some(report) if report.failed.is_empty() => {
                     processed.push(item.id);

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::contacts::{Contact, contact_columns, tags_of};
 use crate::db::{Backend, Db, Tx, with_tx};
 use crate::error::Result;
-use crate::sql::bump_updated_at;
+use crate::sql::{ROWS_PER_STATEMENT, bump_updated_at};
 
 /// The identifiers of a customer that one notification shows (any may be missing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -189,6 +189,161 @@ impl Db {
             .bind(who.wa_id)
             .fetch_all(pool)
             .await)?;
+        Ok(rows)
+    }
+}
+
+/// A customer's inbound messages of one batch, for [`Db::record_inbound_known`]: who they
+/// are, the first profile name the batch gives and the network's time of the latest one.
+#[derive(Debug, Clone, Copy)]
+pub struct InboundSeen<'a> {
+    pub who: Identity<'a>,
+    pub profile_name: Option<&'a str>,
+    pub network_ts: i64,
+}
+
+impl Db {
+    /// [`Db::record_inbound`] of many customers at once, for those whose contact needs no
+    /// lock: exactly one contact holds their BSUID or phone and already holds every
+    /// identifier shown (nothing to create, merge or learn). One read for all; the
+    /// `last_inbound_at` and name of those that move in one statement, guarded by the
+    /// identifiers read (a contact merged or changed meanwhile is left out), with the same
+    /// rules as [`Db::record_inbound`]. Returns each one's contact id at its index; `None`:
+    /// the caller records it with [`Db::record_inbound`] (locked).
+    pub async fn record_inbound_known(
+        &self,
+        org_id: Uuid,
+        seen: &[InboundSeen<'_>],
+        at: i64,
+    ) -> Result<Vec<Option<Uuid>>> {
+        let mut out = vec![None; seen.len()];
+        for (chunk_no, chunk) in seen.chunks(ROWS_PER_STATEMENT / 2).enumerate() {
+            let base = chunk_no * (ROWS_PER_STATEMENT / 2);
+            let user_ids: Vec<&str> = chunk.iter().filter_map(|s| s.who.user_id).collect();
+            let wa_ids: Vec<&str> = chunk.iter().filter_map(|s| s.who.wa_id).collect();
+            let found = self.contacts_holding(org_id, &user_ids, &wa_ids).await?;
+            let mut writes: Vec<(Vec<usize>, &Contact, Inbound<'_>)> = Vec::new();
+            for (i, s) in chunk.iter().enumerate() {
+                let holds = |c: &&Contact| {
+                    (s.who.user_id.is_some() && c.user_id.as_deref() == s.who.user_id)
+                        || (s.who.wa_id.is_some() && c.wa_id.as_deref() == s.who.wa_id)
+                };
+                let mut matches = found.iter().filter(holds);
+                let (Some(c), None) = (matches.next(), matches.next()) else {
+                    continue;
+                };
+                let inbound = Inbound {
+                    profile_name: s.profile_name.filter(|n| !n.trim().is_empty()),
+                    network_ts: Some(s.network_ts),
+                    new_contact_id: c.id,
+                };
+                let next = learned(c, &s.who, Some(&inbound));
+                let same_ids = (
+                    &next.wa_id,
+                    &next.user_id,
+                    &next.parent_user_id,
+                    &next.username,
+                ) == (&c.wa_id, &c.user_id, &c.parent_user_id, &c.username);
+                if !same_ids {
+                    continue;
+                }
+                if next == *c {
+                    out[base + i] = Some(c.id);
+                    continue;
+                }
+                // One row per contact (an UPDATE … FROM applies one of several at random):
+                // the latest time, the first name.
+                match writes.iter_mut().find(|(_, w, _)| w.id == c.id) {
+                    Some((slots, _, w)) => {
+                        slots.push(base + i);
+                        w.network_ts = w.network_ts.max(inbound.network_ts);
+                        w.profile_name = w.profile_name.or(inbound.profile_name);
+                    }
+                    None => writes.push((vec![base + i], c, inbound)),
+                }
+            }
+            if writes.is_empty() {
+                continue;
+            }
+            let written: Vec<Uuid> = crate::db::with_pool!(self, pool => {
+                let mut q = sqlx::QueryBuilder::new(concat!(
+                    "UPDATE contacts SET \
+                     last_inbound_at = CASE WHEN contacts.last_inbound_at IS NULL \
+                       OR contacts.last_inbound_at < v.column2 THEN v.column2 \
+                       ELSE contacts.last_inbound_at END, \
+                     name = COALESCE(contacts.name, v.column3), \
+                     updated_at = CASE WHEN contacts.last_inbound_at IS NULL \
+                       OR contacts.last_inbound_at < v.column2 \
+                       OR (contacts.name IS NULL AND v.column3 IS NOT NULL) THEN ",
+                    bump_updated_at!("contacts", "v.column8"),
+                    " ELSE contacts.updated_at END FROM ("));
+                q.push_values(&writes, |mut row, (_, c, inbound)| {
+                    row.push_bind(c.id)
+                        .push_bind(inbound.network_ts)
+                        .push_bind(inbound.profile_name)
+                        .push_bind(c.wa_id.as_deref())
+                        .push_bind(c.user_id.as_deref())
+                        .push_bind(c.parent_user_id.as_deref())
+                        .push_bind(c.username.as_deref())
+                        .push_bind(at);
+                });
+                // Guarded by what was read: a contact merged or given other identifiers
+                // since is left to the locked path.
+                q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
+                q.push_bind(org_id);
+                q.push(
+                    " AND contacts.wa_id IS NOT DISTINCT FROM v.column4 \
+                     AND contacts.user_id IS NOT DISTINCT FROM v.column5 \
+                     AND contacts.parent_user_id IS NOT DISTINCT FROM v.column6 \
+                     AND contacts.username IS NOT DISTINCT FROM v.column7 RETURNING contacts.id",
+                );
+                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(pool).await
+            })?;
+            for (slots, c, _) in writes {
+                if written.contains(&c.id) {
+                    for i in slots {
+                        out[i] = Some(c.id);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The organisation's contacts holding one of these BSUIDs or phones.
+    async fn contacts_holding(
+        &self,
+        org_id: Uuid,
+        user_ids: &[&str],
+        wa_ids: &[&str],
+    ) -> Result<Vec<Contact>> {
+        let rows = crate::db::with_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(concat!(
+                "SELECT ", contact_columns!(), " FROM contacts WHERE org_id = "));
+            q.push_bind(org_id);
+            q.push(" AND (");
+            let mut any = false;
+            for (column, values) in [("user_id", user_ids), ("wa_id", wa_ids)] {
+                if values.is_empty() {
+                    continue;
+                }
+                if any {
+                    q.push(" OR ");
+                }
+                any = true;
+                q.push(column).push(" IN (");
+                let mut list = q.separated(", ");
+                for v in values {
+                    list.push_bind(*v);
+                }
+                q.push(")");
+            }
+            if !any {
+                q.push("false");
+            }
+            q.push(")");
+            q.build_query_as::<Contact>().persistent(false).fetch_all(pool).await
+        })?;
         Ok(rows)
     }
 }

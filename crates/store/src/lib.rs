@@ -23,6 +23,7 @@ mod error;
 mod events;
 mod explorer;
 mod identity;
+mod inbound_batch;
 mod inbox_queue;
 mod limits;
 mod lookups;
@@ -72,7 +73,8 @@ pub use events::{
     SubscriptionPatch, WebhookAttempt,
 };
 pub use explorer::{CustomerKey, ExplorerQuery, MAX_CONVERSATIONS, Redelivery, id_at};
-pub use identity::{Identity, Observed};
+pub use identity::{Identity, InboundSeen, Observed};
+pub use inbound_batch::InboundChange;
 pub use inbox_queue::{InboxQueue, NewInboxItem, QUEUE as INTAKE_QUEUE};
 pub use limits::Counted;
 pub use lookups::{Lookups, MAX_BATCH as LOOKUP_MAX_BATCH};

@@ -143,6 +143,22 @@ macro_rules! message_columns {
 }
 pub(crate) use message_columns;
 
+/// What inserting a message with a wamid already stored does (returning the stored id when
+/// it fills in an original, nothing for a duplicate): see [`Tx::insert_message`].
+macro_rules! inbound_conflict {
+    () => {
+        " ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO UPDATE SET \
+           created_at = excluded.created_at, type = excluded.type, request = excluded.request, \
+           reply_to = excluded.reply_to, referral = excluded.referral \
+         WHERE messages.direction = 'inbound' AND excluded.direction = 'inbound' \
+           AND messages.org_id = excluded.org_id \
+           AND (messages.edited_at IS NOT NULL OR messages.revoked_at IS NOT NULL) \
+           AND excluded.created_at < messages.created_at \
+         RETURNING id"
+    };
+}
+pub(crate) const INBOUND_CONFLICT: &str = inbound_conflict!();
+
 /// The columns an accepted (outbound) message is inserted with, `message_columns!` less the
 /// inbound-only ones and the reported pricing (content, referral, edited_at, revoked_at,
 /// pricing: NULL): fewer binds on the
@@ -590,15 +606,8 @@ impl Tx {
         const SQL: &str = concat!(
             "INSERT INTO messages (",
             message_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29) \
-             ON CONFLICT (wamid) WHERE wamid IS NOT NULL DO UPDATE SET \
-               created_at = excluded.created_at, type = excluded.type, request = excluded.request, \
-               reply_to = excluded.reply_to, referral = excluded.referral \
-             WHERE messages.direction = 'inbound' AND excluded.direction = 'inbound' \
-               AND messages.org_id = excluded.org_id \
-               AND (messages.edited_at IS NOT NULL OR messages.revoked_at IS NOT NULL) \
-               AND excluded.created_at < messages.created_at \
-             RETURNING id"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+            inbound_conflict!()
         );
         let id = with_tx!(self, conn => sqlx::query_scalar::<_, Uuid>(SQL)
             .bind(m.id)

@@ -10,7 +10,9 @@ use tern_cloudapi::{Ids, InboundContent, InboundMedia, InboundMessage, MessagesV
 use tern_domain::message::{Direction, Status};
 use tern_domain::timeline::Detail;
 use tern_domain::{new_id, time::now_ms};
-use tern_store::{Db, Identity, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched};
+use tern_store::{
+    Db, Identity, InboundChange, Inserted, Message, NewInboundMedia, ReplyTo, StoreError, Touched,
+};
 use uuid::Uuid;
 
 use super::{Report, identity};
@@ -111,48 +113,13 @@ pub(super) async fn store(
     }
 
     // An edit or deletion that reaches here names a message Tern does not hold yet.
-    let (wamid, kind, text, mut content, edited_at, revoked_at) = match &m.content {
-        InboundContent::Edit {
-            original_id: Some(original),
-            type_name,
-            content,
-            ..
-        } => (
-            original.clone(),
-            type_name.clone(),
-            text_of(content),
-            m.content_object(),
-            Some(sent_at),
-            None,
-        ),
-        InboundContent::Revoke {
-            original_id: Some(original),
-        } => (
-            original.clone(),
-            "unknown".to_string(),
-            None,
-            None,
-            None,
-            Some(sent_at),
-        ),
-        other => (
-            m.id.clone(),
-            m.type_name.clone(),
-            text_of(other),
-            m.content_object(),
-            None,
-            None,
-        ),
-    };
-    if let (InboundContent::Reaction { .. }, Some(Value::Object(o))) = (&m.content, &mut content) {
-        let target = match o.get("wamid").and_then(Value::as_str) {
+    let mut parts = Parts::of(m, sent_at);
+    if parts.reaction {
+        let target = match parts.reacted_wamid() {
             Some(w) => db.message_id_by_wamid(org_id, w).await?,
             None => None,
         };
-        o.insert(
-            "message_id".into(),
-            target.map_or(Value::Null, |id| Value::String(id.to_string())),
-        );
+        parts.set_reacted(target);
     }
     let reply_to = match m.reply_to_wamid() {
         Some(wamid) => Some(ReplyTo {
@@ -161,37 +128,12 @@ pub(super) async fn store(
         }),
         None => None,
     };
-    let row = Message {
-        id: new_id(),
-        org_id,
-        conversation_id: conversation.id,
-        contact_id: contact.id,
-        phone_number_id: pnid.to_string(),
-        direction: Direction::Inbound,
-        r#type: kind,
-        status: Status::Received,
-        template_name: None,
-        template_language: None,
-        text,
-        media_id: None,
-        wamid: Some(wamid),
-        request: m.raw.clone(),
-        campaign_id: None,
-        created_at: sent_at,
-        sent_at: None,
-        delivered_at: None,
-        read_at: None,
-        failed_at: None,
-        failure_code: None,
-        failure: None,
-        updated_at: now,
-        content,
+    let row = parts.into_row(
+        (org_id, pnid, m),
+        (conversation.id, contact.id),
         reply_to,
-        referral: m.referral.clone(),
-        edited_at,
-        revoked_at,
-        pricing: None,
-    };
+        (sent_at, now),
+    );
     let mut tx = db.begin().await?;
     let inserted = tx.insert_message(&row).await?;
     if inserted == Inserted::New {
@@ -221,23 +163,10 @@ pub(super) async fn store(
     // After the message (the finished download links to it), and also when it was stored
     // before: a batch applied again after a crash between the two writes still gets its
     // job (keyed by the wamid, written once).
-    if let Some(file) = media_of(&m.content)
-        && let Some(network_media_id) = &file.id
+    if let Some(job) = media_job(org_id, pnid, m)
         && row.edited_at.is_none()
     {
-        db.enqueue_inbound_media(
-            &NewInboundMedia {
-                org_id,
-                wamid: m.id.clone(),
-                phone_number_id: pnid.to_string(),
-                network_media_id: network_media_id.clone(),
-                mime_type: file.mime_type.clone(),
-                sha256: file.sha256.clone(),
-                filename: file.filename.clone(),
-            },
-            now,
-        )
-        .await?;
+        db.enqueue_inbound_media(&job, now).await?;
     }
     if inserted != Inserted::Duplicate {
         metrics::counter!("tern_network_events_total", "kind" => "inbound").increment(1);
@@ -274,6 +203,204 @@ pub(super) async fn store(
         report.inbound_duplicates += 1;
     }
     Ok(())
+}
+
+/// What a stored inbound message is made of, besides whose it is: under which wamid, its
+/// type, text and content, and when it was edited or deleted (an edit or deletion whose
+/// original Tern does not hold is stored as the original's row).
+pub(super) struct Parts {
+    wamid: String,
+    kind: String,
+    text: Option<String>,
+    content: Option<Value>,
+    edited_at: Option<i64>,
+    revoked_at: Option<i64>,
+    /// A reaction: its content names the message's id too ([`Parts::set_reacted`]).
+    pub(super) reaction: bool,
+}
+
+impl Parts {
+    pub(super) fn of(m: &InboundMessage, sent_at: i64) -> Parts {
+        let (wamid, kind, text, content, edited_at, revoked_at) = match &m.content {
+            InboundContent::Edit {
+                original_id: Some(original),
+                type_name,
+                content,
+                ..
+            } => (
+                original.clone(),
+                type_name.clone(),
+                text_of(content),
+                m.content_object(),
+                Some(sent_at),
+                None,
+            ),
+            InboundContent::Revoke {
+                original_id: Some(original),
+            } => (
+                original.clone(),
+                "unknown".to_string(),
+                None,
+                None,
+                None,
+                Some(sent_at),
+            ),
+            other => (
+                m.id.clone(),
+                m.type_name.clone(),
+                text_of(other),
+                m.content_object(),
+                None,
+                None,
+            ),
+        };
+        Parts {
+            wamid,
+            kind,
+            text,
+            content,
+            edited_at,
+            revoked_at,
+            reaction: matches!(m.content, InboundContent::Reaction { .. }),
+        }
+    }
+
+    /// The wamid a reaction is to, when its content names one.
+    pub(super) fn reacted_wamid(&self) -> Option<&str> {
+        match &self.content {
+            Some(Value::Object(o)) if self.reaction => o.get("wamid").and_then(Value::as_str),
+            _ => None,
+        }
+    }
+
+    /// The id of the message a reaction is to (`None`: Tern does not hold it).
+    pub(super) fn set_reacted(&mut self, target: Option<Uuid>) {
+        if let (true, Some(Value::Object(o))) = (self.reaction, &mut self.content) {
+            o.insert(
+                "message_id".into(),
+                target.map_or(Value::Null, |id| Value::String(id.to_string())),
+            );
+        }
+    }
+
+    /// The row of `m`, received on the organisation's number, in the conversation with
+    /// its contact.
+    pub(super) fn into_row(
+        self,
+        (org_id, pnid, m): (Uuid, &str, &InboundMessage),
+        (conversation_id, contact_id): (Uuid, Uuid),
+        reply_to: Option<ReplyTo>,
+        (sent_at, now): (i64, i64),
+    ) -> Message {
+        Message {
+            id: new_id(),
+            org_id,
+            conversation_id,
+            contact_id,
+            phone_number_id: pnid.to_string(),
+            direction: Direction::Inbound,
+            r#type: self.kind,
+            status: Status::Received,
+            template_name: None,
+            template_language: None,
+            text: self.text,
+            media_id: None,
+            wamid: Some(self.wamid),
+            request: m.raw.clone(),
+            campaign_id: None,
+            created_at: sent_at,
+            sent_at: None,
+            delivered_at: None,
+            read_at: None,
+            failed_at: None,
+            failure_code: None,
+            failure: None,
+            updated_at: now,
+            content: self.content,
+            reply_to,
+            referral: m.referral.clone(),
+            edited_at: self.edited_at,
+            revoked_at: self.revoked_at,
+            pricing: None,
+        }
+    }
+}
+
+/// The download job of a media message's file (keyed by the message's wamid).
+pub(super) fn media_job(org_id: Uuid, pnid: &str, m: &InboundMessage) -> Option<NewInboundMedia> {
+    let file = media_of(&m.content)?;
+    Some(NewInboundMedia {
+        org_id,
+        wamid: m.id.clone(),
+        phone_number_id: pnid.to_string(),
+        network_media_id: file.id.clone()?,
+        mime_type: file.mime_type.clone(),
+        sha256: file.sha256.clone(),
+        filename: file.filename.clone(),
+    })
+}
+
+/// An edit or deletion as [`Tx::change_inbound_messages`] applies it (owned), with the
+/// timeline entry it makes when it changes the message.
+pub(super) struct Change {
+    pub(super) original: String,
+    text: Option<String>,
+    content: Value,
+    at: i64,
+    revoke: bool,
+    pub(super) detail: Detail,
+}
+
+impl Change {
+    /// `m`'s change, if it is an edit or deletion of a named message.
+    pub(super) fn of(m: &InboundMessage, now: i64) -> Option<Change> {
+        let at = m.timestamp.map(|s| s.saturating_mul(1000)).unwrap_or(now);
+        match &m.content {
+            InboundContent::Edit {
+                original_id: Some(original),
+                content,
+                ..
+            } => Some(Change {
+                original: original.clone(),
+                text: text_of(content),
+                content: m.content_object().unwrap_or(Value::Null),
+                at,
+                revoke: false,
+                detail: Detail::Edited {
+                    wamid: m.id.clone(),
+                },
+            }),
+            InboundContent::Revoke {
+                original_id: Some(original),
+            } => Some(Change {
+                original: original.clone(),
+                text: None,
+                content: Value::Null,
+                at,
+                revoke: true,
+                detail: Detail::Revoked {
+                    wamid: m.id.clone(),
+                },
+            }),
+            _ => None,
+        }
+    }
+
+    pub(super) fn as_store(&self) -> InboundChange<'_> {
+        if self.revoke {
+            InboundChange::Revoke {
+                wamid: &self.original,
+                at: self.at,
+            }
+        } else {
+            InboundChange::Edit {
+                wamid: &self.original,
+                text: self.text.as_deref(),
+                content: &self.content,
+                at: self.at,
+            }
+        }
+    }
 }
 
 /// Applies a customer's edit (notice `notice`) of `wamid` with the `message.updated` event

@@ -15,11 +15,17 @@
 //! applied on its own: one the database refuses is listed in [`Report::failed`] and the
 //! others are applied; the inbox worker retries the batch and, after its retries, sets the
 //! item aside. A database that cannot be reached fails the whole batch.
+//!
+//! The inbox worker applies the notifications it claims together where that ends the same:
+//! those of statuses alone ([`apply_statuses_together`]), and the customers' plain messages
+//! of those with messages ([`apply_messages_together`]); the rest as here, one by one.
 
 mod inbound;
 mod statuses;
+mod together;
 
 pub use statuses::{Received, apply_statuses_together};
+pub use together::apply_messages_together;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -307,6 +313,18 @@ async fn apply_messages_value(
         isolated(report, "message", m.id.clone(), &m.raw, outcome).await?;
         report.add(&part);
     }
+    apply_value_statuses(db, org_id, value, received_at, report).await
+}
+
+/// The statuses of a notification's `value` (after its messages), and what they show of
+/// their customers.
+async fn apply_value_statuses(
+    db: &Db,
+    org_id: Uuid,
+    value: &MessagesValue,
+    received_at: i64,
+    report: &mut Report,
+) -> Result<(), StoreError> {
     let statuses: Vec<(&StatusUpdate, i64)> =
         value.statuses.iter().map(|s| (s, received_at)).collect();
     match statuses::apply(db, org_id, &statuses).await {

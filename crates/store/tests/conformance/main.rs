@@ -20,6 +20,7 @@ mod event_streams;
 mod events;
 mod fixtures;
 mod identity;
+mod inbound_batch;
 mod media;
 mod messages;
 mod network_inbox;

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::fixtures::{self, PNID, WABA, deliver, event_types, events, notification};
 
+mod together;
 mod updates;
 
 const HOUR: i64 = 3_600_000;
