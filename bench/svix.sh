@@ -98,50 +98,11 @@ svix_cleanup() {
 trap svix_cleanup EXIT
 trap 'exit 130' INT TERM
 
-# cpu_split BEFORE AFTER SVIX_PID RECEIVER_PID PG_DB CLIENT_SECONDS DELIVERIES → one line, as
+. "$root/bench/deliveries.sh"
+answered="messages answered 202"
+# cpu_split BEFORE AFTER SVIX_PID RECEIVER_PID PG_DB CLIENT_SECONDS DELIVERIES → as
 # bench/webhooks.sh prints for tern, with redis-server (svix's queue) counted apart.
-cpu_split() {
-  python3 - "$@" <<'EOF'
-import json, os, sys
-before, after = (json.load(open(f)) for f in sys.argv[1:3])
-svix_pid, rx_pid, pg_db, client, deliveries = sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]), int(sys.argv[7])
-hz = os.sysconf("SC_CLK_TCK")
-busy = (after["machine"][0] - before["machine"][0]) / hz
-total = (after["machine"][1] - before["machine"][1]) / hz  # wall time × cores
-use = {"svix": 0.0, "postgres": 0.0, "redis": 0.0, "receiver": 0.0}
-others = {}
-for pid, (comm, cmd, t) in after["procs"].items():
-    d = (t - before["procs"].get(pid, [0, 0, 0])[2]) / hz
-    if pid == svix_pid:
-        use["svix"] += d
-    elif pid == rx_pid:
-        use["receiver"] += d
-    elif comm == "postgres" and pg_db and (pg_db in cmd or ("(" not in cmd and "[local]" not in cmd)):
-        use["postgres"] += d
-    elif comm == "redis-server":
-        use["redis"] += d
-    elif d > 0:
-        name = {"postgres": "postgres (other dbs)"}.get(comm, comm)
-        others[name] = others.get(name, 0.0) + d
-other = max(0.0, busy - sum(use.values()) - client)
-pct = lambda x: f"{100 * x / total:.0f}%" if total else "?"
-top = sorted(others.items(), key=lambda kv: -kv[1])[:3]
-named = ", ".join(f"{k} {pct(v)}" for k, v in top if 100 * v / total >= 1)
-per = f"{1e6 * use['svix'] / deliveries:.0f}" if deliveries else "-"
-print(f"svix {pct(use['svix'])} · receiver {pct(use['receiver'])} · postgres {pct(use['postgres'])} · "
-      f"redis {pct(use['redis'])} · clients {pct(client)} · other {pct(other)}{' (' + named + ')' if named else ''} · "
-      f"idle {pct(total - busy)} (of {os.cpu_count()} cores, {total / (os.cpu_count() or 1):.1f} s) · "
-      f"svix {per} µs CPU per delivery")
-EOF
-}
-host_speed() { python3 -c 'import time;t=time.perf_counter();sum(i*i for i in range(3_000_000));print(f"{time.perf_counter()-t:.2f}")'; }
-field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
-jget() { python3 -c "
-import json, sys
-v = json.load(sys.stdin)
-for k in '$1'.split('.'):
-    v = v.get(k) if isinstance(v, dict) else None
-print('-' if v is None else (f'{v:.0f}' if isinstance(v, float) else v))"; }
+cpu_split() { server_cpu_split svix redis-server "$@"; }
 
 if [[ ${BENCH_SKIP_BUILD:-0} == 1 ]]; then
   echo "not building: BENCH_SKIP_BUILD=1, $receiver of $(date -ur "$receiver" +%FT%TZ)"
@@ -158,31 +119,6 @@ mkdir -p "$out"
 
 summary=()
 problems=()
-problem() { echo "   PROBLEM: $1"; problems+=("$2: $1"); }
-
-ST=""
-snap_after_wait=""
-# phase_check LABEL DIR RX_CTL N OK RUN: as in bench/webhooks.sh.
-phase_check() {
-  local label=$1 dir=$2 rx_ctl=$3 n=$4 ok=$5 run=$6
-  local expected=$((ok * n)) w
-  w=$(python3 "$root/bench/webhooks.py" wait "http://127.0.0.1:$rx_ctl" "$expected" "$wait_max" "$stall")
-  [[ -z $snap_after_wait ]] || cpu_snapshot >"$snap_after_wait"
-  sleep 0.5 # a late duplicate would arrive now
-  ST="$dir/$label.json"
-  curl -sf "http://127.0.0.1:$rx_ctl/stats" >"$ST"
-  local count ids pairs dups paths bad
-  count=$(jget count <"$ST"); ids=$(jget distinct_ids <"$ST"); pairs=$(jget distinct_deliveries <"$ST")
-  dups=$(jget duplicates <"$ST"); paths=$(jget paths <"$ST"); bad=$(jget bad <"$ST")
-  echo "   $w"
-  echo "   received $count (distinct ids $ids, distinct (id, path) $pairs, duplicates $dups, paths $paths, unsigned/no created_at $bad)"
-  echo "   latency event → delivery: p50 $(jget latency_ms.p50 <"$ST") ms · p95 $(jget latency_ms.p95 <"$ST") ms · p99 $(jget latency_ms.p99 <"$ST") ms · max $(jget latency_ms.max <"$ST") ms"
-  [[ $ids == "$ok" ]] || problem "$label: $ids distinct webhook-ids for $ok messages answered 202" "$run"
-  [[ $pairs == "$expected" ]] || problem "$label: $pairs distinct deliveries, $expected expected" "$run"
-  [[ $paths == "$n" || $ok == 0 ]] || problem "$label: deliveries reached $paths paths, $n expected" "$run"
-  [[ $dups == 0 ]] || problem "$label: $dups duplicate deliveries" "$run"
-  [[ $bad == 0 ]] || problem "$label: $bad requests unsigned or without created_at" "$run"
-}
 
 # run_one N
 run_one() {
