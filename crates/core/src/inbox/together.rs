@@ -254,8 +254,11 @@ async fn apply_after(db: &Db, ops: &[Op<'_>], reports: &mut [Report]) -> Result<
 /// The leading changes of `ops` of distinct messages of one organisation, in one
 /// transaction: how many, and the indices of those whose message Tern does not hold.
 async fn changes_held(db: &Db, ops: &[Op<'_>]) -> Result<(usize, Vec<usize>), StoreError> {
+    let Some(first) = ops.first() else {
+        return Ok((0, Vec::new()));
+    };
     let now = now_ms();
-    let org = ops[0].org;
+    let org = first.org;
     let mut originals = HashSet::new();
     let mut changes = Vec::new();
     for op in ops {
@@ -336,7 +339,10 @@ async fn write_run(
     run: &[Op<'_>],
     reports: &mut [Report],
 ) -> Result<Vec<Inserted>, StoreError> {
-    let (org, pnid) = (run[0].org, run[0].pnid);
+    let Some(first) = run.first() else {
+        return Ok(Vec::new());
+    };
+    let (org, pnid) = (first.org, first.pnid);
     let now = now_ms();
     // The window is computed from the network's timestamp, not from arrival time.
     let sent: Vec<i64> = run
