@@ -4,7 +4,8 @@
 Each message gets `delivered` then `read`, posted BATCH statuses per POST (1 is how the
 network mostly sends them; it batches up to ~1,000 under load) by CONCURRENCY clients, so
 some `read` reports arrive before their `delivered` (applied all the same: it fills
-`delivered_at`). Prints one line: `RESULT key=value …`.
+`delivered_at`). With BENCH_BSUID=1 (the default) each status also names its customer's BSUID,
+as the network's do since 2026. Prints one line: `RESULT key=value …`.
 
 Usage: statuses.py BASE_URL APP_SECRET PNID MESSAGES BATCH CONCURRENCY
 Reads the unprocessed-inbox count with the command in $BENCH_SQL_UNPROCESSED (shell).
@@ -26,6 +27,9 @@ base, secret, pnid = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
 messages, batch, conc = (int(x) for x in sys.argv[4:7])
 url = urllib.parse.urlparse(base)
 now = int(time.time())
+# Message n went to customer n mod BENCH_STATUS_CONTACTS (as statuses.sh writes them).
+contacts = int(os.environ.get("BENCH_STATUS_CONTACTS", "1000"))
+bsuid = os.environ.get("BENCH_BSUID", "1") == "1"
 
 # Every status in posting order: message k's delivered, then (a little later) its read.
 reports = []
@@ -37,9 +41,12 @@ for k in range(0, messages, 50):
 
 def body(chunk):
     statuses = [{"id": f"wamid.st.{i}", "status": s, "timestamp": str(now + (1 if s == "read" else 0)),
-                 "recipient_id": f"4470000{i:05d}",
+                 "recipient_id": str(447000000000 + i % contacts),
                  "pricing": {"billable": True, "pricing_model": "PMP", "category": "utility", "type": "regular"}}
                 for i, s in chunk]
+    if bsuid:
+        for st, (i, _) in zip(statuses, chunk):
+            st["recipient_user_id"] = f"US.bench.{i % contacts}"
     doc = {"object": "whatsapp_business_account", "entry": [{"id": "waba", "changes": [{"field": "messages", "value": {
         "messaging_product": "whatsapp", "metadata": {"display_phone_number": "14155550100", "phone_number_id": pnid},
         "statuses": statuses}}]}]}

@@ -10,6 +10,10 @@
 #   BENCH_CONCURRENCY=16    concurrent POSTs
 #   BENCH_SUBS=0            N > 0: N subscriptions to message.status exist (to a closed port:
 #                           events and their deliveries are written, the sends fail)
+#   BENCH_CONTACTS=1000     customers the messages go to (message n to customer n mod this)
+#   BENCH_BSUID=1           1: each status names its customer's BSUID too (as the network
+#                           does since 2026; the contacts hold phones only, so each
+#                           customer's first status teaches Tern its BSUID); 0: phone only
 #   BENCH_SKIP_BUILD=0      1: use the binary already in CARGO_TARGET_DIR
 #
 # Prints per backend: intake (POSTs answered 200 per second, p50/p99 of the answer), applied
@@ -27,7 +31,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-bench}
 tern="$CARGO_TARGET_DIR/release/tern"
 PNID=109000000000003
 APP_SECRET="bench-status-secret-$$"
-contacts=1000
+contacts=${BENCH_CONTACTS:-1000}
+export BENCH_STATUS_CONTACTS=$contacts BENCH_BSUID=${BENCH_BSUID:-1}
 
 command -v sqlite3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null; }
 for t in curl python3 psql; do command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }; done
@@ -116,7 +121,7 @@ for name in $backends; do
   done
 
   echo
-  echo "=== $name: $messages messages × 2 statuses, $batch a POST, $conc concurrent, $subs subscriptions ==="
+  echo "=== $name: $messages messages to $contacts customers × 2 statuses, $batch a POST, $conc concurrent, BSUIDs ${BENCH_BSUID}, $subs subscriptions ==="
   result=$(python3 "$root/bench/statuses.py" "$base" "$APP_SECRET" "$PNID" "$messages" "$batch" "$conc")
   echo "$result"
   short=$(sql "SELECT count(*) FROM messages WHERE status <> 'read'")

@@ -139,6 +139,105 @@ impl Db {
         Ok(observed)
     }
 
+    /// [`Db::observe_identity`] of many customers at once (the statuses of the webhooks the
+    /// inbox claimed together name one customer each): one read for all; the contacts that
+    /// only learn identifiers (exactly one holds the BSUID or phone, nothing to merge) in
+    /// one statement guarded by what was read; the rest, and any contact changed meanwhile,
+    /// one by one through [`Db::observe_identity`]. Returns at each index whether its
+    /// contact was written.
+    pub async fn observe_identities(
+        &self,
+        org_id: Uuid,
+        who: &[Identity<'_>],
+        at: i64,
+    ) -> Result<Vec<bool>> {
+        let mut out = vec![false; who.len()];
+        let mut alone = Vec::new();
+        for (chunk_no, chunk) in who.chunks(ROWS_PER_STATEMENT / 2).enumerate() {
+            let base = chunk_no * (ROWS_PER_STATEMENT / 2);
+            let user_ids: Vec<&str> = chunk.iter().filter_map(|w| w.user_id).collect();
+            let wa_ids: Vec<&str> = chunk.iter().filter_map(|w| w.wa_id).collect();
+            if user_ids.is_empty() && wa_ids.is_empty() {
+                continue;
+            }
+            let found = self.contacts_holding(org_id, &user_ids, &wa_ids).await?;
+            // (index, the contact as read, the contact with what it learns)
+            let mut writes: Vec<(usize, &Contact, Contact)> = Vec::new();
+            for (i, w) in chunk.iter().enumerate() {
+                // A customer named by what an earlier one teaches a contact is decided over
+                // that write, as one by one would.
+                if writes.iter().any(|(_, _, next)| holds(next, w)) {
+                    alone.push(base + i);
+                    continue;
+                }
+                let mut matches = found.iter().filter(|c| holds(c, w));
+                match (matches.next(), matches.next()) {
+                    (None, _) => {}
+                    (Some(c), None) => {
+                        let next = learned(c, w, None);
+                        if next == *c {
+                            continue;
+                        }
+                        // A contact learns once a statement: a second customer naming it
+                        // is decided over the first one's write.
+                        if writes.iter().any(|(_, _, n)| n.id == c.id) {
+                            alone.push(base + i);
+                        } else {
+                            writes.push((base + i, c, next));
+                        }
+                    }
+                    // Two contacts to merge: locked, one by one.
+                    (Some(_), Some(_)) => alone.push(base + i),
+                }
+            }
+            if writes.is_empty() {
+                continue;
+            }
+            let written: Vec<Uuid> = crate::db::with_pool!(self, pool => {
+                let mut q = sqlx::QueryBuilder::new(concat!(
+                    "UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
+                     parent_user_id = v.column4, username = v.column5, updated_at = ",
+                    bump_updated_at!("contacts", "v.column10"),
+                    " FROM ("));
+                q.push_values(&writes, |mut row, (_, c, next)| {
+                    row.push_bind(c.id)
+                        .push_bind(next.wa_id.as_deref())
+                        .push_bind(next.user_id.as_deref())
+                        .push_bind(next.parent_user_id.as_deref())
+                        .push_bind(next.username.as_deref())
+                        .push_bind(c.wa_id.as_deref())
+                        .push_bind(c.user_id.as_deref())
+                        .push_bind(c.parent_user_id.as_deref())
+                        .push_bind(c.username.as_deref())
+                        .push_bind(at);
+                });
+                // Guarded by what was read: a contact merged or given other identifiers
+                // since is left to the locked path.
+                q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
+                q.push_bind(org_id);
+                q.push(
+                    " AND contacts.wa_id IS NOT DISTINCT FROM v.column6 \
+                     AND contacts.user_id IS NOT DISTINCT FROM v.column7 \
+                     AND contacts.parent_user_id IS NOT DISTINCT FROM v.column8 \
+                     AND contacts.username IS NOT DISTINCT FROM v.column9 RETURNING contacts.id",
+                );
+                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(pool).await
+            })?;
+            for (i, c, _) in writes {
+                if written.contains(&c.id) {
+                    out[i] = true;
+                } else {
+                    alone.push(i);
+                }
+            }
+        }
+        alone.sort_unstable();
+        for i in alone {
+            out[i] = self.observe_identity(org_id, &who[i], at).await?.is_some();
+        }
+        Ok(out)
+    }
+
     /// A customer's identifiers changed (a new BSUID, a new phone): the contact holding
     /// `previous`'s BSUID or phone (two such contacts are first merged) takes every
     /// identifier `current` gives; a contact already holding one of those is merged with
@@ -224,11 +323,7 @@ impl Db {
             let found = self.contacts_holding(org_id, &user_ids, &wa_ids).await?;
             let mut writes: Vec<(Vec<usize>, &Contact, Inbound<'_>)> = Vec::new();
             for (i, s) in chunk.iter().enumerate() {
-                let holds = |c: &&Contact| {
-                    (s.who.user_id.is_some() && c.user_id.as_deref() == s.who.user_id)
-                        || (s.who.wa_id.is_some() && c.wa_id.as_deref() == s.who.wa_id)
-                };
-                let mut matches = found.iter().filter(holds);
+                let mut matches = found.iter().filter(|c| holds(c, &s.who));
                 let (Some(c), None) = (matches.next(), matches.next()) else {
                     continue;
                 };
@@ -359,6 +454,12 @@ macro_rules! matching {
     };
 }
 const MATCHING: &str = matching!();
+
+/// Whether `c` holds `who`'s BSUID or phone (as [`MATCHING`] finds it).
+fn holds(c: &Contact, who: &Identity<'_>) -> bool {
+    (who.user_id.is_some() && c.user_id.as_deref() == who.user_id)
+        || (who.wa_id.is_some() && c.wa_id.as_deref() == who.wa_id)
+}
 
 /// Whether `who` tells anything new about the contacts that match it.
 fn needs_write(current: &[Contact], who: &Identity<'_>) -> bool {

@@ -27,7 +27,7 @@ mod together;
 pub use statuses::{Received, apply_statuses_together};
 pub use together::apply_messages_together;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 
 use serde_json::Value;
@@ -344,5 +344,5 @@ async fn apply_value_statuses(
             }
         }
     }
-    statuses::observe_identities(db, org_id, value, &mut HashSet::new(), report).await
+    statuses::observe_identities(db, &[(0, org_id, value)], std::slice::from_mut(report)).await
 }

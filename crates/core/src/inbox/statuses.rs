@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use tern_cloudapi::{MessagesValue, Notification, StatusUpdate};
+use tern_cloudapi::{MessagesValue, Notification, Sender, StatusUpdate};
 use tern_domain::message::{Precision, Pricing, Status};
 use tern_domain::time::now_ms;
 use tern_store::{Db, StoreError};
@@ -93,12 +93,8 @@ pub async fn apply_statuses_together(
         }
     }
     // What statuses reveal of customers: each customer once for the whole pass.
-    let mut seen = HashSet::new();
-    for (pos, org_id, value) in values {
-        if !refused.contains(&pos) {
-            observe_identities(db, org_id, value, &mut seen, &mut reports[pos]).await?;
-        }
-    }
+    values.retain(|(pos, _, _)| !refused.contains(pos));
+    observe_identities(db, &values, &mut reports).await?;
     for (pos, ((i, _), report)) in parsed.iter().zip(reports).enumerate() {
         if !refused.contains(&pos) {
             out[*i] = Some(report);
@@ -217,48 +213,66 @@ pub(super) fn count(report: &mut Report, applied: &[bool]) {
     }
 }
 
-/// A customer as a status names them: phone, BSUID, parent BSUID, username.
-pub(super) type Who = (
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
-/// Learns what a notification's statuses reveal about their customers: since 2026 they name
-/// the customer too (BSUID; username on delivered/read). Each customer once per `seen`.
+/// Learns what the statuses of `values` (each `(report index, organisation, value)`)
+/// reveal about their customers: since 2026 they name the customer too (BSUID; username on
+/// delivered/read). Each customer once, each organisation's in one pass of the store
+/// ([`Db::observe_identities`]: one read, one write for those that only learn identifiers);
+/// if the database refuses that pass, each customer alone, so one refusal is one failed
+/// item. Counted in the report of the first value naming the customer.
 pub(super) async fn observe_identities(
     db: &Db,
-    org_id: Uuid,
-    value: &MessagesValue,
-    seen: &mut HashSet<Who>,
-    report: &mut Report,
+    values: &[(usize, Uuid, &MessagesValue)],
+    reports: &mut [Report],
 ) -> Result<(), StoreError> {
-    for s in &value.statuses {
-        let who = value.recipient(s);
-        if (who.user_id.is_some() || who.username.is_some())
-            && seen.insert((
-                who.wa_id.clone(),
-                who.user_id.clone(),
-                who.parent_user_id.clone(),
-                who.username.clone(),
-            ))
-        {
-            let mut observed = false;
-            let outcome = async {
-                observed = db
-                    .observe_identity(org_id, &identity(&who), now_ms())
-                    .await?
-                    .is_some();
-                Ok::<(), StoreError>(())
-            };
-            let key = who
-                .user_id
-                .clone()
-                .or_else(|| who.username.clone())
-                .unwrap_or_default();
-            isolated(report, "identity", key, &s.raw, outcome).await?;
-            report.contacts_updated += usize::from(observed);
+    let mut seen = HashSet::new();
+    // Each organisation's customers: (report index, who, the status naming them).
+    let mut by_org: BTreeMap<Uuid, Vec<(usize, Sender, &StatusUpdate)>> = BTreeMap::new();
+    for (pos, org_id, value) in values {
+        for s in &value.statuses {
+            let who = value.recipient(s);
+            if (who.user_id.is_some() || who.username.is_some())
+                && seen.insert((
+                    *org_id,
+                    who.wa_id.clone(),
+                    who.user_id.clone(),
+                    who.parent_user_id.clone(),
+                    who.username.clone(),
+                ))
+            {
+                by_org.entry(*org_id).or_default().push((*pos, who, s));
+            }
+        }
+    }
+    for (org_id, list) in by_org {
+        let ids: Vec<_> = list.iter().map(|(_, who, _)| identity(who)).collect();
+        match db.observe_identities(org_id, &ids, now_ms()).await {
+            Ok(written) => {
+                for ((pos, _, _), w) in list.iter().zip(written) {
+                    reports[*pos].contacts_updated += usize::from(w);
+                }
+            }
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(e) => {
+                tracing::info!(error = %e, "customers learned together were refused; each alone");
+                for (pos, who, s) in &list {
+                    let mut observed = false;
+                    let outcome = async {
+                        observed = db
+                            .observe_identity(org_id, &identity(who), now_ms())
+                            .await?
+                            .is_some();
+                        Ok::<(), StoreError>(())
+                    };
+                    let key = who
+                        .user_id
+                        .clone()
+                        .or_else(|| who.username.clone())
+                        .unwrap_or_default();
+                    let report = &mut reports[*pos];
+                    isolated(report, "identity", key, &s.raw, outcome).await?;
+                    report.contacts_updated += usize::from(observed);
+                }
+            }
         }
     }
     Ok(())

@@ -116,6 +116,38 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(db.count_contacts(org.id).await.unwrap(), 2);
     },
 
+    customers_of_many_statuses_are_learned_together_as_one_by_one => async |db| {
+        let org = fixtures::insert_org(&db).await;
+        let learns = fixtures::insert_contact(&db, org.id, "15550100011", T0).await;
+        let known = db.record_inbound(org.id, &Identity { wa_id: Some("15550100012"), ..bsuid("US.12") }, None, T0, Uuid::now_v7(), T0).await.unwrap().contact;
+        let by_phone = fixtures::insert_contact(&db, org.id, "15550100014", T0).await;
+        let by_id = db.record_inbound(org.id, &bsuid("US.14"), None, T0 + 1, Uuid::now_v7(), T0 + 1).await.unwrap().contact;
+        // Another organisation's contact with the same phone is not theirs to learn.
+        let other = fixtures::insert_org(&db).await;
+        let elsewhere = fixtures::insert_contact(&db, other.id, "15550100011", T0).await;
+        let who = [
+            Identity { wa_id: Some("15550100011"), username: Some("ann"), ..bsuid("US.11") },
+            Identity { wa_id: Some("15550100012"), ..bsuid("US.12") },
+            Identity { wa_id: Some("15550100013"), ..bsuid("US.13") },
+            Identity { wa_id: Some("15550100014"), ..bsuid("US.14") },
+            // The same contact again, with a new username: decided over the first write.
+            Identity { username: Some("ann_2"), ..bsuid("US.11") },
+        ];
+        let written = db.observe_identities(org.id, &who, T0 + 10).await.unwrap();
+        assert_eq!(written, [true, false, false, true, true]);
+        let c = db.get_contact(org.id, learns.id).await.unwrap().unwrap();
+        assert_eq!((c.wa_id.as_deref(), c.user_id.as_deref(), c.username.as_deref(), c.updated_at), (Some("15550100011"), Some("US.11"), Some("ann_2"), T0 + 11));
+        assert_eq!(db.get_contact(org.id, known.id).await.unwrap().unwrap(), known, "nothing new: not written");
+        // A status never creates a contact; two contacts it shows to be one are merged.
+        assert!(db.get_contact(org.id, by_id.id).await.unwrap().is_none() || db.get_contact(org.id, by_phone.id).await.unwrap().is_none());
+        assert_eq!(db.count_contacts(org.id).await.unwrap(), 3);
+        assert_eq!(db.get_contact(other.id, elsewhere.id).await.unwrap().unwrap(), elsewhere);
+        // Nothing new the second time, but the username that the first and last name in turn.
+        assert_eq!(db.observe_identities(org.id, &who, T0 + 20).await.unwrap(), [true, false, false, false, true]);
+        assert_eq!(db.observe_identities(org.id, &who[1..4], T0 + 30).await.unwrap(), [false; 3]);
+        assert_eq!(db.observe_identities(org.id, &[], T0 + 20).await.unwrap(), Vec::<bool>::new());
+    },
+
     two_contacts_of_one_customer_merge_into_the_older => async |db| {
         let org = org_with_number(&db, "100").await;
         db.insert_phone_number(&fixtures::phone_number(org, "200")).await.unwrap();

@@ -361,6 +361,61 @@ async fn a_status_naming_a_phone_and_a_bsuid_of_two_contacts_merges_them_into_th
     assert!(conv.last_inbound_at.is_some());
 }
 
+/// The network sends most statuses one a webhook, each naming its customer (since 2026 by
+/// BSUID too): the worker applies such webhooks together, and learns their customers in one
+/// pass, as it would one by one.
+async fn statuses_of_many_webhooks_teach_their_customers_together(db: Db) {
+    let org = org(&db).await;
+    let t0 = network_time(60_000);
+    let phones = ["447700900011", "447700900012", "447700900013"];
+    let mut ids = Vec::new();
+    let mut bodies = Vec::new();
+    for (n, phone) in phones.iter().enumerate() {
+        let wamid = format!("wamid.T{n}");
+        ids.push(
+            fixtures::sent_message(&db, &org, phone, Some(&wamid), t0)
+                .await
+                .id,
+        );
+        for step in ["delivered", "read"] {
+            let mut s = status(&wamid, step, t0 + 1000);
+            s["recipient_id"] = json!(phone);
+            s["recipient_user_id"] = json!(format!("US.T{n}"));
+            bodies.push(serde_json::to_vec(&statuses(vec![s])).unwrap());
+        }
+    }
+    // A BSUID-only contact that the first status shows to hold the second phone: merged.
+    let by_id = Who {
+        phone: None,
+        bsuid: Some("US.T1"),
+        username: None,
+        name: None,
+    };
+    deliver(&db, &text(by_id, &wamid(), t0, "hi")).await;
+    assert_eq!(db.count_contacts(org.id).await.unwrap(), 4);
+    let received: Vec<_> = bodies
+        .iter()
+        .map(|body| tern_core::inbox::Received {
+            body,
+            received_at: now_ms(),
+        })
+        .collect();
+    let reports = tern_core::inbox::apply_statuses_together(&db, &received)
+        .await
+        .unwrap();
+    let reports: Vec<_> = reports.into_iter().map(Option::unwrap).collect();
+    let applied: usize = reports.iter().map(|r| r.statuses_applied).sum();
+    let updated: usize = reports.iter().map(|r| r.contacts_updated).sum();
+    // Each customer written once: two learn their BSUID, one's two contacts are merged.
+    assert_eq!((applied, updated), (6, 3), "{reports:?}");
+    assert_eq!(db.count_contacts(org.id).await.unwrap(), 3);
+    for (n, phone) in phones.iter().enumerate() {
+        let c = contact(&db, &org, ContactKey::WaId(phone)).await;
+        assert_eq!(c.user_id.as_deref(), Some(format!("US.T{n}").as_str()));
+        assert_eq!(message(&db, &org, ids[n]).await.status, Status::Read);
+    }
+}
+
 async fn a_notification_applied_twice_stores_its_message_once(db: Db) {
     let org = org(&db).await;
     fixtures::subscribe(&db, &org, &["message.received"]).await;
@@ -411,6 +466,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
     a_later_message_gives_a_bsuid_contact_its_phone,
     a_new_username_replaces_the_old_one,
     a_status_naming_a_phone_and_a_bsuid_of_two_contacts_merges_them_into_the_older,
+    statuses_of_many_webhooks_teach_their_customers_together,
     a_notification_applied_twice_stores_its_message_once,
     a_nul_from_the_network_becomes_the_replacement_character,
     a_notification_for_a_number_tern_does_not_hold_is_dropped,
