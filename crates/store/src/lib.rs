@@ -40,6 +40,7 @@ mod request_log;
 mod send_options;
 mod settings;
 mod sql;
+mod status_batch;
 mod status_writes;
 mod tags;
 mod templates;
@@ -91,6 +92,7 @@ pub use request_log::{RequestLogFilter, RequestLogRow, v7_floor};
 pub use send_options::{ContactRef, SendContext, SendLookup, SendOption};
 /// JSON columns' wrapper (campaigns' audience and parameters).
 pub use sqlx::types::Json;
+pub use status_batch::StatusWrite;
 pub use status_writes::{StatusWrites, TxStatusWrites};
 pub use templates::Template;
 pub use timeline::{MAX_ENTRIES as TIMELINE_MAX_ENTRIES, Origin, TimelineRow};

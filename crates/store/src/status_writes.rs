@@ -124,6 +124,15 @@ impl TxStatusWrites<'_> {
             .await
     }
 
+    /// [`TxStatusWrites::update_message_status`] of many messages in one statement.
+    pub async fn update_message_statuses(
+        &mut self,
+        items: &[crate::StatusWrite<'_>],
+        at: i64,
+    ) -> Result<Vec<bool>> {
+        self.0.update_message_statuses(items, at).await
+    }
+
     pub async fn fail_queued_campaign_messages(
         &mut self,
         campaign_id: Uuid,

@@ -28,7 +28,7 @@ use tern_domain::time::now_ms;
 use tern_domain::timeline::{self, Detail};
 use tern_store::{
     Db, DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchSweep,
-    DispatchWrite, Message, StatusChange, StoreError, Tx, counter_shard,
+    DispatchWrite, Message, StatusChange, StatusWrite, StoreError, Tx, counter_shard,
 };
 use uuid::Uuid;
 
@@ -278,20 +278,33 @@ pub async fn apply_reports(
     let at = now_ms();
     let mut counts = Counts::default();
     let mut events = events::StatusEvents::new(org_id);
+    // Each message's last change, written by one statement for all (in id order).
+    let writes: Vec<StatusWrite<'_>> = plans
+        .values()
+        .filter_map(|plan| {
+            plan.last().map(|change| StatusWrite {
+                id: plan.original.id,
+                expected_status: plan.original.status,
+                expected_updated_at: plan.original.updated_at,
+                change,
+            })
+        })
+        .collect();
+    let mut applied = tx
+        .status_writes()
+        .update_message_statuses(&writes, at)
+        .await?
+        .into_iter();
     for plan in plans.values() {
         let o = plan.original;
-        let Some(last) = plan.steps.iter().rev().find_map(|(_, _, c)| c.as_ref()) else {
+        let Some(last) = plan.last() else {
             // Nothing to write: the reports are entries all the same.
             for (i, before, _) in &plan.steps {
                 record_entries(&mut tx, before, &reports[*i].report, None, at);
             }
             continue;
         };
-        if !tx
-            .status_writes()
-            .update_message_status(o.id, o.status, o.updated_at, last, at)
-            .await?
-        {
+        if !applied.next().unwrap_or(false) {
             // Moved meanwhile: every report about it is decided again over the new row.
             alone.extend(&plan.reports);
             continue;
@@ -327,6 +340,13 @@ struct Plan<'m> {
     reports: Vec<usize>,
     /// Every report in order: `(report index, the message before it, its change)`.
     steps: Vec<(usize, Message, Option<StatusChange>)>,
+}
+
+impl Plan<'_> {
+    /// The change of its last step that writes one, if any.
+    fn last(&self) -> Option<&StatusChange> {
+        self.steps.iter().rev().find_map(|(_, _, c)| c.as_ref())
+    }
 }
 
 /// What recording a send's outcome did.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use tern_domain::message::{Direction, Pricing, Status};
 use tern_store::{
     Accept, AcceptQueue, Acceptance, Charges, ContactRef, Db, Lookups, Message, NewContact,
-    SendContext, SendLookup, StatusChange,
+    SendContext, SendLookup, StatusChange, StatusWrite,
 };
 use uuid::Uuid;
 
@@ -269,6 +269,68 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert!(db.status_writes().update_message_status(m.id, Status::Delivered, got.updated_at, &read, T0 + 4).await.unwrap());
         let got = db.get_message(s.org, m.id).await.unwrap().unwrap();
         assert_eq!(got.pricing, Some(price("regular")));
+    },
+
+    status_changes_written_together_end_as_one_by_one => async |db| {
+        let s = setup(&db, "100").await;
+        let mut one = Vec::new();
+        let mut together = Vec::new();
+        for n in 0..6u8 {
+            let m = outbound(&s, T0);
+            db.accept_message(&m, &format!("key-st{n}"), &[n; 32], T0 + DAY, &Charges::default()).await.unwrap();
+            if n < 3 { one.push(m.id) } else { together.push(m.id) }
+        }
+        let changes = |wamid: &str| {
+            let sent = StatusChange {
+                status: Status::Sent,
+                wamid: Some(wamid.into()),
+                sent_at: Some(T0 + 1),
+                delivered_at: None,
+                read_at: None,
+                failed_at: None,
+                failure_code: None,
+                failure: None,
+                pricing: Some(Pricing { billable: Some(true), pricing_model: Some("PMP".into()), category: Some("utility".into()), r#type: Some("regular".into()) }),
+            };
+            let failed = StatusChange {
+                status: Status::Failed,
+                wamid: None,
+                sent_at: None,
+                failed_at: Some(T0 + 2),
+                failure_code: Some("recipient_unreachable".into()),
+                failure: Some(tern_domain::failure::Failure { code: "recipient_unreachable".into(), message: "gone".into(), provider_code: Some("131026".into()), provider_message: None, provider_href: None }),
+                pricing: None,
+                ..sent.clone()
+            };
+            [sent, failed.clone(), failed]
+        };
+        // The third was read before another writer moved it: not written.
+        let expected = [T0, T0, T0 - 1];
+        let a = changes("wamid.ONE");
+        let mut by_one = Vec::new();
+        for ((id, change), at) in one.iter().zip(&a).zip(expected) {
+            by_one.push(db.status_writes().update_message_status(*id, Status::Accepted, at, change, T0 + 4).await.unwrap());
+        }
+        let b = changes("wamid.TOGETHER");
+        let writes: Vec<StatusWrite> = together.iter().zip(&b).zip(expected)
+            .map(|((id, change), at)| StatusWrite { id: *id, expected_status: Status::Accepted, expected_updated_at: at, change })
+            .collect();
+        let mut tx = db.begin().await.unwrap();
+        let by_many = tx.status_writes().update_message_statuses(&writes, T0 + 4).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!((by_one.as_slice(), by_many.as_slice()), ([true, true, false].as_slice(), [true, true, false].as_slice()));
+        for (x, y) in one.iter().zip(&together) {
+            let x = db.get_message(s.org, *x).await.unwrap().unwrap();
+            let y = db.get_message(s.org, *y).await.unwrap().unwrap();
+            let wamid = |m: &Message| m.wamid.as_deref().map(|w| w.replace("ONE", "TOGETHER"));
+            assert_eq!(
+                (x.status, wamid(&x), x.sent_at, x.failed_at, x.failure_code.clone(), x.failure.clone(), x.pricing.clone(), x.updated_at),
+                (y.status, wamid(&y), y.sent_at, y.failed_at, y.failure_code.clone(), y.failure.clone(), y.pricing.clone(), y.updated_at),
+            );
+        }
+        // None of them is claimable any more, except the one not written.
+        let left = db.get_message(s.org, together[2]).await.unwrap().unwrap();
+        assert_eq!(left.status, Status::Accepted);
     },
 
     conversation_messages_newest_first_by_direction => async |db| {
