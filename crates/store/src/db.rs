@@ -42,6 +42,12 @@ fn pg_pool_options(max_connections: u32) -> PgPoolOptions {
         // connection that broke mid-use fails its statement, is discarded, and the
         // caller's retry gets a fresh one.
         .test_before_acquire(false)
+        .after_connect(|_, _| {
+            Box::pin(async move {
+                crate::nodelay::apply();
+                Ok(())
+            })
+        })
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for >= PING_IF_IDLE_FOR {
@@ -364,6 +370,7 @@ impl Db {
         options: PgConnectOptions,
         max_connections: Option<u32>,
     ) -> Result<Db> {
+        crate::nodelay::watch_port(options.get_port());
         let pool = pg_pool_options(max_connections.unwrap_or(POSTGRES_MAX_CONNECTIONS))
             .connect_with(options)
             .await?;

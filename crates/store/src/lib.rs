@@ -31,6 +31,7 @@ mod media;
 mod memberships;
 mod messages;
 mod network_inbox;
+mod nodelay;
 mod orgs;
 mod outbound;
 mod overview;
