@@ -144,6 +144,23 @@ async fn scenario(label: &'static str, backend: Backend) {
         || async { (get(&fx, &message).await["status"] == "read").then_some(()) },
     )
     .await;
+    // The three reports arrive together, each in a webhook of its own, and are applied as
+    // they are stored: `read` may be applied while the others are still on their way.
+    poll(
+        "all three reports in the timeline",
+        Duration::from_secs(60),
+        || async {
+            let t = get(&fx, &timeline).await;
+            let reports = t["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["kind"] == "status")
+                .count();
+            (reports >= 3).then_some(())
+        },
+    )
+    .await;
 
     let page = get(&fx, &timeline).await;
     assert!(page["next_cursor"].is_null(), "{page}");
