@@ -412,21 +412,24 @@ impl Db {
         user_ids: &[&str],
         wa_ids: &[&str],
     ) -> Result<Vec<Contact>> {
+        // One indexed search a column, joined by UNION ALL: with `user_id IN (…) OR wa_id
+        // IN (…)` SQLite reads every contact of the organisation (its OR optimisation does
+        // not reach inside the `org_id = ? AND (…)`), which with 100,000 contacts made each
+        // pass of the inbox a full scan.
         let rows = crate::db::with_pool!(self, pool => {
-            let mut q = sqlx::QueryBuilder::new(concat!(
-                "SELECT ", contact_columns!(), " FROM contacts WHERE org_id = "));
-            q.push_bind(org_id);
-            q.push(" AND (");
+            let mut q = sqlx::QueryBuilder::new("");
             let mut any = false;
             for (column, values) in [("user_id", user_ids), ("wa_id", wa_ids)] {
                 if values.is_empty() {
                     continue;
                 }
                 if any {
-                    q.push(" OR ");
+                    q.push(" UNION ALL ");
                 }
                 any = true;
-                q.push(column).push(" IN (");
+                q.push(concat!("SELECT ", contact_columns!(), " FROM contacts WHERE org_id = "));
+                q.push_bind(org_id);
+                q.push(" AND ").push(column).push(" IN (");
                 let mut list = q.separated(", ");
                 for v in values {
                     list.push_bind(*v);
@@ -434,12 +437,13 @@ impl Db {
                 q.push(")");
             }
             if !any {
-                q.push("false");
+                return Ok(Vec::new());
             }
-            q.push(")");
             q.build_query_as::<Contact>().persistent(false).fetch_all(pool).await
         })?;
-        Ok(rows)
+        // A contact holding both a listed BSUID and a listed phone comes twice.
+        let mut seen = std::collections::HashSet::new();
+        Ok(rows.into_iter().filter(|c| seen.insert(c.id)).collect())
     }
 }
 
