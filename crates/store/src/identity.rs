@@ -193,7 +193,10 @@ impl Db {
             if writes.is_empty() {
                 continue;
             }
-            let written: Vec<Uuid> = crate::db::with_pool!(self, pool => {
+            // In a write transaction: on SQLite it takes this process's write turn instead
+            // of SQLite's busy handler, which sleeps in steps of up to 100 ms.
+            let mut tx = self.begin().await?;
+            let written: Vec<Uuid> = with_tx!(tx, conn => {
                 let mut q = sqlx::QueryBuilder::new(concat!(
                     "UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
                      parent_user_id = v.column4, username = v.column5, updated_at = ",
@@ -221,8 +224,9 @@ impl Db {
                      AND contacts.parent_user_id IS NOT DISTINCT FROM v.column8 \
                      AND contacts.username IS NOT DISTINCT FROM v.column9 RETURNING contacts.id",
                 );
-                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(pool).await
+                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(&mut **conn).await
             })?;
+            tx.commit().await?;
             for (i, c, _) in writes {
                 if written.contains(&c.id) {
                     out[i] = true;
@@ -360,7 +364,9 @@ impl Db {
             if writes.is_empty() {
                 continue;
             }
-            let written: Vec<Uuid> = crate::db::with_pool!(self, pool => {
+            // In a write transaction: on SQLite it takes this process's write turn.
+            let mut tx = self.begin().await?;
+            let written: Vec<Uuid> = with_tx!(tx, conn => {
                 let mut q = sqlx::QueryBuilder::new(concat!(
                     "UPDATE contacts SET \
                      last_inbound_at = CASE WHEN contacts.last_inbound_at IS NULL \
@@ -392,8 +398,9 @@ impl Db {
                      AND contacts.parent_user_id IS NOT DISTINCT FROM v.column6 \
                      AND contacts.username IS NOT DISTINCT FROM v.column7 RETURNING contacts.id",
                 );
-                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(pool).await
+                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(&mut **conn).await
             })?;
+            tx.commit().await?;
             for (slots, c, _) in writes {
                 if written.contains(&c.id) {
                     for i in slots {

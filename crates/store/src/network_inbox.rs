@@ -121,7 +121,10 @@ impl Db {
         if ids.is_empty() {
             return Ok(());
         }
-        with_pool!(self, pool => {
+        // In a write transaction: on SQLite it takes this process's write turn instead of
+        // SQLite's busy handler, which sleeps in steps of up to 100 ms.
+        let mut tx = self.begin().await?;
+        crate::db::with_tx!(tx, conn => {
             let mut q = sqlx::QueryBuilder::new(
                 "UPDATE network_inbox SET processed_at = ");
             q.push_bind(at);
@@ -131,9 +134,9 @@ impl Db {
                 list.push_bind(*id);
             }
             q.push(")");
-            q.build().execute(pool).await.map(|r| r.rows_affected())
+            q.build().execute(&mut **conn).await.map(|r| r.rows_affected())
         })?;
-        Ok(())
+        tx.commit().await
     }
 
     /// Records a failed attempt: keeps `error` and makes the batch claimable again from
