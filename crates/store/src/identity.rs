@@ -53,7 +53,7 @@ pub struct Observed {
 
 /// An inbound message's effect on its sender's contact.
 #[derive(Debug, Clone, Copy)]
-struct Inbound<'a> {
+pub(crate) struct Inbound<'a> {
     profile_name: Option<&'a str>,
     /// The network's time of the customer's message; `None` for the network's own notice
     /// (a new BSUID or number), which is not the customer writing.
@@ -137,109 +137,6 @@ impl Db {
         let observed = tx.resolve(org_id, who, None, at).await?;
         tx.commit().await?;
         Ok(observed)
-    }
-
-    /// [`Db::observe_identity`] of many customers at once (the statuses of the webhooks the
-    /// inbox claimed together name one customer each): one read for all; the contacts that
-    /// only learn identifiers (exactly one holds the BSUID or phone, nothing to merge) in
-    /// one statement guarded by what was read; the rest, and any contact changed meanwhile,
-    /// one by one through [`Db::observe_identity`]. Returns at each index whether its
-    /// contact was written.
-    pub async fn observe_identities(
-        &self,
-        org_id: Uuid,
-        who: &[Identity<'_>],
-        at: i64,
-    ) -> Result<Vec<bool>> {
-        let mut out = vec![false; who.len()];
-        let mut alone = Vec::new();
-        for (chunk_no, chunk) in who.chunks(ROWS_PER_STATEMENT / 2).enumerate() {
-            let base = chunk_no * (ROWS_PER_STATEMENT / 2);
-            let user_ids: Vec<&str> = chunk.iter().filter_map(|w| w.user_id).collect();
-            let wa_ids: Vec<&str> = chunk.iter().filter_map(|w| w.wa_id).collect();
-            if user_ids.is_empty() && wa_ids.is_empty() {
-                continue;
-            }
-            let found = self.contacts_holding(org_id, &user_ids, &wa_ids).await?;
-            // (index, the contact as read, the contact with what it learns)
-            let mut writes: Vec<(usize, &Contact, Contact)> = Vec::new();
-            for (i, w) in chunk.iter().enumerate() {
-                // A customer named by what an earlier one teaches a contact is decided over
-                // that write, as one by one would.
-                if writes.iter().any(|(_, _, next)| holds(next, w)) {
-                    alone.push(base + i);
-                    continue;
-                }
-                let mut matches = found.iter().filter(|c| holds(c, w));
-                match (matches.next(), matches.next()) {
-                    (None, _) => {}
-                    (Some(c), None) => {
-                        let next = learned(c, w, None);
-                        if next == *c {
-                            continue;
-                        }
-                        // A contact learns once a statement: a second customer naming it
-                        // is decided over the first one's write.
-                        if writes.iter().any(|(_, _, n)| n.id == c.id) {
-                            alone.push(base + i);
-                        } else {
-                            writes.push((base + i, c, next));
-                        }
-                    }
-                    // Two contacts to merge: locked, one by one.
-                    (Some(_), Some(_)) => alone.push(base + i),
-                }
-            }
-            if writes.is_empty() {
-                continue;
-            }
-            // In a write transaction: on SQLite it takes this process's write turn instead
-            // of SQLite's busy handler, which sleeps in steps of up to 100 ms.
-            let mut tx = self.begin().await?;
-            let written: Vec<Uuid> = with_tx!(tx, conn => {
-                let mut q = sqlx::QueryBuilder::new(concat!(
-                    "UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
-                     parent_user_id = v.column4, username = v.column5, updated_at = ",
-                    bump_updated_at!("contacts", "v.column10"),
-                    " FROM ("));
-                q.push_values(&writes, |mut row, (_, c, next)| {
-                    row.push_bind(c.id)
-                        .push_bind(next.wa_id.as_deref())
-                        .push_bind(next.user_id.as_deref())
-                        .push_bind(next.parent_user_id.as_deref())
-                        .push_bind(next.username.as_deref())
-                        .push_bind(c.wa_id.as_deref())
-                        .push_bind(c.user_id.as_deref())
-                        .push_bind(c.parent_user_id.as_deref())
-                        .push_bind(c.username.as_deref())
-                        .push_bind(at);
-                });
-                // Guarded by what was read: a contact merged or given other identifiers
-                // since is left to the locked path.
-                q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
-                q.push_bind(org_id);
-                q.push(
-                    " AND contacts.wa_id IS NOT DISTINCT FROM v.column6 \
-                     AND contacts.user_id IS NOT DISTINCT FROM v.column7 \
-                     AND contacts.parent_user_id IS NOT DISTINCT FROM v.column8 \
-                     AND contacts.username IS NOT DISTINCT FROM v.column9 RETURNING contacts.id",
-                );
-                q.build_query_scalar::<Uuid>().persistent(false).fetch_all(&mut **conn).await
-            })?;
-            tx.commit().await?;
-            for (i, c, _) in writes {
-                if written.contains(&c.id) {
-                    out[i] = true;
-                } else {
-                    alone.push(i);
-                }
-            }
-        }
-        alone.sort_unstable();
-        for i in alone {
-            out[i] = self.observe_identity(org_id, &who[i], at).await?.is_some();
-        }
-        Ok(out)
     }
 
     /// A customer's identifiers changed (a new BSUID, a new phone): the contact holding
@@ -413,7 +310,7 @@ impl Db {
     }
 
     /// The organisation's contacts holding one of these BSUIDs or phones.
-    async fn contacts_holding(
+    pub(crate) async fn contacts_holding(
         &self,
         org_id: Uuid,
         user_ids: &[&str],
@@ -467,7 +364,7 @@ macro_rules! matching {
 const MATCHING: &str = matching!();
 
 /// Whether `c` holds `who`'s BSUID or phone (as [`MATCHING`] finds it).
-fn holds(c: &Contact, who: &Identity<'_>) -> bool {
+pub(crate) fn holds(c: &Contact, who: &Identity<'_>) -> bool {
     (who.user_id.is_some() && c.user_id.as_deref() == who.user_id)
         || (who.wa_id.is_some() && c.wa_id.as_deref() == who.wa_id)
 }
@@ -483,7 +380,7 @@ fn needs_write(current: &[Contact], who: &Identity<'_>) -> bool {
 
 /// `c` with what `who` (and an inbound message) shows: identifiers shown replace stored
 /// ones; the name is filled only when missing; `last_inbound_at` only moves forward.
-fn learned(c: &Contact, who: &Identity<'_>, inbound: Option<&Inbound<'_>>) -> Contact {
+pub(crate) fn learned(c: &Contact, who: &Identity<'_>, inbound: Option<&Inbound<'_>>) -> Contact {
     let mut next = c.clone();
     let set = |slot: &mut Option<String>, v: Option<&str>| {
         if let Some(v) = v {

@@ -22,6 +22,7 @@ mod dispatch;
 mod error;
 mod events;
 mod explorer;
+mod identities_learned;
 mod identity;
 mod inbound_batch;
 mod inbox_queue;

@@ -1,0 +1,168 @@
+//! What the statuses of many webhooks show about their customers, learned in one pass
+//! (the inbox applies the statuses of the webhooks it claimed together): the same rules as
+//! [`Db::observe_identity`] for one, with one read for all.
+
+use uuid::Uuid;
+
+use crate::contacts::Contact;
+use crate::db::{Db, Tx, TxInner};
+use crate::error::Result;
+use crate::identity::{Identity, holds, learned};
+use crate::sql::{ROWS_PER_STATEMENT, bump_updated_at};
+
+impl Db {
+    /// [`Db::observe_identity`] of many customers at once (the statuses of the webhooks the
+    /// inbox claimed together name one customer each): one read for all; the contacts that
+    /// only learn identifiers (exactly one holds the BSUID or phone, nothing to merge) in
+    /// one statement guarded by what was read; the rest, and any contact changed meanwhile,
+    /// one by one through [`Db::observe_identity`]. Returns at each index whether its
+    /// contact was written.
+    pub async fn observe_identities(
+        &self,
+        org_id: Uuid,
+        who: &[Identity<'_>],
+        at: i64,
+    ) -> Result<Vec<bool>> {
+        let mut out = vec![false; who.len()];
+        let mut alone = Vec::new();
+        for (chunk_no, chunk) in who.chunks(ROWS_PER_STATEMENT / 2).enumerate() {
+            let base = chunk_no * (ROWS_PER_STATEMENT / 2);
+            let user_ids: Vec<&str> = chunk.iter().filter_map(|w| w.user_id).collect();
+            let wa_ids: Vec<&str> = chunk.iter().filter_map(|w| w.wa_id).collect();
+            if user_ids.is_empty() && wa_ids.is_empty() {
+                continue;
+            }
+            let found = self.contacts_holding(org_id, &user_ids, &wa_ids).await?;
+            // (index, the contact as read, the contact with what it learns)
+            let mut writes: Vec<(usize, &Contact, Contact)> = Vec::new();
+            for (i, w) in chunk.iter().enumerate() {
+                // A customer named by what an earlier one teaches a contact is decided over
+                // that write, as one by one would.
+                if writes.iter().any(|(_, _, next)| holds(next, w)) {
+                    alone.push(base + i);
+                    continue;
+                }
+                let mut matches = found.iter().filter(|c| holds(c, w));
+                match (matches.next(), matches.next()) {
+                    (None, _) => {}
+                    (Some(c), None) => {
+                        let next = learned(c, w, None);
+                        if next == *c {
+                            continue;
+                        }
+                        // A contact learns once a statement: a second customer naming it
+                        // is decided over the first one's write.
+                        if writes.iter().any(|(_, _, n)| n.id == c.id) {
+                            alone.push(base + i);
+                        } else {
+                            writes.push((base + i, c, next));
+                        }
+                    }
+                    // Two contacts to merge: locked, one by one.
+                    (Some(_), Some(_)) => alone.push(base + i),
+                }
+            }
+            if writes.is_empty() {
+                continue;
+            }
+            // In a write transaction: on SQLite it takes this process's write turn instead
+            // of SQLite's busy handler, which sleeps in steps of up to 100 ms.
+            let mut tx = self.begin().await?;
+            let pairs: Vec<(&Contact, &Contact)> = writes.iter().map(|(_, c, n)| (*c, n)).collect();
+            let written = tx.learn_identities(org_id, &pairs, at).await?;
+            tx.commit().await?;
+            for (i, c, _) in writes {
+                if written.contains(&c.id) {
+                    out[i] = true;
+                } else {
+                    alone.push(i);
+                }
+            }
+        }
+        alone.sort_unstable();
+        for i in alone {
+            out[i] = self.observe_identity(org_id, &who[i], at).await?.is_some();
+        }
+        Ok(out)
+    }
+}
+
+impl Tx {
+    /// Writes each contact's learned identifiers (`(as read, with what it learns)`),
+    /// guarded by what was read; returns the ids written. PostgreSQL: one statement for
+    /// all. SQLite: one statement a contact, in process; its `UPDATE … FROM (VALUES …)`
+    /// took about 12 ms for 34 contacts of an organisation of 100,000 (350 µs a row, where
+    /// the one-row statement takes 16 µs).
+    async fn learn_identities(
+        &mut self,
+        org_id: Uuid,
+        writes: &[(&Contact, &Contact)],
+        at: i64,
+    ) -> Result<Vec<Uuid>> {
+        const ONE: &str = concat!(
+            "UPDATE contacts SET wa_id = $1, user_id = $2, parent_user_id = $3, username = $4, \
+             updated_at = ",
+            bump_updated_at!("contacts", "$5"),
+            " WHERE id = $6 AND org_id = $7 AND wa_id IS NOT DISTINCT FROM $8 \
+             AND user_id IS NOT DISTINCT FROM $9 AND parent_user_id IS NOT DISTINCT FROM $10 \
+             AND username IS NOT DISTINCT FROM $11 RETURNING id"
+        );
+        match &mut self.inner {
+            TxInner::Sqlite(conn) => {
+                let mut written = Vec::with_capacity(writes.len());
+                for (c, next) in writes {
+                    let id: Option<Uuid> = sqlx::query_scalar(ONE)
+                        .bind(next.wa_id.as_deref())
+                        .bind(next.user_id.as_deref())
+                        .bind(next.parent_user_id.as_deref())
+                        .bind(next.username.as_deref())
+                        .bind(at)
+                        .bind(c.id)
+                        .bind(org_id)
+                        .bind(c.wa_id.as_deref())
+                        .bind(c.user_id.as_deref())
+                        .bind(c.parent_user_id.as_deref())
+                        .bind(c.username.as_deref())
+                        .fetch_optional(&mut **conn)
+                        .await?;
+                    written.extend(id);
+                }
+                Ok(written)
+            }
+            TxInner::Postgres(conn) => {
+                let mut q = sqlx::QueryBuilder::new(concat!(
+                    "UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
+                     parent_user_id = v.column4, username = v.column5, updated_at = ",
+                    bump_updated_at!("contacts", "v.column10"),
+                    " FROM ("
+                ));
+                q.push_values(writes, |mut row, (c, next)| {
+                    row.push_bind(c.id)
+                        .push_bind(next.wa_id.as_deref())
+                        .push_bind(next.user_id.as_deref())
+                        .push_bind(next.parent_user_id.as_deref())
+                        .push_bind(next.username.as_deref())
+                        .push_bind(c.wa_id.as_deref())
+                        .push_bind(c.user_id.as_deref())
+                        .push_bind(c.parent_user_id.as_deref())
+                        .push_bind(c.username.as_deref())
+                        .push_bind(at);
+                });
+                // Guarded by what was read: a contact merged or given other identifiers
+                // since is left to the locked path.
+                q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
+                q.push_bind(org_id);
+                q.push(
+                    " AND contacts.wa_id IS NOT DISTINCT FROM v.column6 \
+                     AND contacts.user_id IS NOT DISTINCT FROM v.column7 \
+                     AND contacts.parent_user_id IS NOT DISTINCT FROM v.column8 \
+                     AND contacts.username IS NOT DISTINCT FROM v.column9 RETURNING contacts.id",
+                );
+                Ok(q.build_query_scalar::<Uuid>()
+                    .persistent(false)
+                    .fetch_all(&mut **conn)
+                    .await?)
+            }
+        }
+    }
+}
