@@ -26,19 +26,30 @@ pub(crate) fn watch_port(port: u16) {
 #[cfg(target_os = "linux")]
 pub(crate) fn apply() -> usize {
     use rustix::net::sockopt::{set_tcp_nodelay, tcp_nodelay};
-    use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
 
     let ports = PORTS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if ports.is_empty() {
         return 0;
     }
+    sockets_to(|port| ports.contains(&port))
+        .iter()
+        .filter(|s| tcp_nodelay(s).is_ok_and(|on| !on) && set_tcp_nodelay(s, true).is_ok())
+        .count()
+}
+
+/// Duplicates of this process's sockets whose peer's port `wanted` accepts (`pidfd_getfd`:
+/// a descriptor number cannot be borrowed without unsafe code).
+#[cfg(target_os = "linux")]
+fn sockets_to(wanted: impl Fn(u16) -> bool) -> Vec<rustix::fd::OwnedFd> {
+    use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
+
     let (Ok(pidfd), Ok(dir)) = (
         pidfd_open(getpid(), PidfdFlags::empty()),
         std::fs::read_dir("/proc/self/fd"),
     ) else {
-        return 0;
+        return Vec::new();
     };
-    let mut set = 0;
+    let mut out = Vec::new();
     for entry in dir.flatten() {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
             continue;
@@ -55,14 +66,11 @@ pub(crate) fn apply() -> usize {
             .ok()
             .flatten()
             .and_then(|addr| std::net::SocketAddr::try_from(addr).ok());
-        if peer.is_some_and(|p| ports.contains(&p.port()))
-            && tcp_nodelay(&dup).is_ok_and(|on| !on)
-            && set_tcp_nodelay(&dup, true).is_ok()
-        {
-            set += 1;
+        if peer.is_some_and(|p| wanted(p.port())) {
+            out.push(dup);
         }
     }
-    set
+    out
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -72,31 +80,12 @@ pub(crate) fn apply() -> usize {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
-
     /// This process's TCP sockets connected to `port`: whether each has TCP_NODELAY.
     fn sockets_to(port: u16) -> Vec<bool> {
-        let pidfd = pidfd_open(getpid(), PidfdFlags::empty()).expect("pidfd_open");
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir("/proc/self/fd")
-            .expect("/proc/self/fd")
-            .flatten()
-        {
-            let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            let Ok(dup) = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()) else {
-                continue;
-            };
-            let peer = rustix::net::getpeername(&dup)
-                .ok()
-                .flatten()
-                .and_then(|addr| std::net::SocketAddr::try_from(addr).ok());
-            if peer.is_some_and(|p| p.port() == port) {
-                out.push(rustix::net::sockopt::tcp_nodelay(&dup).expect("TCP socket"));
-            }
-        }
-        out
+        super::sockets_to(|p| p == port)
+            .iter()
+            .map(|s| rustix::net::sockopt::tcp_nodelay(s).expect("a TCP socket"))
+            .collect()
     }
 
     #[tokio::test]
