@@ -320,30 +320,6 @@ impl Db {
         // IN (…)` SQLite reads every contact of the organisation (its OR optimisation does
         // not reach inside the `org_id = ? AND (…)`), which with 100,000 contacts made each
         // pass of the inbox a full scan.
-        if user_ids.is_empty() && wa_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        // PostgreSQL: two arrays, one statement kept prepared. A list of binds is a new
-        // statement to plan each time (7 ms a pass at the tier).
-        if let crate::db::Pool::Postgres(pool) = &self.pool {
-            let rows = sqlx::query_as::<_, Contact>(concat!(
-                "SELECT ",
-                contact_columns!(),
-                " FROM contacts \
-                 WHERE org_id = $1 AND user_id = ANY($2) UNION ALL \
-                 SELECT ",
-                contact_columns!(),
-                " FROM contacts \
-                 WHERE org_id = $1 AND wa_id = ANY($3)"
-            ))
-            .bind(org_id)
-            .bind(user_ids)
-            .bind(wa_ids)
-            .fetch_all(pool)
-            .await?;
-            let mut seen = std::collections::HashSet::new();
-            return Ok(rows.into_iter().filter(|c| seen.insert(c.id)).collect());
-        }
         let rows = crate::db::with_pool!(self, pool => {
             let mut q = sqlx::QueryBuilder::new("");
             let mut any = false;
