@@ -14,7 +14,8 @@ impl Db {
     /// [`Db::observe_identity`] of many customers at once (the statuses of the webhooks the
     /// inbox claimed together name one customer each): one read for all; the contacts that
     /// only learn identifiers (exactly one holds the BSUID or phone, nothing to merge) in
-    /// one statement guarded by what was read; the rest, and any contact changed meanwhile,
+    /// one write transaction, each write guarded by what was read (one statement on
+    /// PostgreSQL, one a contact on SQLite); the rest, and any contact changed meanwhile,
     /// one by one through [`Db::observe_identity`]. Returns at each index whether its
     /// contact was written.
     pub async fn observe_identities(
