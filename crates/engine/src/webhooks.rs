@@ -17,9 +17,11 @@
 //! is followed by a rest of `busy_rest` times its length: deliveries then take at most
 //! 1/(1 + `busy_rest`) of the time of each of the two connections they use, and the API keeps
 //! the database (PostgreSQL's CPU, SQLite's single writer). The give-way is a budget, not a
-//! yield without end: while the deliveries last claimed are older than `lag_budget` (their
-//! events waited that long), the workers do not rest, so a busy API slows deliveries down to
-//! that age but never lets the backlog grow older.
+//! yield without end: while the backlog is older than `lag_budget` (the deliveries last
+//! claimed waited that long, or, when a claim found none it could take, the earliest due
+//! one has), the workers do not rest, and no rest lasts past the budget, so a busy API
+//! slows deliveries down to that age but never lets the backlog grow older. A recording
+//! ends leases and wakes the claimer: a subscription at its ceiling is served again at once.
 //!
 //! The sends run on a runtime of their own whose threads have a lower CPU priority
 //! (`send_nice`): on a machine busy with API requests, deliveries take the CPU the API
@@ -134,11 +136,21 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
     ));
     let mut give_way = GiveWay::new(&core, &config, lag.clone());
     let mut pace = FanOutPace::new(config.max_in_flight, config.poll_interval);
+    // Whether a claim may find something new: after a wake-up, a recording (leases ended),
+    // or a claim that filled every free slot (a finished attempt frees one). A finished
+    // attempt alone does not: its lease lasts until it is recorded, so claiming on every
+    // answer found nothing most times and cost the database a transaction each.
+    let mut claim_next = true;
+    let mut seen_recordings = held.recordings();
+    let mut idle_for = config.poll_interval;
     loop {
         // Claim what is due, as far as slots allow.
-        let mut idle_for = config.poll_interval;
         let free = config.max_in_flight.saturating_sub(tasks.len());
-        if free > 0 && !cancel.is_cancelled() {
+        let recordings = held.recordings();
+        if free > 0 && !cancel.is_cancelled() && (claim_next || recordings != seen_recordings) {
+            seen_recordings = recordings;
+            idle_for = config.poll_interval;
+            claim_next = false;
             give_way.rest().await;
             let step = Instant::now();
             let now = now_ms();
@@ -157,10 +169,12 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             {
                 Ok(jobs) => {
                     backoff = Duration::ZERO;
-                    lag.store(
-                        backlog_age(&jobs, now),
-                        std::sync::atomic::Ordering::Relaxed,
-                    );
+                    if !jobs.is_empty() {
+                        lag.store(
+                            backlog_age(&jobs, now),
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                    }
                     let room = (jobs.len() as i64) < limit;
                     let fanned = if pace.wants(jobs.len(), room, tasks.is_empty(), Instant::now()) {
                         match core.db.fan_out_events(fanout_events).await {
@@ -177,25 +191,27 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                     } else {
                         false
                     };
-                    give_way.took(step.elapsed());
                     if fanned {
                         idle_for = Duration::ZERO;
                     } else if jobs.is_empty() {
                         // Due but not claimed means held back by a per-subscription cap
-                        // (freed when an attempt here finishes, or at the poll for others').
-                        if let Ok(Some(due)) = core.db.next_webhook_delivery_due().await {
-                            let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
-                            if wait > 0 {
-                                idle_for = idle_for.min(Duration::from_millis(wait));
-                            }
+                        // (freed when an attempt here is recorded, or at the poll for
+                        // others'). The backlog is then as old as its earliest due time:
+                        // an empty claim must not read as no backlog, or the workers would
+                        // rest while it ages.
+                        let due = core.db.next_webhook_delivery_due().await.ok().flatten();
+                        let late = due.map_or(0, |due| now_ms().saturating_sub(due));
+                        lag.store(late.max(0), std::sync::atomic::Ordering::Relaxed);
+                        if late < 0 {
+                            let wait = u64::try_from(-late).unwrap_or(0);
+                            idle_for = idle_for.min(Duration::from_millis(wait));
                         }
-                    } else {
+                    }
+                    give_way.took(step.elapsed());
+                    if jobs.len() as i64 == limit {
                         // More may be due right away: come back without waiting.
-                        idle_for = if jobs.len() as i64 == limit {
-                            Duration::ZERO
-                        } else {
-                            idle_for
-                        };
+                        idle_for = Duration::ZERO;
+                        claim_next = true;
                     }
                     for job in jobs {
                         match deliver::prepare(&core, job) {
@@ -222,6 +238,7 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
                         (backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
                     tracing::warn!(error = %e, "webhook delivery claim failed");
                     idle_for = backoff;
+                    claim_next = true;
                 }
             }
         }
@@ -229,13 +246,15 @@ pub async fn run(core: Core, config: WebhookWorkerConfig, cancel: CancellationTo
             break;
         }
         // Wait for a finished attempt, a wake-up or the next due time.
-        let first = tokio::select! {
+        let (first, woken) = tokio::select! {
             biased;
-            done = tasks.join_next(), if !tasks.is_empty() => done,
-            () = wakeups.deliveries.notified(), if !cancel.is_cancelled() => None,
-            () = tokio::time::sleep(idle_for), if !cancel.is_cancelled() => None,
+            done = tasks.join_next(), if !tasks.is_empty() => (done, false),
+            () = wakeups.deliveries.notified(), if !cancel.is_cancelled() => (None, true),
+            () = held.recorded.notified(), if !cancel.is_cancelled() => (None, true),
+            () = tokio::time::sleep(idle_for), if !cancel.is_cancelled() => (None, true),
             () = cancel.cancelled(), if tasks.is_empty() => break,
         };
+        claim_next |= woken;
         // A task that panicked made no attempt worth recording: its lease brings it back.
         for (ready, a) in first
             .into_iter()
@@ -344,19 +363,27 @@ async fn recorder(
         for sub in batch.iter().filter_map(|(s, _)| *s) {
             held.add(sub, -1);
         }
+        held.recorded();
         batch.clear();
     }
 }
 
 /// Deliveries a worker has claimed and not yet recorded, per subscription (shared by the
-/// claimer, which adds, and the recorder, which takes away).
+/// claimer, which adds, and the recorder, which takes away and wakes the claimer: a
+/// recording ends leases, and a claim held back by a subscription's ceiling may then take
+/// more at once rather than at the next poll).
 #[derive(Clone, Default)]
-struct Held(std::sync::Arc<std::sync::Mutex<HashMap<Uuid, i64>>>);
+struct Held {
+    counts: std::sync::Arc<std::sync::Mutex<HashMap<Uuid, i64>>>,
+    recorded: std::sync::Arc<tokio::sync::Notify>,
+    /// Recordings made so far (the claimer claims again when this moved).
+    recordings: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
 
 impl Held {
     fn add(&self, sub: Uuid, n: i64) {
         let mut map = self
-            .0
+            .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let v = map.entry(sub).or_default();
@@ -366,9 +393,20 @@ impl Held {
         }
     }
 
+    /// The recorder recorded a batch: leases ended.
+    fn recorded(&self) {
+        self.recordings
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.recorded.notify_one();
+    }
+
+    fn recordings(&self) -> u64 {
+        self.recordings.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn get(&self, sub: Uuid) -> i64 {
         let map = self
-            .0
+            .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.get(&sub).copied().unwrap_or(0)
@@ -429,8 +467,9 @@ fn backlog_age(jobs: &[tern_store::DeliveryJob], now: i64) -> i64 {
 }
 
 /// The rest owed after a database step of `took` (see the module's text): `busy_rest` times
-/// it (at most a second: one slow step must not park the worker) while the API is `busy`
-/// and the backlog is younger than `budget`; nothing otherwise.
+/// it while the API is `busy` and the backlog is younger than `budget`, but never longer
+/// than what the backlog has left of the budget (a rest must not carry it past), nor a
+/// second (one slow step must not park the worker); nothing otherwise.
 fn rest_after(
     took: Duration,
     busy: bool,
@@ -441,7 +480,9 @@ fn rest_after(
     if busy_rest == 0 || !busy || lag >= budget {
         return Duration::ZERO;
     }
-    (took * busy_rest).min(Duration::from_secs(1))
+    (took * busy_rest)
+        .min(Duration::from_secs(1))
+        .min(budget - lag)
 }
 
 /// The rests of one worker task while the API is busy (see the module's text).
@@ -514,7 +555,11 @@ mod pace_tests {
         // Busy, backlog young: 19 times the step.
         assert_eq!(rest_after(ms(2), true, 19, ms(100), budget), ms(38));
         // At most a second, however slow the step.
-        assert_eq!(rest_after(ms(200), true, 19, ms(0), budget), ms(1000));
+        let long = Duration::from_secs(5);
+        assert_eq!(rest_after(ms(200), true, 19, ms(0), long), ms(1000));
+        // Never past the budget: a rest ends when the backlog reaches it.
+        assert_eq!(rest_after(ms(200), true, 19, ms(0), budget), ms(500));
+        assert_eq!(rest_after(ms(2), true, 19, ms(480), budget), ms(20));
         // The backlog reached the budget, the API is quiet, or resting is off: no rest.
         assert_eq!(rest_after(ms(2), true, 19, ms(500), budget), Duration::ZERO);
         assert_eq!(rest_after(ms(2), false, 19, ms(0), budget), Duration::ZERO);

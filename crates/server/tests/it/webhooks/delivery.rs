@@ -653,6 +653,49 @@ async fn concurrency_follows_the_answers(backend: Backend) {
     app.stop().await;
 }
 
+/// A subscription held at its ceiling gets its next deliveries as soon as its attempts are
+/// recorded: the recorder wakes the claimer. With a poll interval longer than the test's
+/// wait, a claimer left asleep after a claim that found the ceiling full would never deliver
+/// the rest.
+async fn recorded_attempts_free_the_ceiling_at_once(backend: Backend) {
+    let files = FileServer::start().await;
+    let app = app_for(backend, &files, "1,1").start().await;
+    let key = app.owner_key("full_access").await.1;
+    subscribe(&app, &key, &files.url("/paced-hook"), &["contact.consent"]).await;
+    let contact = new_contact(&app, &key, "+447700900126").await;
+    const N: usize = 40;
+    for i in 0..N {
+        let to = if i % 2 == 0 { "opted_in" } else { "opted_out" };
+        consent(&app, &key, &contact, to).await;
+    }
+    let config = tern_engine::webhooks::WebhookWorkerConfig {
+        per_subscription: 1,
+        per_subscription_max: 1,
+        poll_interval: Duration::from_secs(3_600),
+        busy_rest: 0,
+        ..Default::default()
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(tern_engine::webhooks::run(
+        app.core.clone(),
+        config,
+        cancel.clone(),
+    ));
+    eventually("every event at the receiver, one at a time", || async {
+        (received(&files, "/paced-hook").len() >= N).then_some(())
+    })
+    .await;
+    cancel.cancel();
+    worker.await.unwrap();
+    assert_eq!(
+        files.paced.1.load(Ordering::SeqCst),
+        1,
+        "one request at once"
+    );
+    files.stop();
+    app.stop().await;
+}
+
 async fn test_sends(backend: Backend) {
     let files = FileServer::start().await;
     // A retry would be due at once: the `settle` below would make it.
@@ -784,5 +827,7 @@ tern_store::both_backends! { Backend;
     a_deleted_subscription_stops_its_retries => deleted_subscription,
     a_hanging_receiver_does_not_hold_up_others => hanging_receiver,
     a_receiver_gets_the_concurrency_its_answers_allow => concurrency_follows_the_answers,
+    a_capped_receiver_is_served_again_when_its_attempts_are_recorded =>
+        recorded_attempts_free_the_ceiling_at_once,
     test_sends_rotation_and_samples => test_sends,
 }
