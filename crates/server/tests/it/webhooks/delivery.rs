@@ -615,26 +615,25 @@ async fn hanging_receiver(backend: Backend) {
     app.stop().await;
 }
 
-/// A receiver that answers well gets more than its starting share of slots once it has
-/// them all in use, and never more than the ceiling. The worker runs on its own here so
-/// that the backlog is there before it starts.
-async fn concurrency_follows_the_answers(backend: Backend) {
+/// `n` consent changes of one contact (`phone`) to a subscription at `/paced-hook`, stored
+/// before a delivery worker with `config` starts on its own (the backlog is there first);
+/// the worker runs until the receiver has them all. Returns the most requests it had at
+/// once.
+async fn paced_backlog_delivered(
+    backend: Backend,
+    phone: &str,
+    n: usize,
+    config: tern_engine::webhooks::WebhookWorkerConfig,
+) -> usize {
     let files = FileServer::start().await;
     let app = app_for(backend, &files, "1,1").start().await;
     let key = app.owner_key("full_access").await.1;
     subscribe(&app, &key, &files.url("/paced-hook"), &["contact.consent"]).await;
-    let contact = new_contact(&app, &key, "+447700900125").await;
-    const N: usize = 200;
-    for i in 0..N {
+    let contact = new_contact(&app, &key, phone).await;
+    for i in 0..n {
         let to = if i % 2 == 0 { "opted_in" } else { "opted_out" };
         consent(&app, &key, &contact, to).await;
     }
-    let config = tern_engine::webhooks::WebhookWorkerConfig {
-        per_subscription: 4,
-        per_subscription_max: 24,
-        busy_rest: 0,
-        ..Default::default()
-    };
     let cancel = tokio_util::sync::CancellationToken::new();
     let worker = tokio::spawn(tern_engine::webhooks::run(
         app.core.clone(),
@@ -642,15 +641,28 @@ async fn concurrency_follows_the_answers(backend: Backend) {
         cancel.clone(),
     ));
     eventually("every event at the receiver", || async {
-        (received(&files, "/paced-hook").len() >= N).then_some(())
+        (received(&files, "/paced-hook").len() >= n).then_some(())
     })
     .await;
     cancel.cancel();
     worker.await.unwrap();
     let peak = files.paced.1.load(Ordering::SeqCst);
-    assert!((5..=24).contains(&peak), "{peak} requests at once");
     files.stop();
     app.stop().await;
+    peak
+}
+
+/// A receiver that answers well gets more than its starting share of slots once it has
+/// them all in use, and never more than the ceiling.
+async fn concurrency_follows_the_answers(backend: Backend) {
+    let config = tern_engine::webhooks::WebhookWorkerConfig {
+        per_subscription: 4,
+        per_subscription_max: 24,
+        busy_rest: 0,
+        ..Default::default()
+    };
+    let peak = paced_backlog_delivered(backend, "+447700900125", 200, config).await;
+    assert!((5..=24).contains(&peak), "{peak} requests at once");
 }
 
 /// A subscription held at its ceiling gets its next deliveries as soon as its attempts are
@@ -658,16 +670,6 @@ async fn concurrency_follows_the_answers(backend: Backend) {
 /// wait, a claimer left asleep after a claim that found the ceiling full would never deliver
 /// the rest.
 async fn recorded_attempts_free_the_ceiling_at_once(backend: Backend) {
-    let files = FileServer::start().await;
-    let app = app_for(backend, &files, "1,1").start().await;
-    let key = app.owner_key("full_access").await.1;
-    subscribe(&app, &key, &files.url("/paced-hook"), &["contact.consent"]).await;
-    let contact = new_contact(&app, &key, "+447700900126").await;
-    const N: usize = 40;
-    for i in 0..N {
-        let to = if i % 2 == 0 { "opted_in" } else { "opted_out" };
-        consent(&app, &key, &contact, to).await;
-    }
     let config = tern_engine::webhooks::WebhookWorkerConfig {
         per_subscription: 1,
         per_subscription_max: 1,
@@ -675,25 +677,8 @@ async fn recorded_attempts_free_the_ceiling_at_once(backend: Backend) {
         busy_rest: 0,
         ..Default::default()
     };
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let worker = tokio::spawn(tern_engine::webhooks::run(
-        app.core.clone(),
-        config,
-        cancel.clone(),
-    ));
-    eventually("every event at the receiver, one at a time", || async {
-        (received(&files, "/paced-hook").len() >= N).then_some(())
-    })
-    .await;
-    cancel.cancel();
-    worker.await.unwrap();
-    assert_eq!(
-        files.paced.1.load(Ordering::SeqCst),
-        1,
-        "one request at once"
-    );
-    files.stop();
-    app.stop().await;
+    let peak = paced_backlog_delivered(backend, "+447700900126", 40, config).await;
+    assert_eq!(peak, 1, "one request at once");
 }
 
 async fn test_sends(backend: Backend) {
