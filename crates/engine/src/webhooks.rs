@@ -2,8 +2,9 @@
 //! processes can run them), attempt each in its own task, record what happened in batches.
 //!
 //! ```text
-//!  wake: a commit stored events (this process) · a task finished · the next due time
-//!        · the poll interval (events stored by other processes)
+//!  wake: a commit stored events (this process) · a batch recorded (leases ended) · a task
+//!        finished while every slot was taken · the next due time · the poll interval
+//!        (events stored and leases ended by other processes)
 //!    └─► claim ≤ free slots, ≤ per_subscription in flight per subscription (leases count)
 //!          └─► slots left: fan out the next events into deliveries (about `max_in_flight`
 //!              deliveries' worth, at least `fanout_batch` events), claim again
