@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::contacts::Contact;
 use crate::db::{Db, Tx, TxInner};
 use crate::error::Result;
-use crate::identity::{Identity, holds, learned};
+use crate::identity::{Identity, bind_as_read, holds, learned, push_guard_as_read};
 use crate::sql::{ROWS_PER_STATEMENT, bump_updated_at};
 
 impl Db {
@@ -142,23 +142,11 @@ impl Tx {
                         .push_bind(next.wa_id.as_deref())
                         .push_bind(next.user_id.as_deref())
                         .push_bind(next.parent_user_id.as_deref())
-                        .push_bind(next.username.as_deref())
-                        .push_bind(c.wa_id.as_deref())
-                        .push_bind(c.user_id.as_deref())
-                        .push_bind(c.parent_user_id.as_deref())
-                        .push_bind(c.username.as_deref())
-                        .push_bind(at);
+                        .push_bind(next.username.as_deref());
+                    bind_as_read(&mut row, c);
+                    row.push_bind(at);
                 });
-                // Guarded by what was read: a contact merged or given other identifiers
-                // since is left to the locked path.
-                q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
-                q.push_bind(org_id);
-                q.push(
-                    " AND contacts.wa_id IS NOT DISTINCT FROM v.column6 \
-                     AND contacts.user_id IS NOT DISTINCT FROM v.column7 \
-                     AND contacts.parent_user_id IS NOT DISTINCT FROM v.column8 \
-                     AND contacts.username IS NOT DISTINCT FROM v.column9 RETURNING contacts.id",
-                );
+                push_guard_as_read(&mut q, org_id, 6);
                 Ok(q.build_query_scalar::<Uuid>()
                     .persistent(false)
                     .fetch_all(&mut **conn)

@@ -278,23 +278,11 @@ impl Db {
                 q.push_values(&writes, |mut row, (_, c, inbound)| {
                     row.push_bind(c.id)
                         .push_bind(inbound.network_ts)
-                        .push_bind(inbound.profile_name)
-                        .push_bind(c.wa_id.as_deref())
-                        .push_bind(c.user_id.as_deref())
-                        .push_bind(c.parent_user_id.as_deref())
-                        .push_bind(c.username.as_deref())
-                        .push_bind(at);
+                        .push_bind(inbound.profile_name);
+                    bind_as_read(&mut row, c);
+                    row.push_bind(at);
                 });
-                // Guarded by what was read: a contact merged or given other identifiers
-                // since is left to the locked path.
-                q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
-                q.push_bind(org_id);
-                q.push(
-                    " AND contacts.wa_id IS NOT DISTINCT FROM v.column4 \
-                     AND contacts.user_id IS NOT DISTINCT FROM v.column5 \
-                     AND contacts.parent_user_id IS NOT DISTINCT FROM v.column6 \
-                     AND contacts.username IS NOT DISTINCT FROM v.column7 RETURNING contacts.id",
-                );
+                push_guard_as_read(&mut q, org_id, 4);
                 q.build_query_scalar::<Uuid>().persistent(false).fetch_all(&mut **conn).await
             })?;
             tx.commit().await?;
@@ -364,6 +352,45 @@ macro_rules! matching {
 const MATCHING: &str = matching!();
 
 /// Whether `c` holds `who`'s BSUID or phone (as [`MATCHING`] finds it).
+/// Binds the identifiers of `c` as they were read (phone, BSUID, parent BSUID, username)
+/// into a row of a batched contact write, for [`push_guard_as_read`] to compare.
+pub(crate) fn bind_as_read<DB, Sep>(
+    row: &mut sqlx::query_builder::Separated<'_, DB, Sep>,
+    c: &Contact,
+) where
+    DB: sqlx::Database,
+    Sep: std::fmt::Display,
+    for<'t> Option<&'t str>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    row.push_bind(c.wa_id.as_deref())
+        .push_bind(c.user_id.as_deref())
+        .push_bind(c.parent_user_id.as_deref())
+        .push_bind(c.username.as_deref());
+}
+
+/// Ends a batched `UPDATE contacts … FROM (VALUES …) AS v` (`v.column1` the contact's id)
+/// whose rows hold the identifiers as read from column `first` on ([`bind_as_read`]): only
+/// contacts of `org_id` that still hold them are written, and their ids returned. A
+/// contact merged or given other identifiers since is left to the locked path.
+pub(crate) fn push_guard_as_read<DB>(q: &mut sqlx::QueryBuilder<DB>, org_id: Uuid, first: usize)
+where
+    DB: sqlx::Database,
+    for<'t> Uuid: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
+    q.push_bind(org_id);
+    q.push(format!(
+        " AND contacts.wa_id IS NOT DISTINCT FROM v.column{} \
+         AND contacts.user_id IS NOT DISTINCT FROM v.column{} \
+         AND contacts.parent_user_id IS NOT DISTINCT FROM v.column{} \
+         AND contacts.username IS NOT DISTINCT FROM v.column{} RETURNING contacts.id",
+        first,
+        first + 1,
+        first + 2,
+        first + 3
+    ));
+}
+
 pub(crate) fn holds(c: &Contact, who: &Identity<'_>) -> bool {
     (who.user_id.is_some() && c.user_id.as_deref() == who.user_id)
         || (who.wa_id.is_some() && c.wa_id.as_deref() == who.wa_id)
