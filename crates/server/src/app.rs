@@ -162,20 +162,26 @@ fn magic_lines() -> Vec<tern_app::pages::test_mode::MagicLine> {
     lines
 }
 
-/// Serves until `shutdown` completes, then drains in-flight requests.
+/// Serves until `shutdown` completes, then drains in-flight requests; at most
+/// [`crate::connections::DEFAULT_MAX`] connections at once.
 pub async fn serve_on(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    serve_on_with(listener, state, crate::connections::DEFAULT_MAX, shutdown).await
+}
+
+/// [`serve_on`] with at most `max_connections` connections served at once.
+pub async fn serve_on_with(
+    listener: TcpListener,
+    state: AppState,
+    max_connections: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let router = router(&state);
     let draining = state.clone();
-    // The peer address: the app's sessions page and sign-in limit use it.
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    crate::connections::serve(listener, router, max_connections, async move {
         shutdown.await;
         draining.start_draining();
         tracing::info!("shutting down: finishing in-flight requests");
@@ -415,7 +421,7 @@ pub async fn serve(config: Config) -> Result<()> {
     );
     let meter_done = state.core.requests.finished();
     let log_done = state.core.request_log.finished();
-    serve_on(listener, state, shutdown).await?;
+    serve_on_with(listener, state, config.max_connections, shutdown).await?;
     workers.stop().await;
     settle_meter(async move {
         tokio::join!(meter_done, log_done);

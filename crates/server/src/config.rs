@@ -40,6 +40,7 @@ struct Raw {
     app_confirm_secs: Option<NumberOrText>,
     app_lockout_secs: Option<NumberOrText>,
     request_log_days: Option<NumberOrText>,
+    max_connections: Option<NumberOrText>,
 }
 
 /// A numeric setting: figment reads `TERN_X=5` as a number and `x = "5"` as text.
@@ -112,6 +113,9 @@ pub struct Config {
     /// Days the request log keeps an entry (`TERN_REQUEST_LOG_DAYS`, 0–365, default 7;
     /// 0 = off: nothing recorded).
     pub request_log_days: u16,
+    /// HTTP connections served at once (`TERN_MAX_CONNECTIONS`, 16–65536, default 512); more
+    /// wait in the kernel's accept queue (`crate::connections`).
+    pub max_connections: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -129,6 +133,7 @@ impl std::fmt::Debug for Config {
             .field("allow_networks", &self.allow_networks)
             .field("people", &self.people)
             .field("request_log_days", &self.request_log_days)
+            .field("max_connections", &self.max_connections)
             .finish_non_exhaustive()
     }
 }
@@ -342,6 +347,20 @@ impl Config {
                 ),
             },
         };
+        let max_connections = match raw
+            .max_connections
+            .as_ref()
+            .map(NumberOrText::text)
+            .as_deref()
+        {
+            None => crate::connections::DEFAULT_MAX,
+            Some(v) => match v.trim().parse::<usize>() {
+                Ok(n) if (16..=65_536).contains(&n) => n,
+                _ => {
+                    bail!("TERN_MAX_CONNECTIONS must be a whole number from 16 to 65536, got {v:?}")
+                }
+            },
+        };
         let rate_limits = match raw.rate_limits.as_deref().map(str::trim) {
             None | Some("on") => true,
             Some("off") => false,
@@ -350,6 +369,7 @@ impl Config {
         Ok(Config {
             people,
             request_log_days,
+            max_connections,
             rate_limits,
             dispatch_unknown_grace,
             webhook_retry_schedule,
@@ -457,6 +477,7 @@ mod tests {
         assert_eq!(c.graph_version, "v25.0");
         assert_eq!((c.webhook_send_nice, c.webhook_busy_rest), (10, 19));
         assert_eq!(c.request_log_days, 7);
+        assert_eq!(c.max_connections, 512);
         for (v, days) in [
             (NumberOrText::Number(0), 0),
             (NumberOrText::Text(" 365 ".into()), 365),
@@ -622,6 +643,13 @@ mod tests {
                     ..Default::default()
                 },
                 "TERN_DISPATCH_UNKNOWN_GRACE_SECS",
+            ),
+            (
+                Raw {
+                    max_connections: Some(NumberOrText::Number(15)),
+                    ..Default::default()
+                },
+                "TERN_MAX_CONNECTIONS",
             ),
             (
                 Raw {

@@ -6,6 +6,7 @@ pub mod alloc;
 pub mod app;
 pub mod client;
 pub mod config;
+pub mod connections;
 pub mod demo;
 pub mod listen;
 pub mod telemetry;

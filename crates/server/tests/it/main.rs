@@ -11,6 +11,7 @@ mod audit;
 mod billing;
 mod campaigns;
 mod cli;
+mod connections;
 mod contacts;
 mod crash_safety;
 mod customers;
