@@ -134,7 +134,11 @@ impl Db {
                 list.push_bind(*id);
             }
             q.push(")");
-            q.build().execute(&mut **conn).await.map(|r| r.rows_affected())
+            q.build()
+                .persistent(crate::sql::recurs(ids.len()))
+                .execute(&mut **conn)
+                .await
+                .map(|r| r.rows_affected())
         })?;
         tx.commit().await
     }

@@ -81,6 +81,15 @@ pub(crate) fn push_id_list<DB>(
 /// ten columns a row.
 pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
 
+/// Whether a statement built for `rows` rows (or ids) is worth keeping prepared: only one
+/// row and a full chunk recur. Every other count is another statement in each connection's
+/// cache (sqlx keeps 100), and on SQLite a prepared statement of a few hundred rows holds
+/// tens of KB of Tern's own memory: kept for each count, they grew the resident set by tens
+/// of MB over a campaign (docs/performance.md, fifth session).
+pub(crate) fn recurs(rows: usize) -> bool {
+    rows == 1 || rows == ROWS_PER_STATEMENT
+}
+
 #[cfg(test)]
 mod tests {
     use super::like_contains;

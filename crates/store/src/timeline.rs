@@ -95,8 +95,8 @@ pub(crate) async fn insert_pg(conn: &mut PgConnection, rows: &[NewRow]) -> Resul
 
 /// Inserts `rows` on SQLite: multi-row `VALUES`, one statement a chunk. Each statement is a
 /// round trip to the connection's SQLite thread (sqlx hands it over a channel), which costs
-/// more than the rows, so a batch's entries go in as few statements as possible; each chunk
-/// size's statement is kept prepared (sqlx's per-connection cache bounds them).
+/// more than the rows, so a batch's entries go in as few statements as possible; only the
+/// counts that recur are kept prepared ([`crate::sql::recurs`]).
 pub(crate) async fn insert_sqlite(conn: &mut SqliteConnection, rows: &[NewRow]) -> Result<()> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
         let mut q = sqlx::QueryBuilder::new(
@@ -109,7 +109,10 @@ pub(crate) async fn insert_sqlite(conn: &mut SqliteConnection, rows: &[NewRow]) 
                 .push_bind(r.kind)
                 .push_bind(r.data.as_str());
         });
-        q.build().execute(&mut *conn).await?;
+        q.build()
+            .persistent(crate::sql::recurs(chunk.len()))
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }

@@ -411,6 +411,7 @@ async fn record_postgres(pool: &sqlx::PgPool, recordings: &[Recording<'_>]) -> R
     let mut tx = pool.begin_write().await?;
     let recorded: std::collections::HashMap<Uuid, (Uuid, Uuid, i64)> = q
         .build_query_as::<(Uuid, Uuid, Uuid, i64)>()
+        .persistent(crate::sql::recurs(recordings.len()))
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
@@ -527,6 +528,7 @@ async fn claim_sqlite(
         }
         due.extend(
             q.build_query_as::<(i64, Uuid)>()
+                .persistent(crate::sql::recurs(arms.len()))
                 .fetch_all(&mut *tx)
                 .await?,
         );
@@ -543,11 +545,15 @@ async fn claim_sqlite(
             .push_bind(lease_end)
             .push(" WHERE id IN ");
         push_id_list(&mut q, chunk.iter().map(|(_, id)| *id));
-        q.build().execute(&mut *tx).await?;
+        q.build()
+            .persistent(crate::sql::recurs(chunk.len()))
+            .execute(&mut *tx)
+            .await?;
         let mut q = sqlx::QueryBuilder::new(job_sql!("webhook_deliveries", " WHERE d.id IN "));
         push_id_list(&mut q, chunk.iter().map(|(_, id)| *id));
         jobs.extend(
             q.build_query_as::<DeliveryJob>()
+                .persistent(crate::sql::recurs(chunk.len()))
                 .fetch_all(&mut *tx)
                 .await?,
         );
@@ -588,6 +594,7 @@ async fn record_sqlite(pool: &sqlx::SqlitePool, recordings: &[Recording<'_>]) ->
         ));
         for (id, sub, event, number) in q
             .build_query_as::<(Uuid, Uuid, Uuid, i64)>()
+            .persistent(crate::sql::recurs(chunk.len()))
             .fetch_all(&mut *tx)
             .await?
         {
@@ -625,7 +632,10 @@ async fn record_sqlite(pool: &sqlx::SqlitePool, recordings: &[Recording<'_>]) ->
                v.status, v.response_status, v.latency_ms, v.error, v.created_at, v.response_body \
              FROM v JOIN events e ON e.id = v.event_id",
         );
-        q.build().execute(&mut *tx).await?;
+        q.build()
+            .persistent(crate::sql::recurs(chunk.len()))
+            .execute(&mut *tx)
+            .await?;
     }
     timeline::insert_sqlite(&mut tx, &attempt_entries(recordings, &updated)).await?;
     tx.commit().await?;

@@ -96,7 +96,12 @@ impl Db {
                 );
                 push_id_list(&mut q, chunk.iter().copied());
                 q.push(live);
-                existing.extend(q.build_query_as::<(Uuid, bool)>().fetch_all(&mut *tx).await?);
+                existing.extend(
+                    q.build_query_as::<(Uuid, bool)>()
+                        .persistent(crate::sql::recurs(chunk.len()))
+                        .fetch_all(&mut *tx)
+                        .await?,
+                );
             }
             // A subscriber that is a stream gets no row: the event is numbered in its
             // organisation's stream order instead (module `streams`), once for all of them.
@@ -132,7 +137,10 @@ impl Db {
                         .push_bind(*at);
                 });
                 q.push(" ON CONFLICT (event_id, subscription_id) DO NOTHING");
-                q.build().execute(&mut *tx).await?;
+                q.build()
+                    .persistent(crate::sql::recurs(chunk.len()))
+                    .execute(&mut *tx)
+                    .await?;
             }
             // Organisations in id order: two fan-outs never wait on each other's heads.
             let mut streamed = 0;
@@ -157,15 +165,20 @@ impl Db {
                     }
                     q.push(" END WHERE id IN ");
                     push_id_list(&mut q, chunk.iter().copied());
-                    // Each batch size would be another statement cached per connection.
-                    q.build().persistent(false).execute(&mut *tx).await?;
+                    q.build()
+                        .persistent(crate::sql::recurs(chunk.len()))
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 streamed += ids.len();
             }
             for chunk in events.chunks(CHUNK) {
                 let mut q = sqlx::QueryBuilder::new("UPDATE events SET fanout = NULL WHERE id IN ");
                 push_id_list(&mut q, chunk.iter().map(|e| e.id));
-                q.build().execute(&mut *tx).await?;
+                q.build()
+                    .persistent(crate::sql::recurs(chunk.len()))
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await?;
             (events.len(), rows.len(), streamed)
