@@ -20,8 +20,14 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a claimed batch is reserved for one worker.
 const LEASE_MS: i64 = 60_000;
-/// Batches claimed at once: those of statuses alone are applied in one transaction.
-const BATCH: i64 = 100;
+/// Batches claimed at once: those of statuses alone are applied in one transaction. A
+/// claim takes what is due up to this, so it only grows with a backlog, and each pass's
+/// fixed cost (three write turns on SQLite, behind the intake and the dispatcher) is then
+/// shared by more statuses. At the top tier, one status per webhook (about 3,000 a second,
+/// SQLite), 100 a claim applied about 2,700 a second and the backlog grew through the run
+/// (received → applied p99 up to 10.9 s); 400 applied about 3,800 a second and kept it
+/// under a second after the launch (docs/performance.md, fifth session).
+const BATCH: i64 = 400;
 /// Batches applied at once. Applying one is a chain of short statements (a customer's
 /// identity, conversation, message), so one at a time leaves PostgreSQL waiting on round
 /// trips; every effect is idempotent and tolerates any order (statuses are monotonic, edits
