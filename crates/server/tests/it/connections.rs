@@ -72,9 +72,14 @@ async fn connections_beyond_the_cap_wait_their_turn_and_are_all_answered() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(tern::connections::serve(listener, router, MAX, async move {
-        let _ = stop_rx.await;
-    }));
+    let server = tokio::spawn(tern::connections::serve(
+        listener,
+        router,
+        MAX,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
 
     // Every client connects and sends its request at once; the kernel completes each
     // handshake, so all 40 requests are on their way.
