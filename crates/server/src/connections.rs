@@ -83,6 +83,7 @@ pub async fn serve(
             .clone()
             .map_request(move |req: Request<hyper::body::Incoming>| {
                 let mut req = req.map(Body::new);
+                // The peer address: the app's sessions page and sign-in limit read it.
                 req.extensions_mut().insert(ConnectInfo(peer));
                 req
             })
