@@ -8,8 +8,12 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use ipnet::IpNet;
 use serde::Deserialize;
+use std::fmt::Display;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
 
 #[derive(Debug, Default, Deserialize)]
 struct Raw {
@@ -221,20 +225,12 @@ impl Config {
             .unwrap_or_else(|| "file://./tern-media".into());
         let media_store = tern_core::media::Location::parse(&media_raw)
             .map_err(|e| anyhow!("TERN_MEDIA_STORE: {e}"))?;
-        let media_import_timeout = match raw
-            .media_import_timeout_secs
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => std::time::Duration::from_secs(30),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(n) if (1..=300).contains(&n) => std::time::Duration::from_secs(n),
-                _ => bail!(
-                    "TERN_MEDIA_IMPORT_TIMEOUT_SECS must be a whole number of seconds from 1 to 300, got {v:?}"
-                ),
-            },
-        };
+        let media_import_timeout = Duration::from_secs(whole(
+            raw.media_import_timeout_secs.as_ref(),
+            "TERN_MEDIA_IMPORT_TIMEOUT_SECS",
+            ("of seconds", 1..=300),
+            30,
+        )?);
         let allow_networks = match raw.allow_networks.as_deref() {
             None | Some("") => Vec::new(),
             Some(list) => list
@@ -265,20 +261,12 @@ impl Config {
             Some("pretty") => LogFormat::Pretty,
             Some(other) => bail!("TERN_LOG_FORMAT must be json or pretty, got {other:?}"),
         };
-        let dispatch_unknown_grace = match raw
-            .dispatch_unknown_grace_secs
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => std::time::Duration::from_secs(900),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(n) if (1..=7 * 24 * 3600).contains(&n) => std::time::Duration::from_secs(n),
-                _ => bail!(
-                    "TERN_DISPATCH_UNKNOWN_GRACE_SECS must be a whole number of seconds from 1 to 604800, got {v:?}"
-                ),
-            },
-        };
+        let dispatch_unknown_grace = Duration::from_secs(whole(
+            raw.dispatch_unknown_grace_secs.as_ref(),
+            "TERN_DISPATCH_UNKNOWN_GRACE_SECS",
+            ("of seconds", 1..=7 * 24 * 3600),
+            900,
+        )?);
         let webhook_retry_schedule = match raw
             .webhook_retry_schedule
             .as_ref()
@@ -292,75 +280,36 @@ impl Config {
                 )
             })?,
         };
-        let webhook_lease = match raw
-            .webhook_lease_secs
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => std::time::Duration::from_secs(60),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(n) if (1..=3600).contains(&n) => std::time::Duration::from_secs(n),
-                _ => bail!(
-                    "TERN_WEBHOOK_LEASE_SECS must be a whole number of seconds from 1 to 3600, got {v:?}"
-                ),
-            },
-        };
-        let webhook_send_nice = match raw
-            .webhook_send_nice
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => 10,
-            Some(v) => match v.trim().parse::<i32>() {
-                Ok(n) if (0..=19).contains(&n) => n,
-                _ => bail!("TERN_WEBHOOK_SEND_NICE must be a whole number from 0 to 19, got {v:?}"),
-            },
-        };
-        let default_rest = tern_engine::webhooks::WebhookWorkerConfig::default().busy_rest;
-        let webhook_busy_rest = match raw
-            .webhook_busy_rest
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => default_rest,
-            Some(v) => match v.trim().parse::<u32>() {
-                Ok(n) if n <= 1000 => n,
-                _ => {
-                    bail!("TERN_WEBHOOK_BUSY_REST must be a whole number from 0 to 1000, got {v:?}")
-                }
-            },
-        };
-        let request_log_days = match raw
-            .request_log_days
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => tern_core::request_log::DEFAULT_DAYS,
-            Some(v) => match v.trim().parse::<u16>() {
-                Ok(n) if n <= tern_core::request_log::MAX_DAYS => n,
-                _ => bail!(
-                    "TERN_REQUEST_LOG_DAYS must be a whole number of days from 0 (off) to 365, got {v:?}"
-                ),
-            },
-        };
-        let max_connections = match raw
-            .max_connections
-            .as_ref()
-            .map(NumberOrText::text)
-            .as_deref()
-        {
-            None => crate::connections::DEFAULT_MAX,
-            Some(v) => match v.trim().parse::<usize>() {
-                Ok(n) if (16..=65_536).contains(&n) => n,
-                _ => {
-                    bail!("TERN_MAX_CONNECTIONS must be a whole number from 16 to 65536, got {v:?}")
-                }
-            },
-        };
+        let webhook_lease = Duration::from_secs(whole(
+            raw.webhook_lease_secs.as_ref(),
+            "TERN_WEBHOOK_LEASE_SECS",
+            ("of seconds", 1..=3600),
+            60,
+        )?);
+        let webhook_send_nice = whole(
+            raw.webhook_send_nice.as_ref(),
+            "TERN_WEBHOOK_SEND_NICE",
+            ("", 0..=19),
+            10,
+        )?;
+        let webhook_busy_rest = whole(
+            raw.webhook_busy_rest.as_ref(),
+            "TERN_WEBHOOK_BUSY_REST",
+            ("", 0..=1000),
+            tern_engine::webhooks::WebhookWorkerConfig::default().busy_rest,
+        )?;
+        let request_log_days = whole(
+            raw.request_log_days.as_ref(),
+            "TERN_REQUEST_LOG_DAYS",
+            ("of days (0: off)", 0..=tern_core::request_log::MAX_DAYS),
+            tern_core::request_log::DEFAULT_DAYS,
+        )?;
+        let max_connections = whole(
+            raw.max_connections.as_ref(),
+            "TERN_MAX_CONNECTIONS",
+            ("", 16..=65_536),
+            crate::connections::DEFAULT_MAX,
+        )?;
         let rate_limits = match raw.rate_limits.as_deref().map(str::trim) {
             None | Some("on") => true,
             Some("off") => false,
@@ -395,19 +344,45 @@ impl Config {
     }
 }
 
+/// A whole-number setting: `default` when unset, else a number within `range`. A bad value
+/// stops start-up with "`name` must be a whole number `unit` from A to B" (`unit`: "of
+/// seconds", or empty); every numeric setting reads through here, so they all say it alike.
+fn whole<T>(
+    v: Option<&NumberOrText>,
+    name: &str,
+    (unit, range): (&str, RangeInclusive<T>),
+    default: T,
+) -> Result<T>
+where
+    T: FromStr + PartialOrd + Display,
+{
+    let Some(v) = v.map(NumberOrText::text) else {
+        return Ok(default);
+    };
+    match v.trim().parse::<T>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => {
+            let unit = if unit.is_empty() {
+                String::new()
+            } else {
+                format!(" {unit}")
+            };
+            bail!(
+                "{name} must be a whole number{unit} from {} to {}, got {v:?}",
+                range.start(),
+                range.end()
+            )
+        }
+    }
+}
+
 /// Longest accepted app duration: ten years (no overflow in milliseconds, no surprise).
 const MAX_APP_SECS: i64 = 10 * 365 * 86_400;
 
 /// An app duration in milliseconds: `default_secs` when unset, else a whole number of
 /// seconds from 1 to [`MAX_APP_SECS`].
 fn app_secs(v: Option<&NumberOrText>, name: &str, default_secs: i64) -> Result<i64> {
-    let Some(v) = v.map(NumberOrText::text) else {
-        return Ok(default_secs * 1000);
-    };
-    match v.trim().parse::<i64>() {
-        Ok(n) if (1..=MAX_APP_SECS).contains(&n) => Ok(n * 1000),
-        _ => bail!("{name} must be a whole number of seconds from 1 to {MAX_APP_SECS}, got {v:?}"),
-    }
+    Ok(whole(v, name, ("of seconds", 1..=MAX_APP_SECS), default_secs)? * 1000)
 }
 
 fn people_settings(raw: &Raw) -> Result<tern_core::people::PeopleSettings> {
@@ -691,6 +666,43 @@ mod tests {
             let err = format!("{:#}", Config::validate(raw).err().unwrap());
             assert!(err.contains(name), "{err} should name {name}");
         }
+    }
+
+    #[test]
+    fn numeric_settings_say_what_they_take() {
+        let said = |raw: Raw| format!("{:#}", Config::validate(raw).err().unwrap());
+        assert_eq!(
+            said(Raw {
+                media_import_timeout_secs: Some(NumberOrText::Text(" 301 ".into())),
+                ..Default::default()
+            }),
+            "TERN_MEDIA_IMPORT_TIMEOUT_SECS must be a whole number of seconds from 1 to 300, \
+             got \" 301 \""
+        );
+        assert_eq!(
+            said(Raw {
+                webhook_send_nice: Some(NumberOrText::Number(-1)),
+                ..Default::default()
+            }),
+            "TERN_WEBHOOK_SEND_NICE must be a whole number from 0 to 19, got \"-1\""
+        );
+        assert_eq!(
+            said(Raw {
+                request_log_days: Some(NumberOrText::Text("a week".into())),
+                ..Default::default()
+            }),
+            "TERN_REQUEST_LOG_DAYS must be a whole number of days (0: off) from 0 to 365, \
+             got \"a week\""
+        );
+        // Whitespace around a good value is forgiven; the bounds are inclusive.
+        let c = Config::validate(Raw {
+            webhook_lease_secs: Some(NumberOrText::Text(" 3600 ".into())),
+            max_connections: Some(NumberOrText::Number(16)),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.webhook_lease, Duration::from_secs(3600));
+        assert_eq!(c.max_connections, 16);
     }
 
     #[test]
