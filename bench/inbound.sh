@@ -9,6 +9,8 @@
 #   BENCH_CONCURRENCY=16    concurrent POSTs
 #   BENCH_CUSTOMERS=500     customers in the pool (a third each: phone, username only, both)
 #   BENCH_SKIP_BUILD=0      1: use the binary already in CARGO_TARGET_DIR
+#   BENCH_ANALYZE_EVERY=5   PostgreSQL: ANALYZE the fresh database every N seconds during the
+#                           run, as a running server's autovacuum keeps statistics (0: never)
 #
 # Prints per backend: intake (POSTs answered 200 per second, latency p50/p99 of the answer),
 # applied messages per second from the first POST until the inbox is empty, and the peak RSS
@@ -80,7 +82,20 @@ for name in $backends; do
 
   echo
   echo "=== $name: $posts POSTs × $batch messages, $conc concurrent, $customers customers ==="
+  # PostgreSQL's planner statistics during the run. The database is created empty just
+  # before it, and autovacuum first analyzes a table about a minute after its inserts begin:
+  # until then every index of `messages` and `contacts` is costed alike, and looking a
+  # message up by wamid read all of the organisation's messages (an edit of the 12,000th
+  # message took 270 ms). A running server has statistics, so by default the run analyzes
+  # every BENCH_ANALYZE_EVERY seconds (0: never, as the bench did before 2026-11-28).
+  analyzer=""
+  if [[ $name == postgres && ${BENCH_ANALYZE_EVERY:-5} != 0 ]]; then
+    while sleep "${BENCH_ANALYZE_EVERY:-5}"; do sql ANALYZE >/dev/null 2>&1 || true; done &
+    analyzer=$!
+    pids+=("$analyzer")
+  fi
   result=$(python3 "$root/bench/inbound.py" "$base" "$APP_SECRET" "$PNID" "$posts" "$batch" "$conc" "$customers")
+  [[ -z $analyzer ]] || { kill "$analyzer" 2>/dev/null || true; wait "$analyzer" 2>/dev/null || true; }
   echo "$result"
   contacts=$(sql "SELECT count(*) FROM contacts")
   stored=$(sql "SELECT count(*) FROM messages WHERE direction = 'inbound'")
