@@ -371,10 +371,23 @@ impl Passes {
     }
 }
 
-/// Opens the API's port; a refusal says which setting chooses another (`--listen` or
-/// `TERN_LISTEN`), the likely cause when the port is taken.
+/// Opens the API's port, with a kernel accept queue of
+/// [`crate::connections::BACKLOG`] (std's default is 128, which a burst of webhook POSTs
+/// overflows); a refusal says which setting chooses another (`--listen` or `TERN_LISTEN`),
+/// the likely cause when the port is taken.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std's and tokio's `bind`: a restart may reuse the port at once.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(crate::connections::BACKLOG)
+    };
+    listen().map_err(|e: std::io::Error| {
         let cause = if e.kind() == std::io::ErrorKind::AddrInUse {
             "the port is already in use (another tern, or another program, holds it)".to_string()
         } else {

@@ -104,8 +104,8 @@ async fn connections_beyond_the_cap_wait_their_turn_and_are_all_answered() {
     assert_eq!(held.most.load(Ordering::SeqCst), MAX);
 
     // Released: every client is answered, the peer address reaches the handler, and the
-    // responses given while the server was at its cap close their connections, which lets
-    // the waiting ones in.
+    // responses given while others waited close their connections, which lets the waiting
+    // ones in.
     release_tx.send(true).unwrap();
     let mut closed = 0;
     for s in &mut clients {
@@ -138,4 +138,83 @@ async fn connections_beyond_the_cap_wait_their_turn_and_are_all_answered() {
 
     let _ = stop_tx.send(());
     server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_crowd_beyond_the_kernels_accept_queue_is_taken_off_it_and_waits_in_order() {
+    const MAX: usize = 4;
+    // As many as may wait: the served ones and a full queue of Tern's own.
+    const CLIENTS: usize = MAX + MAX * tern::connections::WAITING_PER_SLOT;
+    let (release_tx, release) = watch::channel(false);
+    let held = Held {
+        inside: Arc::default(),
+        most: Arc::default(),
+        release,
+    };
+    let router = Router::new()
+        .route("/hold", get(hold))
+        .with_state(held.clone());
+    // A kernel accept queue of two: without Tern's own queue the fourth client or so would
+    // not even complete its handshake while the first MAX are held.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(2).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Arc::new(tern::connections::Counts::default());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(tern::connections::serve_counted(
+        listener,
+        router,
+        MAX,
+        Arc::clone(&counts),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+
+    // One after another, each waiting for its handshake: all of them get through although
+    // the first MAX hold their slots. (Bounded: a server that leaves them to the kernel
+    // would keep this waiting for the handshakes' retries, minutes in all.)
+    let clients = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut clients = Vec::new();
+        for _ in 0..CLIENTS {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"GET /hold HTTP/1.1\r\nhost: tern\r\n\r\n")
+                .await
+                .unwrap();
+            clients.push(s);
+        }
+        clients
+    })
+    .await
+    .expect("every client completes its handshake");
+    let counted = || {
+        (
+            counts.served.load(Ordering::SeqCst),
+            counts.waiting.load(Ordering::SeqCst),
+        )
+    };
+    for _ in 0..500 {
+        if counted() == (MAX, CLIENTS - MAX) && held.inside.load(Ordering::SeqCst) == MAX {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(counted(), (MAX, CLIENTS - MAX));
+    assert_eq!(held.inside.load(Ordering::SeqCst), MAX);
+
+    // Released: every client is answered, with its own address; nothing waits any more.
+    release_tx.send(true).unwrap();
+    let mut clients = clients;
+    for s in &mut clients {
+        let (head, body) = response(s).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert_eq!(body, s.local_addr().unwrap().to_string());
+    }
+    assert_eq!(held.most.load(Ordering::SeqCst), MAX);
+    assert_eq!(counts.waiting.load(Ordering::SeqCst), 0);
+    drop(clients);
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
+    assert_eq!(counted(), (0, 0));
 }
