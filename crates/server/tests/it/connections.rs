@@ -31,6 +31,33 @@ async fn hold(State(h): State<Held>, ConnectInfo(peer): ConnectInfo<SocketAddr>)
     peer.to_string()
 }
 
+/// A router whose `GET /hold` waits until `true` is sent, counting the requests inside.
+fn holding_router() -> (Router, Held, watch::Sender<bool>) {
+    let (release_tx, release) = watch::channel(false);
+    let held = Held {
+        inside: Arc::default(),
+        most: Arc::default(),
+        release,
+    };
+    let router = Router::new()
+        .route("/hold", get(hold))
+        .with_state(held.clone());
+    (router, held, release_tx)
+}
+
+/// `n` clients, connected one after another, each with its `GET /hold` sent.
+async fn holders(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /hold HTTP/1.1\r\nhost: tern\r\n\r\n")
+            .await
+            .unwrap();
+        clients.push(s);
+    }
+    clients
+}
+
 /// One HTTP/1.1 response read off `stream`: its head (lower-cased) and body.
 async fn response(stream: &mut TcpStream) -> (String, String) {
     let mut buf = Vec::new();
@@ -60,15 +87,7 @@ async fn response(stream: &mut TcpStream) -> (String, String) {
 async fn connections_beyond_the_cap_wait_their_turn_and_are_all_answered() {
     const MAX: usize = 16;
     const CLIENTS: usize = 40;
-    let (release_tx, release) = watch::channel(false);
-    let held = Held {
-        inside: Arc::default(),
-        most: Arc::default(),
-        release,
-    };
-    let router = Router::new()
-        .route("/hold", get(hold))
-        .with_state(held.clone());
+    let (router, held, release_tx) = holding_router();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -83,14 +102,7 @@ async fn connections_beyond_the_cap_wait_their_turn_and_are_all_answered() {
 
     // Every client connects and sends its request at once; the kernel completes each
     // handshake, so all 40 requests are on their way.
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /hold HTTP/1.1\r\nhost: tern\r\n\r\n")
-            .await
-            .unwrap();
-        clients.push(s);
-    }
+    let mut clients = holders(addr, CLIENTS).await;
     // The first MAX are taken in and held; the rest wait unread.
     for _ in 0..500 {
         if held.inside.load(Ordering::SeqCst) == MAX {
@@ -145,15 +157,7 @@ async fn a_crowd_beyond_the_kernels_accept_queue_is_taken_off_it_and_waits_in_or
     const MAX: usize = 4;
     // As many as may wait: the served ones and a full queue of Tern's own.
     const CLIENTS: usize = MAX + MAX * tern::connections::WAITING_PER_SLOT;
-    let (release_tx, release) = watch::channel(false);
-    let held = Held {
-        inside: Arc::default(),
-        most: Arc::default(),
-        release,
-    };
-    let router = Router::new()
-        .route("/hold", get(hold))
-        .with_state(held.clone());
+    let (router, held, release_tx) = holding_router();
     // A kernel accept queue of two: without Tern's own queue the fourth client or so would
     // not even complete its handshake while the first MAX are held.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -175,19 +179,9 @@ async fn a_crowd_beyond_the_kernels_accept_queue_is_taken_off_it_and_waits_in_or
     // One after another, each waiting for its handshake: all of them get through although
     // the first MAX hold their slots. (Bounded: a server that leaves them to the kernel
     // would keep this waiting for the handshakes' retries, minutes in all.)
-    let clients = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut clients = Vec::new();
-        for _ in 0..CLIENTS {
-            let mut s = TcpStream::connect(addr).await.unwrap();
-            s.write_all(b"GET /hold HTTP/1.1\r\nhost: tern\r\n\r\n")
-                .await
-                .unwrap();
-            clients.push(s);
-        }
-        clients
-    })
-    .await
-    .expect("every client completes its handshake");
+    let clients = tokio::time::timeout(Duration::from_secs(60), holders(addr, CLIENTS))
+        .await
+        .expect("every client completes its handshake");
     let counted = || {
         (
             counts.served.load(Ordering::SeqCst),
