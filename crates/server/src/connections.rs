@@ -158,15 +158,22 @@ pub async fn serve_counted(
 /// How many accepted connections may wait: [`WAITING_PER_SLOT`] a slot, within the open
 /// files the process may have (its soft limit) less the served ones and [`FD_RESERVE`].
 fn most_waiting(max: usize) -> usize {
+    let files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    waiting_within(max, files)
+}
+
+/// [`most_waiting`] for a limit of `files` open files (`None`: unlimited); at least one,
+/// because the loop accepts only while the queue has room (a limit of 1,024 files with 512
+/// slots leaves none, and nothing would be accepted at all).
+fn waiting_within(max: usize, files: Option<u64>) -> usize {
     let by_slots = max.saturating_mul(WAITING_PER_SLOT);
-    match rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
-        Some(files) => by_slots.min(
-            usize::try_from(files)
-                .unwrap_or(usize::MAX)
-                .saturating_sub(max.saturating_add(FD_RESERVE)),
-        ),
+    let by_files = match files {
+        Some(files) => usize::try_from(files)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(max.saturating_add(FD_RESERVE)),
         None => by_slots,
-    }
+    };
+    by_slots.min(by_files).max(1)
 }
 
 struct Server {
@@ -227,4 +234,20 @@ async fn accept_failed(e: std::io::Error) {
     }
     tracing::error!(error = %e, "accepting a connection failed");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_waiting_queue_fits_the_open_file_limit_and_never_closes() {
+        assert_eq!(waiting_within(512, None), 4096);
+        assert_eq!(waiting_within(512, Some(20_000)), 4096);
+        // 2,048 files: 512 served and 512 kept for the rest leave 1,024 to wait.
+        assert_eq!(waiting_within(512, Some(2048)), 1024);
+        // A common default of 1,024 leaves none; one may still wait, so accepting goes on.
+        assert_eq!(waiting_within(512, Some(1024)), 1);
+        assert_eq!(waiting_within(512, Some(64)), 1);
+    }
 }
