@@ -40,6 +40,9 @@
 #                                     argon2id check and a new session) run beside wrk during the
 #                                     POST run (bench/app.py pace); their count, rate and latency
 #                                     are reported. Compare POST rps with and without.
+#   BENCH_TERN_LOG=warn               tern's log filter (TERN_LOG), e.g. warn,sqlx::query=debug for
+#                                     each statement's time (costs CPU; the log is in the run's
+#                                     temporary directory, deleted at the end)
 #   BENCH_SKIP_BUILD=0                1: use the binaries already in CARGO_TARGET_DIR (runs to be
 #                                     compared on one build while the tree changes)
 #   BENCH_INSERT_PROBE=0              1: right before the POST run, the same wrk run against the
