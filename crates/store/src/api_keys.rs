@@ -369,6 +369,7 @@ impl Db {
     /// than [`LAST_USED_GRANULARITY_MS`] (or absent), and never moves it backwards, so it
     /// is cheap to call on every request. Unknown ids are ignored.
     pub async fn touch_api_key_last_used(&self, id: Uuid, at: i64) -> Result<()> {
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(
                 "UPDATE api_keys SET last_used_at = $2 \
                  WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $2 - $3)")

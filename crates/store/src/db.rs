@@ -137,19 +137,25 @@ impl BeginWrite for SqlitePool {
         // SQLite's busy handler makes a waiting writer sleep 1, 2, 5, 10 … ms between tries,
         // so writers of one process competing through it leave the lock idle while they
         // sleep. Other processes still meet the busy timeout.
-        // Bounded like the busy timeout: a writer that never gets its turn fails as busy.
-        let turn = match write_turns(self) {
-            Some(turns) => match tokio::time::timeout(BUSY_TIMEOUT, turns.acquire_owned()).await {
-                Ok(Ok(turn)) => Some(turn),
-                Ok(Err(_)) => return Err(StoreError::Backend(sqlx::Error::PoolClosed)),
-                Err(_) => return Err(StoreError::Backend(sqlx::Error::PoolTimedOut)),
-            },
-            None => None,
-        };
+        let turn = write_turn(self).await?;
         Ok(WriteTx {
             tx: self.begin_with("BEGIN IMMEDIATE").await?,
             _turn: turn,
         })
+    }
+}
+
+/// This process's next write turn on the SQLite file of `pool` (`None`: an in-memory
+/// database, whose one connection takes writers in turn). Bounded like the busy timeout: a
+/// writer that never gets its turn fails as busy.
+async fn write_turn(pool: &SqlitePool) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+    let Some(turns) = write_turns(pool) else {
+        return Ok(None);
+    };
+    match tokio::time::timeout(BUSY_TIMEOUT, turns.acquire_owned()).await {
+        Ok(Ok(turn)) => Ok(Some(turn)),
+        Ok(Err(_)) => Err(StoreError::Backend(sqlx::Error::PoolClosed)),
+        Err(_) => Err(StoreError::Backend(sqlx::Error::PoolTimedOut)),
     }
 }
 
@@ -445,6 +451,18 @@ impl Db {
             pending_events: Vec::new(),
             pending_timeline: Vec::new(),
         })
+    }
+
+    /// On SQLite, this process's write turn, for a write that is one statement outside a
+    /// transaction (hold it until the statement is done); `None` on PostgreSQL. Without it
+    /// such a statement meets the other writers of the process in SQLite's busy handler,
+    /// which sleeps 1, 2, 5, 10 … ms between tries: a request waiting on it waited tens of
+    /// milliseconds for a lock that was free after one.
+    pub(crate) async fn write_turn(&self) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+        match &self.pool {
+            Pool::Sqlite(pool) => write_turn(pool).await,
+            Pool::Postgres(_) => Ok(None),
+        }
     }
 
     /// The workers' wake-ups, notified after the commits of this handle and of every

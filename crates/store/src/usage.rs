@@ -168,6 +168,7 @@ impl Db {
     /// Adds every item, each in its own statement; outcomes in `adds` order.
     pub async fn add_usage(&self, adds: &[UsageAdd]) -> Result<Vec<UsageGrant>> {
         let mut out = Vec::with_capacity(adds.len());
+        let _turn = self.write_turn().await?;
         for a in adds {
             let g = with_pool!(self, pool => add_usage_on!(self.backend(), pool, a))?;
             out.push(g);
@@ -180,6 +181,7 @@ impl Db {
     /// left, whatever other processes took since it last looked.
     pub async fn take_usage(&self, t: &UsageTake) -> Result<UsageGrant> {
         let sql = take_sql(self.backend());
+        let _turn = self.write_turn().await?;
         let (count, granted) = with_pool!(self, pool => sqlx::query_as::<_, (i64, i64)>(sql)
             .bind(t.org_id)
             .bind(t.meter)
@@ -201,6 +203,7 @@ impl Db {
         period_start: i64,
         units: i64,
     ) -> Result<()> {
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => give_back_on!(pool, org_id, meter, period_start, units))?;
         Ok(())
     }
