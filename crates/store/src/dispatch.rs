@@ -207,15 +207,25 @@ macro_rules! campaign_running {
 
 /// Claims due queued messages: `$1` limit, `$2` now, `$3` owner, `$4` lease end, `$5` give-up
 /// deadline (and `$6` the phone number when `number` is given). Two texts rather than
-/// `($6 IS NULL OR …)` so the planner can use the per-number index.
+/// `($6 IS NULL OR …)` so the planner can use the per-number index. `indexed $hint` names
+/// SQLite's index for the sub-select: without statistics its planner took the index on
+/// (dispatch_state, next_attempt_at) and sorted every due message of the queue for each
+/// claim (20 ms at a backlog of 40,000, holding the write lock), where the per-number index
+/// gives them in order.
 macro_rules! claim_sql {
+    (indexed $hint:literal, $filter:literal) => {
+        claim_sql!(@ $hint, $filter)
+    };
     ($filter:literal $(, $lock:literal)?) => {
+        claim_sql!(@ "", $filter $(, $lock)?)
+    };
+    (@ $hint:literal, $filter:literal $(, $lock:literal)?) => {
         concat!(
             "UPDATE messages SET dispatch_state = 'in_flight', \
              status = CASE WHEN status = 'accepted' THEN 'sending' ELSE status END, \
              attempts = attempts + 1, lease_owner = $3, locked_until = $4, next_attempt_at = $5, \
              updated_at = ", bump_updated_at!("messages", "$2"), " \
-             WHERE id IN (SELECT id FROM messages \
+             WHERE id IN (SELECT id FROM messages ", $hint, " \
                           WHERE dispatch_state = 'queued' ", $filter, " AND next_attempt_at <= $2 \
                             AND status IN ('accepted', 'sending') AND ", campaign_running!(), " \
                           ORDER BY (campaign_id IS NOT NULL), next_attempt_at, id LIMIT $1", $(" ", $lock,)? ") \
@@ -238,6 +248,33 @@ macro_rules! holds_lease {
             owner.as_deref() == Some(lease.owner.as_str()) && attempts == lease.attempt
         })
     }};
+}
+
+/// The claim statement for a backend, per number or not, API sends only or not.
+fn claim_statement(backend: Backend, number: bool, api_only: bool) -> &'static str {
+    match (backend, number, api_only) {
+        (Backend::Sqlite, false, false) => claim_sql!(""),
+        (Backend::Sqlite, false, true) => claim_sql!("AND campaign_id IS NULL"),
+        (Backend::Sqlite, true, false) => claim_sql!(
+            indexed "INDEXED BY messages_dispatch_number_idx",
+            "AND phone_number_id = $6"
+        ),
+        (Backend::Sqlite, true, true) => claim_sql!(
+            indexed "INDEXED BY messages_dispatch_number_idx",
+            "AND phone_number_id = $6 AND campaign_id IS NULL"
+        ),
+        (Backend::Postgres, false, false) => claim_sql!("", "FOR NO KEY UPDATE SKIP LOCKED"),
+        (Backend::Postgres, false, true) => {
+            claim_sql!("AND campaign_id IS NULL", "FOR NO KEY UPDATE SKIP LOCKED")
+        }
+        (Backend::Postgres, true, false) => {
+            claim_sql!("AND phone_number_id = $6", "FOR NO KEY UPDATE SKIP LOCKED")
+        }
+        (Backend::Postgres, true, true) => claim_sql!(
+            "AND phone_number_id = $6 AND campaign_id IS NULL",
+            "FOR NO KEY UPDATE SKIP LOCKED"
+        ),
+    }
 }
 
 impl Db {
@@ -311,26 +348,11 @@ impl Db {
         if claim.limit <= 0 {
             return Ok(Vec::new());
         }
-        let number = claim.phone_number_id.is_some();
-        let sql = match (self.backend(), number, claim.api_only) {
-            (Backend::Sqlite, false, false) => claim_sql!(""),
-            (Backend::Sqlite, false, true) => claim_sql!("AND campaign_id IS NULL"),
-            (Backend::Sqlite, true, false) => claim_sql!("AND phone_number_id = $6"),
-            (Backend::Sqlite, true, true) => {
-                claim_sql!("AND phone_number_id = $6 AND campaign_id IS NULL")
-            }
-            (Backend::Postgres, false, false) => claim_sql!("", "FOR NO KEY UPDATE SKIP LOCKED"),
-            (Backend::Postgres, false, true) => {
-                claim_sql!("AND campaign_id IS NULL", "FOR NO KEY UPDATE SKIP LOCKED")
-            }
-            (Backend::Postgres, true, false) => {
-                claim_sql!("AND phone_number_id = $6", "FOR NO KEY UPDATE SKIP LOCKED")
-            }
-            (Backend::Postgres, true, true) => claim_sql!(
-                "AND phone_number_id = $6 AND campaign_id IS NULL",
-                "FOR NO KEY UPDATE SKIP LOCKED"
-            ),
-        };
+        let sql = claim_statement(
+            self.backend(),
+            claim.phone_number_id.is_some(),
+            claim.api_only,
+        );
         let lease_end = claim.now.saturating_add(claim.lease_ms.max(0));
         let deadline = lease_end.saturating_add(claim.grace_ms.max(0));
         let rows = with_pool!(self, pool => {
@@ -795,5 +817,51 @@ impl Tx {
             .collect();
         expired.sort();
         Ok(expired)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Pool;
+
+    /// SQLite's plan of a per-number claim walks the per-number index in claim order: no
+    /// sort of the queue (`USE TEMP B-TREE FOR ORDER BY`), whatever the backlog.
+    #[tokio::test]
+    async fn a_number_claim_on_sqlite_reads_the_queue_in_order_without_sorting_it() {
+        let db = Db::connect("sqlite::memory:").await.unwrap();
+        db.migrate().await.unwrap();
+        let Pool::Sqlite(pool) = &db.pool else {
+            unreachable!("an in-memory SQLite database");
+        };
+        for api_only in [false, true] {
+            let sql = format!(
+                "EXPLAIN QUERY PLAN {}",
+                claim_statement(Backend::Sqlite, true, api_only)
+            );
+            let plan: Vec<String> =
+                sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(sql))
+                    .bind(10_i64)
+                    .bind(0_i64)
+                    .bind("w")
+                    .bind(0_i64)
+                    .bind(0_i64)
+                    .bind("100")
+                    .fetch_all(pool)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|(_, _, _, detail)| detail)
+                    .collect();
+            assert!(
+                plan.iter()
+                    .any(|d| d.contains("messages_dispatch_number_idx")),
+                "api_only {api_only}: {plan:?}"
+            );
+            assert!(
+                !plan.iter().any(|d| d.contains("TEMP B-TREE")),
+                "api_only {api_only}: {plan:?}"
+            );
+        }
     }
 }
