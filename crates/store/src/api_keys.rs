@@ -86,10 +86,10 @@ macro_rules! key_columns {
 /// Flat row of the auth join; columns are aliased because keys and orgs share names.
 /// The key, its creator's role and its organisation; `$extra` is prepended to the columns.
 macro_rules! auth_select {
-    ($extra:literal) => {
+    ($($extra:tt)*) => {
         concat!(
             "SELECT ",
-            $extra,
+            $($extra)*,
             "k.id, k.org_id, k.member_id, k.name, k.prefix, k.key_hash, k.permissions, \
              k.created_at, k.last_used_at, k.revoked_at, k.replaced_by, k.mode, \
              t.id AS test_org_id, \
