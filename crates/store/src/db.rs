@@ -391,7 +391,20 @@ impl Db {
     /// request bursts cannot take. An in-memory SQLite database has one connection only, so
     /// it gets this handle back. Shares the wake-ups ([`Wakeups`]).
     pub fn with_own_pool(&self, max_connections: u32) -> Db {
-        self.own_pool(max_connections, false)
+        self.own_pool(max_connections, &[])
+    }
+
+    /// Like [`Db::with_own_pool`], with PostgreSQL planning each prepared statement once
+    /// (`plan_cache_mode = force_generic_plan`) instead of choosing per execution. Only for
+    /// statements whose best plan does not depend on their parameters' values (key and id
+    /// lookups by unique indexes, whatever the size of their arrays): PostgreSQL kept
+    /// planning the batched send lookup afresh on every call, and the planning cost more
+    /// than the execution (3.45 s against 1.0 s of 4,294 calls).
+    pub fn with_own_pool_generic_plans(&self, max_connections: u32) -> Db {
+        self.own_pool(
+            max_connections,
+            &[("plan_cache_mode", "force_generic_plan")],
+        )
     }
 
     /// Like [`Db::with_own_pool`], with PostgreSQL commits that do not wait for the WAL to
@@ -402,15 +415,16 @@ impl Db {
     /// applying a stored network webhook batch, whose `processed_at` is then written through
     /// an ordinary handle. SQLite commits in WAL mode do not wait for the disk anyway.
     pub fn with_own_pool_deferred_commits(&self, max_connections: u32) -> Db {
-        self.own_pool(max_connections, true)
+        self.own_pool(max_connections, &[("synchronous_commit", "off")])
     }
 
-    fn own_pool(&self, max_connections: u32, deferred: bool) -> Db {
+    /// A pool of its own; on PostgreSQL its connections get `settings` too.
+    fn own_pool(&self, max_connections: u32, settings: &[(&str, &str)]) -> Db {
         let pool = match &self.pool {
             Pool::Postgres(p) => {
                 let mut options = p.connect_options().as_ref().clone();
-                if deferred {
-                    options = options.options([("synchronous_commit", "off")]);
+                if !settings.is_empty() {
+                    options = options.options(settings.iter().copied());
                 }
                 Pool::Postgres(pg_pool_options(max_connections).connect_lazy_with(options))
             }
@@ -511,6 +525,23 @@ mod tests {
     fn redacts_password() {
         assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact("sqlite://a.db"), "sqlite://a.db");
+    }
+
+    /// The lookups' pool plans once; the others keep PostgreSQL's default.
+    #[tokio::test]
+    async fn a_generic_plan_pool_sets_its_connections_and_no_others() {
+        let db = Db::connect(&crate::testkit::test_pg_url()).await.unwrap();
+        let own = db.with_own_pool_generic_plans(1);
+        for (handle, want) in [(&own, "force_generic_plan"), (&db, "auto")] {
+            let Pool::Postgres(pool) = &handle.pool else {
+                unreachable!("a PostgreSQL handle");
+            };
+            let mode: String = sqlx::query_scalar("SELECT current_setting('plan_cache_mode')")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            assert_eq!(mode, want);
+        }
     }
 
     #[tokio::test]

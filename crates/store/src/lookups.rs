@@ -129,9 +129,19 @@ impl std::fmt::Debug for Lookups {
     }
 }
 
+/// Connections of the lookups' own pool on PostgreSQL: one statement per kind of lookup
+/// runs at a time ([`READERS`]).
+const CONNECTIONS: u32 = 2;
+
 impl Lookups {
-    /// Starts the reader tasks on the current Tokio runtime.
+    /// Starts the reader tasks on the current Tokio runtime. On PostgreSQL they read through
+    /// a pool of their own whose statements are planned once
+    /// ([`Db::with_own_pool_generic_plans`]): every lookup is by unique keys.
     pub fn start(db: Db) -> Lookups {
+        let db = match db.backend() {
+            Backend::Postgres => db.with_own_pool_generic_plans(CONNECTIONS),
+            Backend::Sqlite => db,
+        };
         Lookups {
             auth: Coalescer::start(db.clone(), |db, hashes| {
                 Box::pin(async move { db.find_auth_by_hashes(&hashes).await })
