@@ -231,7 +231,7 @@ impl Db {
             Pool::Sqlite(pool) => {
                 // One statement per lookup: each statement is a round trip to the
                 // connection's thread, and on a busy machine the wake-ups of those round
-                // trips, not the reads, were the cost (two statements: 4,450–5,400 sends/s).
+                // trips, not the reads, were the cost (docs/performance.md, issue 33).
                 let mut conn = pool.acquire().await?;
                 for (slot, q) in out.iter_mut().zip(qs) {
                     let rows = sqlx::query_as::<_, SendLookupRow>(concat!(
