@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Backend, BeginWrite as _, Db, with_pool};
+use crate::db::{BeginWrite as _, Db, Pool, with_pool};
 use crate::error::{Result, StoreError};
 use crate::messages::Message;
 use crate::sql::lock_for_write;
@@ -317,20 +317,32 @@ impl Db {
             .collect()
     }
 
-    /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. On PostgreSQL
-    /// a round of plain items (no debit, no new contact or conversation) is one statement
-    /// that also counts their `messages_sent` ([`AcceptBatch::accept_plain`]); any other
-    /// round, or one that would pass an allowance, is a transaction.
+    /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. A round of
+    /// plain items (no debit, no new contact or conversation) is one call that also counts
+    /// their `messages_sent` ([`AcceptBatch::accept_plain`]: one statement on PostgreSQL,
+    /// one multi-statement call in the write transaction on SQLite); any other round, or one
+    /// that would pass an allowance, is a transaction item by item.
     async fn accept_round(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
-        // SQLite has no single statement for it (and its transactions cost no round trips).
-        if self.backend() == Backend::Sqlite || !idx.iter().all(|&i| items[i].is_plain()) {
+        if !idx.iter().all(|&i| items[i].is_plain()) {
             return self.accept_in_tx(items, idx).await;
         }
-        let bound = with_pool!(self, pool => {
-            let mut conn = pool.acquire().await?;
-            let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
-            AcceptBatch::accept_plain(&mut *conn, &batch).await?
-        });
+        let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
+        let bound = match &self.pool {
+            Pool::Postgres(pool) => {
+                let mut conn = pool.acquire().await?;
+                AcceptBatch::accept_plain(&mut *conn, &batch).await?
+            }
+            // SQLite's statements are sent together inside the write transaction.
+            Pool::Sqlite(pool) => {
+                let mut tx = pool.begin_write().await?;
+                let bound = AcceptBatch::accept_plain(&mut *tx, &batch).await?;
+                match bound {
+                    Some(_) => tx.commit().await?,
+                    None => tx.rollback().await?,
+                }
+                bound
+            }
+        };
         let Some(bound) = bound else {
             return self.accept_in_tx(items, idx).await;
         };
@@ -609,11 +621,12 @@ trait AcceptBatch {
     async fn insert_queued(&mut self, items: &[&Accept]) -> Result<()>;
     /// `last_message_at = max(last_message_at, t)` per conversation.
     async fn touch_conversations(&mut self, latest: &BTreeMap<Uuid, i64>) -> Result<()>;
-    /// Plain items ([`Accept::is_plain`]) in one statement, which is its own transaction:
-    /// binds the free keys, stores those items' messages queued, touches their
-    /// conversations and counts their `messages_sent`. Returns the keys bound, or `None`
-    /// where the backend cannot, or when a counter would pass its allowance (then nothing
-    /// was written and the transaction path decides item by item).
+    /// Plain items ([`Accept::is_plain`]) in one call: binds the free keys, stores those
+    /// items' messages queued, touches their conversations and counts their
+    /// `messages_sent`. Returns the keys bound, or `None` when a counter would pass its
+    /// allowance (then nothing may stay written and the transaction path decides item by
+    /// item). On PostgreSQL the statement is its own transaction; on SQLite the caller holds
+    /// one.
     async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>>;
 }
 

@@ -1,39 +1,103 @@
-//! [`AcceptBatch`] on SQLite: multi-row `VALUES`, not kept prepared.
+//! [`AcceptBatch`] on SQLite: multi-row `VALUES`, not kept prepared; the plain path
+//! sends its statements together.
 
 use std::collections::{BTreeMap, HashSet};
 
-use sqlx::SqliteConnection;
+use futures::TryStreamExt;
 use sqlx::types::Json;
+use sqlx::{Either, Executor, QueryBuilder, Row, Sqlite, SqliteConnection};
 use uuid::Uuid;
 
 use super::{Accept, AcceptBatch};
 use crate::error::Result;
 
 impl AcceptBatch for SqliteConnection {
-    // SQLite has no data-modifying CTEs; its transactions are cheap anyway (no round trips).
-    async fn accept_plain(
-        &mut self,
-        _items: &[&Accept],
-    ) -> Result<Option<HashSet<(Uuid, String)>>> {
-        Ok(None)
+    // The statements of the plain path in one string, run by one call to the connection's
+    // thread (sqlx's SQLite driver runs a multi-statement string in order, binding the
+    // `?`s across the statements): each call is a round trip through that thread, which was
+    // what the acceptance's write turn spent most of its time waiting on (BEGIN, keys,
+    // counter, messages, conversations, COMMIT — six; now three). The caller holds the
+    // write transaction (`BEGIN IMMEDIATE`), commits it when this answers `Some`, and rolls
+    // it back otherwise (a counter would pass its allowance: the transaction path decides
+    // item by item).
+    async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>> {
+        // 1. The free (or expired) keys, bound to these messages.
+        let mut q = keys_insert(items);
+        q.push("; INSERT INTO messages (");
+        q.push(queued_columns!());
+        // 2. The messages whose key was bound to them (a taken key keeps its own message).
+        q.push(") SELECT * FROM (");
+        push_queued(&mut q, items);
+        q.push(
+            ") AS v WHERE EXISTS (SELECT 1 FROM idempotency_keys k \
+             WHERE k.org_id = v.column2 AND k.key = v.column27 AND k.message_id = v.column1)",
+        );
+        // 3. Their `messages_sent`, all or nothing per counter (as on PostgreSQL).
+        let counted: Vec<(Uuid, i64, i64, Uuid)> = items
+            .iter()
+            .filter_map(|it| {
+                let (period, allowance) = it.charges.messages_sent?;
+                Some((it.message.org_id, period, allowance, it.message.id))
+            })
+            .collect();
+        if !counted.is_empty() {
+            q.push(
+                "; INSERT INTO usage_counters (org_id, meter, period_start, count, last_grant) \
+                 SELECT v.column1, 'messages_sent', v.column2, count(*), min(v.column3) FROM (",
+            );
+            q.push_values(&counted, |mut b, (org, period, allowance, id)| {
+                b.push_bind(*org)
+                    .push_bind(*period)
+                    .push_bind(*allowance)
+                    .push_bind(*id);
+            });
+            q.push(
+                ") AS v JOIN messages m ON m.id = v.column4 WHERE true \
+                 GROUP BY v.column1, v.column2 HAVING count(*) <= min(v.column3) \
+                 ON CONFLICT (org_id, meter, period_start) DO UPDATE \
+                 SET count = usage_counters.count + excluded.count \
+                 WHERE usage_counters.count + excluded.count <= excluded.last_grant RETURNING 1",
+            );
+        }
+        // 4. Each conversation's latest activity, from the messages stored.
+        q.push(
+            "; UPDATE conversations SET last_message_at = v.t FROM \
+             (SELECT conversation_id AS c, max(created_at) AS t FROM messages WHERE id IN (",
+        );
+        let mut ids = q.separated(", ");
+        for it in items {
+            ids.push_bind(it.message.id);
+        }
+        q.push(
+            ") GROUP BY conversation_id) AS v WHERE conversations.id = v.c AND \
+             (conversations.last_message_at IS NULL OR conversations.last_message_at < v.t)",
+        );
+
+        // Rows before the first statement's end are its bound keys; rows after, the
+        // counters' grants.
+        let mut bound = HashSet::new();
+        let mut grants = 0_usize;
+        let mut statement = 0_usize;
+        let mut steps = self.fetch_many(q.build().persistent(false));
+        while let Some(step) = steps.try_next().await? {
+            match step {
+                Either::Left(_) => statement += 1,
+                Either::Right(row) if statement == 0 => {
+                    bound.insert((row.try_get::<Uuid, _>(0)?, row.try_get::<String, _>(1)?));
+                }
+                Either::Right(_) => grants += 1,
+            }
+        }
+        let wanted: HashSet<(Uuid, i64)> = items
+            .iter()
+            .filter(|it| bound.contains(&(it.message.org_id, it.key.clone())))
+            .filter_map(|it| it.counter())
+            .collect();
+        Ok((grants == wanted.len()).then_some(bound))
     }
 
     async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {
-        let mut q = sqlx::QueryBuilder::new(
-            "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
-             created_at, expires_at) ",
-        );
-        q.push_values(items, |mut b, it| {
-            b.push_bind(it.message.org_id)
-                .push_bind(it.key.as_str())
-                .push_bind(it.fingerprint.as_slice())
-                .push_bind(it.message.id)
-                .push_bind("completed")
-                .push_bind(it.message.created_at)
-                .push_bind(it.key_expires_at);
-        });
-        q.push(key_conflict!());
-        let rows = q
+        let rows = keys_insert(items)
             .build_query_as::<(Uuid, String)>()
             .persistent(false)
             .fetch_all(&mut *self)
@@ -42,44 +106,9 @@ impl AcceptBatch for SqliteConnection {
     }
 
     async fn insert_queued(&mut self, items: &[&Accept]) -> Result<()> {
-        let mut q = sqlx::QueryBuilder::new(concat!(
-            "INSERT INTO messages (",
-            crate::messages::outbound_columns!(),
-            ", api_key_id, request_id, idempotency_key, attempts, next_attempt_at, dispatch_state) "
-        ));
-        q.push_values(items, |mut b, it| {
-            let m = &it.message;
-            b.push_bind(m.id)
-                .push_bind(m.org_id)
-                .push_bind(m.conversation_id)
-                .push_bind(m.contact_id)
-                .push_bind(m.phone_number_id.as_str())
-                .push_bind(m.direction.as_str())
-                .push_bind(m.r#type.as_str())
-                .push_bind(m.status.as_str())
-                .push_bind(m.template_name.as_deref())
-                .push_bind(m.template_language.as_deref())
-                .push_bind(m.text.as_deref())
-                .push_bind(m.media_id)
-                .push_bind(m.wamid.as_deref())
-                .push_bind(Json(&m.request))
-                .push_bind(m.campaign_id)
-                .push_bind(m.created_at)
-                .push_bind(m.sent_at)
-                .push_bind(m.delivered_at)
-                .push_bind(m.read_at)
-                .push_bind(m.failed_at)
-                .push_bind(m.failure_code.as_deref())
-                .push_bind(m.failure.as_ref().map(Json))
-                .push_bind(m.updated_at)
-                .push_bind(m.reply_to.as_ref().map(Json))
-                .push_bind(it.api_key_id)
-                .push_bind(it.request_id.as_deref())
-                .push_bind(it.key.as_str())
-                .push_bind(0_i64)
-                .push_bind(m.created_at)
-                .push_bind(crate::dispatch::DISPATCH_QUEUED);
-        });
+        let mut q =
+            sqlx::QueryBuilder::new(concat!("INSERT INTO messages (", queued_columns!(), ") "));
+        push_queued(&mut q, items);
         q.build().persistent(false).execute(&mut *self).await?;
         Ok(())
     }
@@ -97,4 +126,73 @@ impl AcceptBatch for SqliteConnection {
         q.build().persistent(false).execute(&mut *self).await?;
         Ok(())
     }
+}
+
+/// The columns [`push_queued`] gives values for: `outbound_columns!` (the message id first,
+/// its organisation second) then who sent it and its dispatch state (the key 27th).
+macro_rules! queued_columns {
+    () => {
+        concat!(
+            crate::messages::outbound_columns!(),
+            ", api_key_id, request_id, idempotency_key, attempts, next_attempt_at, dispatch_state"
+        )
+    };
+}
+use queued_columns;
+
+/// The keys' insert, taking over only expired ones, returning those bound.
+fn keys_insert(items: &[&Accept]) -> QueryBuilder<Sqlite> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
+         created_at, expires_at) ",
+    );
+    q.push_values(items, |mut b, it| {
+        b.push_bind(it.message.org_id)
+            .push_bind(it.key.as_str())
+            .push_bind(it.fingerprint.as_slice())
+            .push_bind(it.message.id)
+            .push_bind("completed")
+            .push_bind(it.message.created_at)
+            .push_bind(it.key_expires_at);
+    });
+    q.push(key_conflict!());
+    q
+}
+
+/// `VALUES (…), …` of the items' messages, queued for dispatch at their `created_at`, in
+/// [`queued_columns!`] order.
+fn push_queued(q: &mut QueryBuilder<Sqlite>, items: &[&Accept]) {
+    q.push_values(items, |mut b, it| {
+        let m = &it.message;
+        b.push_bind(m.id)
+            .push_bind(m.org_id)
+            .push_bind(m.conversation_id)
+            .push_bind(m.contact_id)
+            .push_bind(m.phone_number_id.as_str())
+            .push_bind(m.direction.as_str())
+            .push_bind(m.r#type.as_str())
+            .push_bind(m.status.as_str())
+            .push_bind(m.template_name.as_deref())
+            .push_bind(m.template_language.as_deref())
+            .push_bind(m.text.as_deref())
+            .push_bind(m.media_id)
+            .push_bind(m.wamid.as_deref())
+            .push_bind(Json(&m.request))
+            .push_bind(m.campaign_id)
+            .push_bind(m.created_at)
+            .push_bind(m.sent_at)
+            .push_bind(m.delivered_at)
+            .push_bind(m.read_at)
+            .push_bind(m.failed_at)
+            .push_bind(m.failure_code.as_deref())
+            .push_bind(m.failure.as_ref().map(Json))
+            .push_bind(m.updated_at)
+            .push_bind(m.reply_to.as_ref().map(Json))
+            .push_bind(it.api_key_id)
+            .push_bind(it.request_id.as_deref())
+            .push_bind(it.key.as_str())
+            .push_bind(0_i64)
+            .push_bind(m.created_at)
+            .push_bind(crate::dispatch::DISPATCH_QUEUED);
+    });
 }

@@ -406,7 +406,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(queued.iter().map(|m| m.id).collect::<Vec<_>>(), vec![ids[4], ids[2], ids[0]]);
     },
 
-    // Counted items without other charges (one statement on PostgreSQL, counting included):
+    // Counted items without other charges (one call on either backend, counting included):
     // a batch within the allowance counts once; one that would pass it gets exactly the
     // units left, in order, and a taken key gives its unit back.
     counted_plain_batch_is_exact_at_the_allowance => async |db| {
@@ -439,7 +439,7 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert!(db.get_idempotency_key(s.org, "k-more-2", T0).await.unwrap().is_none());
     },
 
-    // Items with nothing but a key and a message (one statement on PostgreSQL): keys taken
+    // Items with nothing but a key and a message (one call on either backend): keys taken
     // before or earlier in the batch, an expired key taken over, several conversations, and
     // an item that cannot be stored, which fails alone.
     plain_batch_binds_stores_queues_and_touches => async |db| {
