@@ -77,6 +77,9 @@ pub struct Db {
     pub(crate) pool: Pool,
     /// This process's workers' wake-ups, shared by every handle derived from this one.
     pub(crate) wakeups: std::sync::Arc<Wakeups>,
+    /// A file-backed SQLite database's checkpoints run while a handle holds this
+    /// ([`crate::checkpoint`]).
+    checkpoints: Option<std::sync::Arc<()>>,
 }
 
 /// The one home of the workers' wake-ups: the store notifies each after the commit that
@@ -344,12 +347,15 @@ impl Db {
         in_memory: bool,
         max_connections: Option<u32>,
     ) -> Result<Db> {
-        let options = options
+        let mut options = options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
+        if !in_memory {
+            options = crate::checkpoint::without_auto(options);
+        }
         // No ping before each use (sqlx's default): a SQLite connection does not go away, and
         // the ping is a round trip to the connection's worker thread.
         let mut pool = SqlitePoolOptions::new()
@@ -365,10 +371,11 @@ impl Db {
                 .idle_timeout(None)
                 .max_lifetime(None);
         }
-        let pool = pool.connect_with(options).await?;
+        let pool = pool.connect_with(options.clone()).await?;
         Ok(Db {
             pool: Pool::Sqlite(pool),
             wakeups: Default::default(),
+            checkpoints: (!in_memory).then(|| crate::checkpoint::start(options)),
         })
     }
 
@@ -383,6 +390,7 @@ impl Db {
         Ok(Db {
             pool: Pool::Postgres(pool),
             wakeups: Default::default(),
+            checkpoints: None,
         })
     }
 
@@ -440,6 +448,7 @@ impl Db {
         Db {
             pool,
             wakeups: std::sync::Arc::clone(&self.wakeups),
+            checkpoints: self.checkpoints.clone(),
         }
     }
 

@@ -14,6 +14,7 @@ mod app_sessions;
 mod audit;
 mod campaign_recipients;
 mod campaigns;
+mod checkpoint;
 mod contact_fields;
 mod contacts;
 mod conversations;
