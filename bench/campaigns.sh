@@ -32,9 +32,10 @@
 #            whole rate (API and campaign sends leaving the queue, from tern's /metrics).
 #   lag      once the inbox is empty (60 s at most): the status lag of every network status
 #            report the run applied (its timeline entry, kind `status`): applied (the entry's
-#            UUID v7 time) − the network's timestamp, p50/p99/max. The network's timestamps are
-#            whole seconds (the simulator's too), so this overstates each lag by up to 1 s;
-#            also applied − received (the webhook's arrival at tern, ms), tern's own share.
+#            UUID v7 time) − when the simulator emitted the status (`status_at_ms` of
+#            GET /_sim/messages, ms), p50/p99/max. Also applied − the network's timestamp
+#            (whole seconds, the simulator's too, so up to 1 s high), and applied − received
+#            (the webhook's arrival at tern, ms), tern's own share.
 #   RSS      VmHWM of the tern process (peak resident set) at the end.
 # Loopback only; every run is bounded. Raw outputs go to bench/results/.
 set -euo pipefail
@@ -254,30 +255,39 @@ print(f"{r(50)}/{r(99)}")') ;;
   done
   local id_hex
   case $name in
-    sqlite) id_hex="hex(id)" ;;
-    postgres) id_hex="replace(id::text, '-', '')" ;;
+    sqlite) id_hex="hex(t.id)" ;;
+    postgres) id_hex="replace(t.id::text, '-', '')" ;;
   esac
+  # When the simulator emitted each status (ms; its webhooks' own timestamps are whole seconds).
+  curl -sf "$sim/_sim/messages" >"$dir/sim_messages.json"
   local status_lag
-  status_lag=$(sql "SELECT $id_hex || '|' || data FROM message_timeline WHERE kind = 'status'" | python3 -c '
+  status_lag=$(sql "SELECT $id_hex || '|' || m.wamid || '|' || t.data FROM message_timeline t JOIN messages m ON m.id = t.message_id WHERE t.kind = 'status'" | python3 -c '
 import json, math, sys
 from datetime import datetime
 def ms(t):
     return int(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() * 1000)
-net, own = [], []
+emitted = {}
+for m in json.load(open(sys.argv[1]))["data"]:
+    for st, at in zip(m["statuses"], m.get("status_at_ms", [])):
+        emitted.setdefault((m["wamid"], st), at)
+net, own, exact = [], [], []
 for line in sys.stdin:
-    hexid, _, data = line.rstrip("\n").partition("|")
+    hexid, _, rest = line.rstrip("\n").partition("|")
+    wamid, _, data = rest.partition("|")
     d = json.loads(data)
     if not d.get("received_at") or not d.get("network_timestamp"):
         continue
     applied = int(hexid[:12], 16)
     net.append(applied - ms(d["network_timestamp"]))
     own.append(applied - ms(d["received_at"]))
+    if (wamid, d.get("status")) in emitted:
+        exact.append(applied - emitted[(wamid, d["status"])])
 def pct(v):
     v = sorted(v)
     r = lambda p: v[max(0, math.ceil(p / 100 * len(v)) - 1)] if v else "-"
     last = v[-1] if v else "-"
     return f"{r(50)}/{r(99)}/{last}"
-print(f"{len(net)} reports: network timestamp → applied p50/p99/max {pct(net)} ms (whole-second timestamps: up to 1 s high), received → applied {pct(own)} ms")')
+print(f"{len(net)} reports: emitted → applied p50/p99/max {pct(exact)} ms ({len(exact)} matched), network timestamp → applied {pct(net)} ms (whole-second timestamps: up to 1 s high), received → applied {pct(own)} ms")' "$dir/sim_messages.json")
   [[ $unprocessed == 0 ]] || status_lag="$status_lag ($unprocessed notifications still unprocessed after 60 s)"
   rss=$(hwm_mib "$tern_pid")
   if [[ $post == 1 ]]; then

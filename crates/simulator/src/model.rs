@@ -321,6 +321,9 @@ pub struct MessageRecord {
     pub outcome: String,
     /// Statuses handed to the webhook dispatcher so far, in emission order.
     pub statuses: Vec<String>,
+    /// When each of `statuses` was handed over (Unix ms, the real clock): the webhook's own
+    /// `timestamp` is whole seconds, too coarse to measure how soon a receiver applies it.
+    pub status_at_ms: Vec<i64>,
     pub payload: Value,
 }
 

@@ -110,6 +110,7 @@ impl Sim {
             accepted_at: now,
             outcome,
             statuses: Vec::new(),
+            status_at_ms: Vec::new(),
             payload,
         });
         drop(st);
@@ -239,6 +240,7 @@ impl Sim {
         });
         if let Some(m) = st.messages.iter_mut().rev().find(|m| m.wamid == ctx.wamid) {
             m.statuses.push(status.to_owned());
+            m.status_at_ms.push(crate::state::unix_now_ms());
         }
         drop(st);
         self.queue(&ctx.number, OutKind::Status { status: v, contact });
