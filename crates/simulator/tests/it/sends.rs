@@ -41,6 +41,22 @@ async fn text_in_window_sent_delivered_read_with_callback_data() {
         assert!(s.timestamp.is_some());
         assert!(s.conversation.is_some());
     }
+    // When each status was emitted, to the millisecond: one time per status, in order, in
+    // the second the webhook's own timestamp names (read a moment apart: at most the next).
+    let record = e
+        .sim
+        .messages()
+        .into_iter()
+        .find(|m| m.wamid == ok.wamid)
+        .unwrap();
+    assert_eq!(record.status_at_ms.len(), record.statuses.len());
+    assert!(record.status_at_ms.is_sorted());
+    for (s, at) in st.iter().zip(&record.status_at_ms) {
+        assert!(
+            (at.div_euclid(1000) - s.timestamp.unwrap()).abs() <= 1,
+            "{at} ms"
+        );
+    }
     // A reply in the window: free until October 2026, charged per message from then on
     // (the report's own time decides).
     let pricing = st[0].pricing.as_ref().unwrap();
