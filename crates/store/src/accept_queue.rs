@@ -14,6 +14,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::db::Db;
 use crate::error::{Result, StoreError};
+use crate::held::HeldWriter;
 use crate::outbound::{Accept, Acceptance};
 
 /// Largest batch written in one transaction (bounds the statement size and how long one
@@ -68,10 +69,12 @@ impl AcceptQueue {
 }
 
 async fn write_batches(db: Db, rx: Arc<Mutex<mpsc::Receiver<(Accept, Reply)>>>) {
+    // The writer's connection, kept between batches.
+    let mut held = HeldWriter::kept();
     // One writer gathers at a time; the other writes meanwhile.
     while let Some(jobs) = crate::lookups::gather(&rx, MAX_BATCH).await {
         let (mut items, replies): (Vec<Accept>, Vec<Reply>) = jobs.into_iter().unzip();
-        let results = db.accept_messages(&mut items).await;
+        let results = db.accept_messages_on(&mut items, &mut held).await;
         for ((item, reply), result) in items.into_iter().zip(replies).zip(results) {
             // A requester that went away (client disconnected) still had its message
             // accepted; a retry with the same key replays it.

@@ -151,7 +151,9 @@ impl BeginWrite for SqlitePool {
 /// This process's next write turn on the SQLite file of `pool` (`None`: an in-memory
 /// database, whose one connection takes writers in turn). Bounded like the busy timeout: a
 /// writer that never gets its turn fails as busy.
-async fn write_turn(pool: &SqlitePool) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+pub(crate) async fn write_turn(
+    pool: &SqlitePool,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
     let Some(turns) = write_turns(pool) else {
         return Ok(None);
     };

@@ -23,6 +23,7 @@ mod dispatch;
 mod error;
 mod events;
 mod explorer;
+mod held;
 mod identities_learned;
 mod identity;
 mod inbound_batch;

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{BeginWrite as _, Db, Pool, with_pool};
+use crate::db::{BeginWrite as _, Db, Pool, with_pool, write_turn};
 use crate::error::{Result, StoreError};
+use crate::held::HeldWriter;
 use crate::messages::Message;
 use crate::sql::lock_for_write;
 use crate::usage::{UsageAdd, UsageGrant, add_usage_on, give_back_on};
@@ -278,6 +279,17 @@ impl Db {
     /// first one's key. If a batch transaction fails (a deadlock between processes, a bad
     /// row), its items are retried one transaction each, so one item's error is its own.
     pub async fn accept_messages(&self, items: &mut [Accept]) -> Vec<Result<Acceptance>> {
+        self.accept_messages_on(items, &mut HeldWriter::per_use())
+            .await
+    }
+
+    /// [`Db::accept_messages`] with the connection `held` keeps between calls (the
+    /// acceptance writer's).
+    pub(crate) async fn accept_messages_on(
+        &self,
+        items: &mut [Accept],
+        held: &mut HeldWriter,
+    ) -> Vec<Result<Acceptance>> {
         let mut out: Vec<Option<Result<Acceptance>>> = items.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..items.len()).collect();
         while !pending.is_empty() {
@@ -285,7 +297,7 @@ impl Db {
             let (round, later): (Vec<usize>, Vec<usize>) = pending
                 .into_iter()
                 .partition(|&i| seen.insert((items[i].message.org_id, items[i].key.clone())));
-            match self.accept_round(items, &round).await {
+            match self.accept_round(items, &round, held).await {
                 Ok(results) => {
                     for (i, r) in round.iter().zip(results) {
                         out[*i] = Some(Ok(r));
@@ -296,7 +308,7 @@ impl Db {
                     tracing::debug!(error = %e, items = round.len(), "batch acceptance failed; one by one");
                     for i in round {
                         out[i] = Some(
-                            self.accept_round(items, &[i])
+                            self.accept_round(items, &[i], held)
                                 .await
                                 .map(|mut r| r.remove(0)),
                         );
@@ -320,27 +332,33 @@ impl Db {
     /// One round over `items[idx]` (distinct keys); outcomes in `idx` order. A round of
     /// plain items (no debit, no new contact or conversation) is one call that also counts
     /// their `messages_sent` ([`AcceptBatch::accept_plain`]: one statement on PostgreSQL,
-    /// one multi-statement call in the write transaction on SQLite); any other round, or one
-    /// that would pass an allowance, is a transaction item by item.
-    async fn accept_round(&self, items: &mut [Accept], idx: &[usize]) -> Result<Vec<Acceptance>> {
+    /// one multi-statement call holding its own transaction on SQLite), on the connection
+    /// `held` keeps ([`crate::held`]); any other round, or one that would pass an
+    /// allowance, is a transaction item by item.
+    async fn accept_round(
+        &self,
+        items: &mut [Accept],
+        idx: &[usize],
+        held: &mut HeldWriter,
+    ) -> Result<Vec<Acceptance>> {
         if !idx.iter().all(|&i| items[i].is_plain()) {
             return self.accept_in_tx(items, idx).await;
         }
         let batch: Vec<&Accept> = idx.iter().map(|&i| &items[i]).collect();
         let bound = match &self.pool {
             Pool::Postgres(pool) => {
-                let mut conn = pool.acquire().await?;
-                AcceptBatch::accept_plain(&mut *conn, &batch).await?
+                let conn = held.postgres.get(pool).await?;
+                let bound = AcceptBatch::accept_plain(conn, &batch).await;
+                held.postgres.done(bound.is_ok());
+                bound?
             }
-            // SQLite's statements are sent together inside the write transaction.
+            // SQLite's transaction is part of the call; the write turn is taken first.
             Pool::Sqlite(pool) => {
-                let mut tx = pool.begin_write().await?;
-                let bound = AcceptBatch::accept_plain(&mut *tx, &batch).await?;
-                match bound {
-                    Some(_) => tx.commit().await?,
-                    None => tx.rollback().await?,
-                }
-                bound
+                let _turn = write_turn(pool).await?;
+                let conn = held.sqlite.get(pool).await?;
+                let bound = AcceptBatch::accept_plain(conn, &batch).await;
+                held.sqlite.done(bound.is_ok());
+                bound?
             }
         };
         let Some(bound) = bound else {
@@ -625,8 +643,8 @@ trait AcceptBatch {
     /// items' messages queued, touches their conversations and counts their
     /// `messages_sent`. Returns the keys bound, or `None` when a counter would pass its
     /// allowance (then nothing may stay written and the transaction path decides item by
-    /// item). On PostgreSQL the statement is its own transaction; on SQLite the caller holds
-    /// one.
+    /// item). The call is its own transaction on both backends (on SQLite the caller holds
+    /// the write turn); after an error the connection's state is unknown.
     async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>>;
 }
 

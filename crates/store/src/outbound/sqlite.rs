@@ -12,17 +12,18 @@ use super::{Accept, AcceptBatch};
 use crate::error::Result;
 
 impl AcceptBatch for SqliteConnection {
-    // The statements of the plain path in one string, run by one call to the connection's
+    // The whole write transaction in one string, run by one call to the connection's
     // thread (sqlx's SQLite driver runs a multi-statement string in order, binding the
     // `?`s across the statements): each call is a round trip through that thread, which was
     // what the acceptance's write turn spent most of its time waiting on (BEGIN, keys,
-    // counter, messages, conversations, COMMIT — six; now three). The caller holds the
-    // write transaction (`BEGIN IMMEDIATE`), commits it when this answers `Some`, and rolls
-    // it back otherwise (a counter would pass its allowance: the transaction path decides
-    // item by item).
+    // counter, messages, conversations, COMMIT — six; now one). The caller holds the
+    // process's write turn. A counter that would pass its allowance stops the string with
+    // an error before COMMIT (SQLite has no RAISE outside triggers; `abs` of the smallest
+    // integer is its documented "integer overflow"), and the transaction is rolled back.
     async fn accept_plain(&mut self, items: &[&Accept]) -> Result<Option<HashSet<(Uuid, String)>>> {
+        let mut q = QueryBuilder::new("BEGIN IMMEDIATE; ");
         // 1. The free (or expired) keys, bound to these messages.
-        let mut q = keys_insert(items);
+        push_keys_insert(&mut q, items);
         q.push("; INSERT INTO messages (");
         q.push(queued_columns!());
         // 2. The messages whose key was bound to them (a taken key keeps its own message).
@@ -32,7 +33,8 @@ impl AcceptBatch for SqliteConnection {
             ") AS v WHERE EXISTS (SELECT 1 FROM idempotency_keys k \
              WHERE k.org_id = v.column2 AND k.key = v.column27 AND k.message_id = v.column1)",
         );
-        // 3. Their `messages_sent`, all or nothing per counter (as on PostgreSQL).
+        // 3. Their `messages_sent`, all or nothing (as on PostgreSQL): a counter that would
+        //    pass its allowance fails the statement.
         let counted: Vec<(Uuid, i64, i64, Uuid)> = items
             .iter()
             .filter_map(|it| {
@@ -43,8 +45,11 @@ impl AcceptBatch for SqliteConnection {
         if !counted.is_empty() {
             q.push(
                 "; INSERT INTO usage_counters (org_id, meter, period_start, count, last_grant) \
-                 SELECT v.column1, 'messages_sent', v.column2, count(*), min(v.column3) FROM (",
+                 SELECT v.column1, 'messages_sent', v.column2, \
+                 abs(CASE WHEN count(*) <= min(v.column3) THEN count(*) ELSE ",
             );
+            q.push(OVER_ALLOWANCE);
+            q.push(" END), min(v.column3) FROM (");
             q.push_values(&counted, |mut b, (org, period, allowance, id)| {
                 b.push_bind(*org)
                     .push_bind(*period)
@@ -53,11 +58,13 @@ impl AcceptBatch for SqliteConnection {
             });
             q.push(
                 ") AS v JOIN messages m ON m.id = v.column4 WHERE true \
-                 GROUP BY v.column1, v.column2 HAVING count(*) <= min(v.column3) \
-                 ON CONFLICT (org_id, meter, period_start) DO UPDATE \
-                 SET count = usage_counters.count + excluded.count \
-                 WHERE usage_counters.count + excluded.count <= excluded.last_grant RETURNING 1",
+                 GROUP BY v.column1, v.column2 \
+                 ON CONFLICT (org_id, meter, period_start) DO UPDATE SET count = abs(CASE \
+                 WHEN usage_counters.count + excluded.count <= excluded.last_grant \
+                 THEN usage_counters.count + excluded.count ELSE ",
             );
+            q.push(OVER_ALLOWANCE);
+            q.push(" END)");
         }
         // 4. Each conversation's latest activity, from the messages stored.
         q.push(
@@ -70,34 +77,39 @@ impl AcceptBatch for SqliteConnection {
         }
         q.push(
             ") GROUP BY conversation_id) AS v WHERE conversations.id = v.c AND \
-             (conversations.last_message_at IS NULL OR conversations.last_message_at < v.t)",
+             (conversations.last_message_at IS NULL OR conversations.last_message_at < v.t); \
+             COMMIT",
         );
 
-        // Rows before the first statement's end are its bound keys; rows after, the
-        // counters' grants.
+        // The rows are the keys' insert's: the bound keys.
         let mut bound = HashSet::new();
-        let mut grants = 0_usize;
-        let mut statement = 0_usize;
         let mut steps = self.fetch_many(q.build().persistent(false));
-        while let Some(step) = steps.try_next().await? {
-            match step {
-                Either::Left(_) => statement += 1,
-                Either::Right(row) if statement == 0 => {
+        let run: Result<()> = async {
+            while let Some(step) = steps.try_next().await? {
+                if let Either::Right(row) = step {
                     bound.insert((row.try_get::<Uuid, _>(0)?, row.try_get::<String, _>(1)?));
                 }
-                Either::Right(_) => grants += 1,
             }
+            Ok(())
         }
-        let wanted: HashSet<(Uuid, i64)> = items
-            .iter()
-            .filter(|it| bound.contains(&(it.message.org_id, it.key.clone())))
-            .filter_map(|it| it.counter())
-            .collect();
-        Ok((grants == wanted.len()).then_some(bound))
+        .await;
+        drop(steps);
+        match run {
+            Ok(()) => Ok(Some(bound)),
+            // Only the failed statement was undone: end the transaction here. Any other
+            // error leaves it to the caller, who closes the connection.
+            Err(e) if is_over_allowance(&e) => {
+                self.execute("ROLLBACK").await?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn bind_keys(&mut self, items: &[&Accept]) -> Result<HashSet<(Uuid, String)>> {
-        let rows = keys_insert(items)
+        let mut q = QueryBuilder::new("");
+        push_keys_insert(&mut q, items);
+        let rows = q
             .build_query_as::<(Uuid, String)>()
             .persistent(false)
             .fetch_all(&mut *self)
@@ -140,9 +152,18 @@ macro_rules! queued_columns {
 }
 use queued_columns;
 
+/// What a counter that would pass its allowance evaluates to inside `abs(…)`: SQLite's
+/// "integer overflow" error.
+const OVER_ALLOWANCE: &str = "-9223372036854775808";
+
+fn is_over_allowance(e: &crate::error::StoreError) -> bool {
+    matches!(e, crate::error::StoreError::Backend(sqlx::Error::Database(d))
+        if d.message().contains("integer overflow"))
+}
+
 /// The keys' insert, taking over only expired ones, returning those bound.
-fn keys_insert(items: &[&Accept]) -> QueryBuilder<Sqlite> {
-    let mut q = QueryBuilder::new(
+fn push_keys_insert(q: &mut QueryBuilder<Sqlite>, items: &[&Accept]) {
+    q.push(
         "INSERT INTO idempotency_keys (org_id, key, fingerprint, message_id, state, \
          created_at, expires_at) ",
     );
@@ -156,7 +177,6 @@ fn keys_insert(items: &[&Accept]) -> QueryBuilder<Sqlite> {
             .push_bind(it.key_expires_at);
     });
     q.push(key_conflict!());
-    q
 }
 
 /// `VALUES (…), …` of the items' messages, queued for dispatch at their `created_at`, in

@@ -584,6 +584,47 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         assert_eq!(page.len(), 20);
     },
 
+    // The queue's writer keeps its connection between batches: after a batch refused at the
+    // allowance (rolled back on SQLite) and one that failed, the next batches and other
+    // writers still write (a transaction left open would hold SQLite's write lock).
+    accept_queue_writes_on_after_refused_and_failed_batches => async |db| {
+        let s = setup(&db, "100").await;
+        let queue = AcceptQueue::start(db.clone());
+        let item = |key: &str, m: Message| Accept {
+            message: m,
+            key: key.into(),
+            fingerprint: vec![3; 32],
+            key_expires_at: T0 + DAY,
+            charges: Charges { debit_minor: None, messages_sent: Some((T0, 2)) },
+            new_contact: None,
+            contact_limit: None,
+            new_conversation: false,
+            api_key_id: None,
+            request_id: None,
+        };
+        let (_, first) = queue.accept(item("q-1", outbound(&s, T0 + 1))).await.unwrap();
+        let (_, second) = queue.accept(item("q-2", outbound(&s, T0 + 2))).await.unwrap();
+        let (_, refused) = queue.accept(item("q-3", outbound(&s, T0 + 3))).await.unwrap();
+        assert_eq!((first, second, refused), (Acceptance::Accepted, Acceptance::Accepted,
+            Acceptance::AllowanceUsed { used: 2 }));
+        let elsewhere = outbound(&s, T0 + 4);
+        db.accept_message(&elsewhere, "direct-1", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        let mut broken = outbound(&s, T0 + 5);
+        broken.conversation_id = Uuid::now_v7(); // no such conversation
+        let mut unlimited = item("q-4", broken);
+        unlimited.charges = Charges::default();
+        assert!(queue.accept(unlimited).await.is_err());
+        let mut after = item("q-5", outbound(&s, T0 + 6));
+        after.charges = Charges::default();
+        let after_id = after.message.id;
+        assert_eq!(queue.accept(after).await.unwrap().1, Acceptance::Accepted);
+        let direct = outbound(&s, T0 + 7);
+        db.accept_message(&direct, "direct-2", &[1; 32], T0 + DAY, &Charges::default()).await.unwrap();
+        assert_eq!(db.messages_sent_in_period(s.org, T0).await.unwrap(), 2);
+        assert!(db.get_message(s.org, after_id).await.unwrap().is_some());
+        assert!(db.get_message(s.org, direct.id).await.unwrap().is_some());
+    },
+
     send_options_read_numbers_contact_and_conversation => async |db| {
         let s = setup(&db, "100").await;
         db.insert_phone_number(&fixtures::phone_number(s.org, "200")).await.unwrap();
