@@ -271,6 +271,7 @@ for m in json.load(open(sys.argv[1]))["data"]:
     for st, at in zip(m["statuses"], m.get("status_at_ms", [])):
         emitted.setdefault((m["wamid"], st), at)
 net, own, exact = [], [], []
+by_second = {}
 for line in sys.stdin:
     hexid, _, rest = line.rstrip("\n").partition("|")
     wamid, _, data = rest.partition("|")
@@ -281,13 +282,19 @@ for line in sys.stdin:
     net.append(applied - ms(d["network_timestamp"]))
     own.append(applied - ms(d["received_at"]))
     if (wamid, d.get("status")) in emitted:
-        exact.append(applied - emitted[(wamid, d["status"])])
+        at = emitted[(wamid, d["status"])]
+        exact.append(applied - at)
+        by_second.setdefault(at // 1000, []).append(applied - at)
 def pct(v):
     v = sorted(v)
     r = lambda p: v[max(0, math.ceil(p / 100 * len(v)) - 1)] if v else "-"
     last = v[-1] if v else "-"
     return f"{r(50)}/{r(99)}/{last}"
-print(f"{len(net)} reports: emitted → applied p50/p99/max {pct(exact)} ms ({len(exact)} matched), network timestamp → applied {pct(net)} ms (whole-second timestamps: up to 1 s high), received → applied {pct(own)} ms")' "$dir/sim_messages.json")
+# Where the tail is: the seconds (of emission, from the first) whose slowest status waited longest.
+first = min(by_second) if by_second else 0
+worst = sorted(by_second.items(), key=lambda kv: -max(kv[1]))[:5]
+tail = ", ".join(f"s{sec - first}: {max(v)} ms ({sum(x > 1000 for x in v)} > 1 s)" for sec, v in sorted(worst))
+print(f"{len(net)} reports: emitted → applied p50/p99/max {pct(exact)} ms ({len(exact)} matched; slowest seconds {tail}), network timestamp → applied {pct(net)} ms (whole-second timestamps: up to 1 s high), received → applied {pct(own)} ms")' "$dir/sim_messages.json")
   [[ $unprocessed == 0 ]] || status_lag="$status_lag ($unprocessed notifications still unprocessed after 60 s)"
   rss=$(hwm_mib "$tern_pid")
   if [[ $post == 1 ]]; then
