@@ -37,22 +37,31 @@ impl Tx {
                 .await?
                 .rows_affected() as i64
             }
-            // Statements are calls into the library here: one per recipient costs little.
+            // One statement a chunk: a statement a recipient was a round trip to the
+            // connection's thread each (issue 33, ninth session).
             crate::db::TxInner::Sqlite(conn) => {
                 let mut n = 0;
-                for (contact_id, message_id) in sent {
-                    n += sqlx::query(
-                        "UPDATE campaign_recipients SET status = $3, message_id = $4, updated_at = $5 \
-                         WHERE campaign_id = $1 AND contact_id = $2 AND status = 'pending'",
-                    )
-                    .bind(campaign_id)
-                    .bind(contact_id)
-                    .bind(RecipientState::Messaged.as_str())
-                    .bind(message_id)
-                    .bind(now)
-                    .execute(&mut **conn)
-                    .await?
-                    .rows_affected() as i64;
+                for chunk in sent.chunks(ROWS_PER_STATEMENT) {
+                    let mut q = sqlx::QueryBuilder::new("UPDATE campaign_recipients SET status = ");
+                    q.push_bind(RecipientState::Messaged.as_str());
+                    q.push(", message_id = v.column2, updated_at = ");
+                    q.push_bind(now);
+                    q.push(" FROM (");
+                    q.push_values(chunk, |mut b, (contact_id, message_id)| {
+                        b.push_bind(*contact_id).push_bind(*message_id);
+                    });
+                    q.push(") AS v WHERE campaign_recipients.campaign_id = ");
+                    q.push_bind(campaign_id);
+                    q.push(
+                        " AND campaign_recipients.contact_id = v.column1 \
+                         AND campaign_recipients.status = 'pending'",
+                    );
+                    n += q
+                        .build()
+                        .persistent(false)
+                        .execute(&mut **conn)
+                        .await?
+                        .rows_affected() as i64;
                 }
                 n
             }

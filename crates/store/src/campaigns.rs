@@ -684,32 +684,4 @@ impl Tx {
             .map(drop))?;
         Ok(())
     }
-
-    /// Moves `n` recipients from one bucket to another in counter `shard`.
-    pub async fn move_campaign_count(
-        &mut self,
-        campaign_id: Uuid,
-        shard: i64,
-        from: Bucket,
-        to: Bucket,
-        n: i64,
-    ) -> Result<()> {
-        if from == to || n == 0 {
-            return Ok(());
-        }
-        let (f, t) = (from.as_str(), to.as_str());
-        let sql = format!(
-            "UPDATE campaign_counters SET {f} = {f} - $3, {t} = {t} + $3 \
-             WHERE campaign_id = $1 AND shard = $2"
-        );
-        // Column names from a closed enum: nothing from outside reaches the text.
-        with_tx!(self, conn => sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .bind(campaign_id)
-            .bind(shard)
-            .bind(n)
-            .execute(&mut **conn)
-            .await
-            .map(drop))?;
-        Ok(())
-    }
 }

@@ -12,6 +12,7 @@ mod agents;
 mod api_keys;
 mod app_sessions;
 mod audit;
+mod campaign_counts;
 mod campaign_recipients;
 mod campaigns;
 mod checkpoint;
@@ -20,6 +21,7 @@ mod contacts;
 mod conversations;
 mod db;
 mod dispatch;
+mod dispatch_completion;
 mod error;
 mod events;
 mod explorer;
@@ -58,6 +60,7 @@ pub use agents::ContactNumber;
 pub use api_keys::{ApiKey, AuthRecord, KeyRow, KeySummary, LAST_USED_GRANULARITY_MS};
 pub use app_sessions::{AppSession, SEEN_GRANULARITY_MS};
 pub use audit::AuditRow;
+pub use campaign_counts::CountMove;
 pub use campaigns::{
     AudienceContact, COUNTER_SHARDS, Campaign, CampaignCounts, NewRecipient, PendingRecipient,
     RecipientRow, counter_shard,
@@ -67,10 +70,10 @@ pub use contacts::{Contact, ContactKey};
 pub use conversations::{Conversation, ConversationContact};
 pub use db::{Backend, Db, Tx, Wakeups};
 pub use dispatch::{
-    DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCompletion,
-    DispatchCounts, DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite,
-    ExpiredDispatch,
+    DISPATCH_IN_FLIGHT, DISPATCH_QUEUED, DISPATCH_UNKNOWN, DispatchClaim, DispatchCounts,
+    DispatchInfo, DispatchItem, DispatchLease, DispatchSweep, DispatchWrite, ExpiredDispatch,
 };
+pub use dispatch_completion::DispatchCompletion;
 pub use error::{Result, StoreError};
 pub use events::{
     AttemptRecord, AttemptStatus, Delivery, DeliveryJob, DeliveryOutcome, DeliveryStatus, NewEvent,

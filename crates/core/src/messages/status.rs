@@ -27,7 +27,7 @@ use tern_domain::message::{self, Precision, Pricing, Status, Times};
 use tern_domain::time::now_ms;
 use tern_domain::timeline::{self, Detail};
 use tern_store::{
-    Db, DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchSweep,
+    CountMove, Db, DispatchClaim, DispatchCompletion, DispatchItem, DispatchLease, DispatchSweep,
     DispatchWrite, Message, StatusChange, StatusWrite, StoreError, Tx, counter_shard,
 };
 use uuid::Uuid;
@@ -526,10 +526,18 @@ impl Counts {
     }
 
     async fn write(self, tx: &mut Tx) -> Result<(), StoreError> {
-        for ((campaign_id, shard, from, to), n) in self.moves {
-            tx.move_campaign_count(campaign_id, shard, from, to, n)
-                .await?;
-        }
+        let moves: Vec<CountMove> = self
+            .moves
+            .into_iter()
+            .map(|((campaign_id, shard, from, to), n)| CountMove {
+                campaign_id,
+                shard,
+                from,
+                to,
+                n,
+            })
+            .collect();
+        tx.move_campaign_counts(&moves).await?;
         for ((campaign_id, code), n) in self.failures {
             tx.add_campaign_reason(campaign_id, ReasonKind::Failed, &code, n)
                 .await?;
@@ -677,10 +685,17 @@ pub async fn expire_campaign_queue(
     let contacts: Vec<Uuid> = before.iter().map(|m| m.contact_id).collect();
     tx.expire_messaged_recipients(campaign_id, &contacts, now)
         .await?;
-    for (shard, n) in shards {
-        tx.move_campaign_count(campaign_id, shard, Bucket::Queued, Bucket::Expired, n)
-            .await?;
-    }
+    let moves: Vec<CountMove> = shards
+        .into_iter()
+        .map(|(shard, n)| CountMove {
+            campaign_id,
+            shard,
+            from: Bucket::Queued,
+            to: Bucket::Expired,
+            n,
+        })
+        .collect();
+    tx.move_campaign_counts(&moves).await?;
     tx.commit().await?;
     Ok(before.len())
 }

@@ -4,7 +4,9 @@ use serde_json::json;
 use tern_domain::campaign::{
     Audience, AudienceSpec, Bucket, PauseReason, ReasonKind, SkipReason, Status,
 };
-use tern_store::{Campaign, CampaignCounts, Db, Json, NewRecipient, counter_shard};
+use tern_store::{
+    COUNTER_SHARDS, Campaign, CampaignCounts, CountMove, Db, Json, NewRecipient, counter_shard,
+};
 use uuid::Uuid;
 
 fn campaign(org_id: Uuid, status: Status) -> Campaign {
@@ -197,7 +199,17 @@ tern_store::both_backends! { tern_store::testkit::TestDb;
         tx.commit().await.unwrap();
         // A status change moves its recipient between buckets in its message's shard.
         let mut tx = db.begin().await.unwrap();
-        tx.move_campaign_count(c.id, counter_shard(m0), Bucket::Queued, Bucket::Failed, 1).await.unwrap();
+        let mv = |shard: i64, from: Bucket, to: Bucket, n: i64| CountMove { campaign_id: c.id, shard, from, to, n };
+        let (s0, s1) = (counter_shard(m0), (counter_shard(m0) + 1) % COUNTER_SHARDS);
+        // Netted per row: two moves through `sent` in one shard, one that moves nothing, and
+        // an empty one in another shard.
+        tx.move_campaign_counts(&[
+            mv(s0, Bucket::Queued, Bucket::Sent, 2),
+            mv(s0, Bucket::Sent, Bucket::Failed, 1),
+            mv(s0, Bucket::Failed, Bucket::Failed, 5),
+            mv(s1, Bucket::Queued, Bucket::Read, 0),
+        ]).await.unwrap();
+        tx.move_campaign_counts(&[mv(s0, Bucket::Sent, Bucket::Queued, 1)]).await.unwrap();
         tx.add_campaign_reason(c.id, ReasonKind::Failed, "recipient_not_on_whatsapp", 1).await.unwrap();
         assert_eq!(tx.expire_recipients(c.id, T0).await.unwrap(), 2);
         tx.commit().await.unwrap();
