@@ -5,7 +5,7 @@
 use uuid::Uuid;
 
 use crate::contacts::Contact;
-use crate::db::{Db, Tx, TxInner};
+use crate::db::{Db, Tx, with_tx};
 use crate::error::Result;
 use crate::identity::{Identity, bind_as_read, holds, learned, push_guard_as_read};
 use crate::sql::{ROWS_PER_STATEMENT, bump_updated_at};
@@ -14,8 +14,8 @@ impl Db {
     /// [`Db::observe_identity`] of many customers at once (the statuses of the webhooks the
     /// inbox claimed together name one customer each): one read for all; the contacts that
     /// only learn identifiers (exactly one holds the BSUID or phone, nothing to merge) in
-    /// one write transaction, each write guarded by what was read (one statement on
-    /// PostgreSQL, one a contact on SQLite); the rest, and any contact changed meanwhile,
+    /// one write transaction, each write guarded by what was read (one statement); the
+    /// rest, and any contact changed meanwhile,
     /// one by one through [`Db::observe_identity`]. Returns at each index whether its
     /// contact was written.
     pub async fn observe_identities(
@@ -90,68 +90,37 @@ impl Db {
 
 impl Tx {
     /// Writes each contact's learned identifiers (`(as read, with what it learns)`),
-    /// guarded by what was read; returns the ids written. PostgreSQL: one statement for
-    /// all. SQLite: one statement a contact, in process; its `UPDATE … FROM (VALUES …)`
-    /// took about 12 ms for 34 contacts of an organisation of 100,000 (350 µs a row, where
-    /// the one-row statement takes 16 µs).
+    /// guarded by what was read; returns the ids written. One statement for all, on both
+    /// backends (the inbound path's shape, `Db::record_inbound_known`); on SQLite one a
+    /// contact was a round trip to the connection's thread per status at the network's
+    /// tier (docs/performance.md, issue 33, ninth session).
     async fn learn_identities(
         &mut self,
         org_id: Uuid,
         writes: &[(&Contact, &Contact)],
         at: i64,
     ) -> Result<Vec<Uuid>> {
-        const ONE: &str = concat!(
-            "UPDATE contacts SET wa_id = $1, user_id = $2, parent_user_id = $3, username = $4, \
-             updated_at = ",
-            bump_updated_at!("contacts", "$5"),
-            " WHERE id = $6 AND org_id = $7 AND wa_id IS NOT DISTINCT FROM $8 \
-             AND user_id IS NOT DISTINCT FROM $9 AND parent_user_id IS NOT DISTINCT FROM $10 \
-             AND username IS NOT DISTINCT FROM $11 RETURNING id"
-        );
-        match &mut self.inner {
-            TxInner::Sqlite(conn) => {
-                let mut written = Vec::with_capacity(writes.len());
-                for (c, next) in writes {
-                    let id: Option<Uuid> = sqlx::query_scalar(ONE)
-                        .bind(next.wa_id.as_deref())
-                        .bind(next.user_id.as_deref())
-                        .bind(next.parent_user_id.as_deref())
-                        .bind(next.username.as_deref())
-                        .bind(at)
-                        .bind(c.id)
-                        .bind(org_id)
-                        .bind(c.wa_id.as_deref())
-                        .bind(c.user_id.as_deref())
-                        .bind(c.parent_user_id.as_deref())
-                        .bind(c.username.as_deref())
-                        .fetch_optional(&mut **conn)
-                        .await?;
-                    written.extend(id);
-                }
-                Ok(written)
-            }
-            TxInner::Postgres(conn) => {
-                let mut q = sqlx::QueryBuilder::new(concat!(
-                    "UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
-                     parent_user_id = v.column4, username = v.column5, updated_at = ",
-                    bump_updated_at!("contacts", "v.column10"),
-                    " FROM ("
-                ));
-                q.push_values(writes, |mut row, (c, next)| {
-                    row.push_bind(c.id)
-                        .push_bind(next.wa_id.as_deref())
-                        .push_bind(next.user_id.as_deref())
-                        .push_bind(next.parent_user_id.as_deref())
-                        .push_bind(next.username.as_deref());
-                    bind_as_read(&mut row, c);
-                    row.push_bind(at);
-                });
-                push_guard_as_read(&mut q, org_id, 6);
-                Ok(q.build_query_scalar::<Uuid>()
-                    .persistent(false)
-                    .fetch_all(&mut **conn)
-                    .await?)
-            }
-        }
+        Ok(with_tx!(self, conn => {
+            let mut q = sqlx::QueryBuilder::new(concat!(
+                "UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
+                 parent_user_id = v.column4, username = v.column5, updated_at = ",
+                bump_updated_at!("contacts", "v.column10"),
+                " FROM ("
+            ));
+            q.push_values(writes, |mut row, (c, next)| {
+                row.push_bind(c.id)
+                    .push_bind(next.wa_id.as_deref())
+                    .push_bind(next.user_id.as_deref())
+                    .push_bind(next.parent_user_id.as_deref())
+                    .push_bind(next.username.as_deref());
+                bind_as_read(&mut row, c);
+                row.push_bind(at);
+            });
+            push_guard_as_read(&mut q, org_id, 6);
+            q.build_query_scalar::<Uuid>()
+                .persistent(false)
+                .fetch_all(&mut **conn)
+                .await
+        })?)
     }
 }
