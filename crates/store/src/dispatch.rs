@@ -32,7 +32,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::{Backend, BeginWrite as _, Db, Tx, TxInner, with_pool, with_tx};
+use crate::db::{Backend, BeginWrite as _, Db, Tx, with_pool, with_tx};
 use crate::error::{Result, StoreError};
 use crate::messages::StatusChange;
 use crate::sql::bump_updated_at;
@@ -239,7 +239,7 @@ macro_rules! claim_sql {
 macro_rules! holds_lease {
     ($tx:expr, $id:expr, $lease:expr) => {{
         let (id, lease): (Uuid, &DispatchLease) = ($id, $lease);
-        let row = with_tx!($tx, conn => sqlx::query_as::<_, (Option<String>, i64)>(
+        let row = $crate::db::with_tx!($tx, conn => sqlx::query_as::<_, (Option<String>, i64)>(
                 "SELECT lease_owner, attempts FROM messages WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut **conn)
@@ -249,6 +249,7 @@ macro_rules! holds_lease {
         })
     }};
 }
+pub(crate) use holds_lease;
 
 /// The claim statement for a backend, per number or not, API sends only or not.
 fn claim_statement(backend: Backend, number: bool, api_only: bool) -> &'static str {
@@ -547,144 +548,7 @@ fn lost_attempt(attempt: i64) -> Detail {
     }
 }
 
-/// One claim's final outcome for `status_writes().complete_dispatches` (the arguments of
-/// `complete_dispatch`).
-#[derive(Debug, Clone, Copy)]
-pub struct DispatchCompletion<'a> {
-    pub id: Uuid,
-    pub lease: &'a DispatchLease,
-    pub expected_status: Status,
-    pub expected_updated_at: i64,
-    pub change: &'a StatusChange,
-}
-
 impl Tx {
-    /// [`Tx::complete_dispatch`] for many claims, answered in `items`' order. On PostgreSQL
-    /// the rows are locked in id order by one statement (the order every status writer
-    /// locks in) and written by one more: round trips, not rows, were the cost, since 64
-    /// sequential updates held a batch's transaction for about a second while an API burst
-    /// kept the machine busy. SQLite, in process, runs the single statement per claim.
-    pub(crate) async fn complete_dispatches(
-        &mut self,
-        items: &[DispatchCompletion<'_>],
-        at: i64,
-    ) -> Result<Vec<DispatchWrite>> {
-        let TxInner::Postgres(conn) = &mut self.inner else {
-            let mut out = Vec::with_capacity(items.len());
-            for c in items {
-                let w = self
-                    .complete_dispatch(
-                        c.id,
-                        c.lease,
-                        c.expected_status,
-                        c.expected_updated_at,
-                        c.change,
-                        at,
-                    )
-                    .await?;
-                out.push(w);
-            }
-            return Ok(out);
-        };
-        if items.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut ids: Vec<Uuid> = items.iter().map(|c| c.id).collect();
-        ids.sort_unstable();
-        sqlx::query("SELECT id FROM messages WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-            .bind(&ids)
-            .execute(&mut **conn)
-            .await?;
-        let failures: Vec<Option<String>> = items
-            .iter()
-            .map(|c| {
-                c.change
-                    .failure
-                    .as_ref()
-                    .and_then(|f| serde_json::to_string(f).ok())
-            })
-            .collect();
-        let applied: Vec<Uuid> = sqlx::query_scalar(concat!(
-            "UPDATE messages SET status = t.status, wamid = COALESCE(messages.wamid, t.wamid), \
-             sent_at = t.sent_at, delivered_at = t.delivered_at, read_at = t.read_at, \
-             failed_at = t.failed_at, failure_code = t.failure_code, failure = t.failure::jsonb, \
-             dispatch_state = NULL, next_attempt_at = NULL, locked_until = NULL, updated_at = ",
-            bump_updated_at!("messages", "$14"),
-            " FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
-               $6::int8[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], \
-               $12::text[], $13::int8[]) AS t(id, status, wamid, sent_at, delivered_at, \
-               read_at, failed_at, failure_code, failure, owner, attempt, expected_status, \
-               expected_updated_at) \
-             WHERE messages.id = t.id AND messages.lease_owner = t.owner \
-               AND messages.attempts = t.attempt AND messages.status = t.expected_status \
-               AND messages.updated_at = t.expected_updated_at \
-             RETURNING messages.id"
-        ))
-        .bind(items.iter().map(|c| c.id).collect::<Vec<_>>())
-        .bind(
-            items
-                .iter()
-                .map(|c| c.change.status.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|c| c.change.wamid.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(items.iter().map(|c| c.change.sent_at).collect::<Vec<_>>())
-        .bind(
-            items
-                .iter()
-                .map(|c| c.change.delivered_at)
-                .collect::<Vec<_>>(),
-        )
-        .bind(items.iter().map(|c| c.change.read_at).collect::<Vec<_>>())
-        .bind(items.iter().map(|c| c.change.failed_at).collect::<Vec<_>>())
-        .bind(
-            items
-                .iter()
-                .map(|c| c.change.failure_code.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(&failures)
-        .bind(
-            items
-                .iter()
-                .map(|c| c.lease.owner.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(items.iter().map(|c| c.lease.attempt).collect::<Vec<_>>())
-        .bind(
-            items
-                .iter()
-                .map(|c| c.expected_status.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|c| c.expected_updated_at)
-                .collect::<Vec<_>>(),
-        )
-        .bind(at)
-        .fetch_all(&mut **conn)
-        .await?;
-        let applied: std::collections::HashSet<Uuid> = applied.into_iter().collect();
-        let mut out = Vec::with_capacity(items.len());
-        for c in items {
-            out.push(if applied.contains(&c.id) {
-                DispatchWrite::Applied
-            } else if holds_lease!(self, c.id, c.lease) {
-                DispatchWrite::Moved
-            } else {
-                DispatchWrite::LeaseLost
-            });
-        }
-        Ok(out)
-    }
-
     /// Records the final outcome of a claim (sent, or failed for good): writes `change` as
     /// [`Db::update_message_status`] does (compare-and-set on `expected_status` and
     /// `expected_updated_at`, wamid only if none is stored) and takes the message out of the
