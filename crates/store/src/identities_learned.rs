@@ -124,3 +124,51 @@ impl Tx {
         })?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Pool;
+
+    /// SQLite finds each contact of a batched identity write by its primary key, not by
+    /// walking the organisation's contacts (`org_id`'s indexes) for every row.
+    #[tokio::test]
+    async fn a_batched_contact_write_on_sqlite_searches_by_primary_key() {
+        let db = Db::connect("sqlite::memory:").await.unwrap();
+        db.migrate().await.unwrap();
+        let Pool::Sqlite(pool) = &db.pool else {
+            unreachable!("an in-memory SQLite database");
+        };
+        let mut q = sqlx::QueryBuilder::new(
+            "EXPLAIN QUERY PLAN UPDATE contacts SET wa_id = v.column2, user_id = v.column3, \
+             parent_user_id = v.column4, username = v.column5 FROM (",
+        );
+        let none: Option<&str> = None;
+        q.push_values(0..3, |mut row, i| {
+            row.push_bind(Uuid::now_v7())
+                .push_bind(format!("4915{i}"))
+                .push_bind(none)
+                .push_bind(none)
+                .push_bind(none)
+                .push_bind(none)
+                .push_bind(none)
+                .push_bind(none)
+                .push_bind(none);
+        });
+        push_guard_as_read(&mut q, Uuid::now_v7(), 6);
+        let plan: Vec<String> = q
+            .build_query_as::<(i64, i64, i64, String)>()
+            .fetch_all(pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, _, _, detail)| detail)
+            .collect();
+        assert!(
+            plan.iter()
+                .any(|d| d.starts_with("SEARCH contacts") && d.contains("(id=?)")),
+            "{plan:?}"
+        );
+        assert!(!plan.iter().any(|d| d.contains("org_id=?")), "{plan:?}");
+    }
+}

@@ -377,7 +377,15 @@ where
     DB: sqlx::Database,
     for<'t> Uuid: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    q.push(") AS v WHERE contacts.id = v.column1 AND contacts.org_id = ");
+    // SQLite (3.51) otherwise walks every contact of the organisation by an `org_id` index
+    // and probes the VALUES for each: 144 ms for 130 rows of an organisation of 100,000,
+    // against 1.5 ms by the primary key with the `+` that keeps `org_id` off the index.
+    let org = if DB::NAME == "SQLite" {
+        "+contacts.org_id"
+    } else {
+        "contacts.org_id"
+    };
+    q.push(format!(") AS v WHERE contacts.id = v.column1 AND {org} = "));
     q.push_bind(org_id);
     q.push(format!(
         " AND contacts.wa_id IS NOT DISTINCT FROM v.column{} \
