@@ -150,6 +150,8 @@ impl Db {
 
     /// Records activity at `at`, at most once per [`SEEN_GRANULARITY_MS`]; `true` if written.
     pub async fn touch_app_session(&self, id: Uuid, at: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE app_sessions SET last_seen_at = $2 \
                  WHERE id = $1 AND ended_at IS NULL AND last_seen_at <= $2 - $3")
@@ -164,6 +166,8 @@ impl Db {
 
     /// Ends one open session; `false` when it was already ended (or is unknown).
     pub async fn end_app_session(&self, id: Uuid, reason: EndReason, at: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE app_sessions SET ended_at = $2, end_reason = $3 \
                  WHERE id = $1 AND ended_at IS NULL")
@@ -194,6 +198,8 @@ impl Db {
 
     /// Points an open session at another organisation.
     pub async fn set_app_session_org(&self, id: Uuid, org_id: Uuid) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE app_sessions SET org_id = $2 WHERE id = $1 AND ended_at IS NULL")
             .bind(id)
@@ -206,6 +212,8 @@ impl Db {
 
     /// Records an identity confirmation at `at` on an open session.
     pub async fn confirm_app_session(&self, id: Uuid, at: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE app_sessions SET confirmed_at = $2 WHERE id = $1 AND ended_at IS NULL")
             .bind(id)

@@ -311,6 +311,8 @@ impl Db {
         now: i64,
         until: i64,
     ) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE campaigns SET lease_owner = $2, locked_until = $4 WHERE id = $1 \
                  AND (locked_until IS NULL OR locked_until <= $3 OR lease_owner = $2)")

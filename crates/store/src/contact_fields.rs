@@ -20,6 +20,8 @@ impl Db {
     /// Inserts a field definition. `Conflict { "contact_fields_org_id_key_key" }` if the
     /// organisation already has a field with that key.
     pub async fn insert_contact_field(&self, field: &ContactField) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(
                 "INSERT INTO contact_fields (id, org_id, key, label, field_type, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6)")

@@ -106,6 +106,8 @@ impl Db {
         network_ts: i64,
         at: i64,
     ) -> Result<Conversation> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let conversation = with_pool!(self, pool => sqlx::query_as::<_, Conversation>(concat!(
                 "UPDATE conversations SET \
                  last_inbound_at = CASE WHEN last_inbound_at IS NULL OR last_inbound_at < $2 \
@@ -128,6 +130,8 @@ impl Db {
         conversation_id: Uuid,
         at: i64,
     ) -> Result<Conversation> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let conversation = with_pool!(self, pool => sqlx::query_as::<_, Conversation>(concat!(
                 "UPDATE conversations SET \
                  last_message_at = CASE WHEN last_message_at IS NULL OR last_message_at < $2 \

@@ -286,6 +286,8 @@ impl Db {
     /// The API should rather insert accepted messages with `dispatch_state = 'queued'` and
     /// `next_attempt_at` in the same statement, so no crash can leave one unqueued.
     pub async fn queue_message_dispatch(&self, id: Uuid, due_at: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE messages SET dispatch_state = 'queued', next_attempt_at = $2, \
                  locked_until = NULL \

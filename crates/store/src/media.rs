@@ -364,6 +364,8 @@ impl Db {
         media_id: Uuid,
         phone_number_id: &str,
     ) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(
                 "DELETE FROM media_network WHERE media_id = $1 AND phone_number_id = $2")
             .bind(media_id)
@@ -415,6 +417,8 @@ impl Db {
     /// `holder`'s: a holder whose lease ended and whose slot was taken by another import
     /// releases nothing.
     pub async fn release_import_slot(&self, org_id: Uuid, slot: i64, holder: &str) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(
                 "DELETE FROM media_import_slots WHERE org_id = $1 AND slot = $2 AND holder = $3")
             .bind(org_id)
@@ -431,6 +435,8 @@ impl Db {
     /// (the network delivered the message twice). Enqueue once the message is stored:
     /// [`Db::finish_inbound_media`] gives the media to the message only if it is there.
     pub async fn enqueue_inbound_media(&self, job: &NewInboundMedia, now: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "INSERT INTO inbound_media (org_id, wamid, phone_number_id, network_media_id, \
                  mime_type, sha256, filename, created_at, next_attempt_at) \
@@ -547,6 +553,8 @@ impl Db {
         next_attempt_at: i64,
         error: &str,
     ) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE inbound_media SET next_attempt_at = $4, last_error = $5, \
                  locked_until = NULL, lease_owner = NULL \
@@ -574,6 +582,8 @@ impl Db {
         error: &str,
         now: i64,
     ) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE inbound_media SET failed_at = $5, last_error = $4, \
                  locked_until = NULL, lease_owner = NULL \
@@ -620,6 +630,8 @@ impl Db {
     /// Deletes download jobs closed (done or failed) before `older_than`; returns how many.
     /// Open jobs stay whatever their age.
     pub async fn prune_inbound_media(&self, older_than: i64) -> Result<u64> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "DELETE FROM inbound_media WHERE done_at < $1 OR failed_at < $1")
             .bind(older_than)

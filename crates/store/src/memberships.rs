@@ -128,6 +128,8 @@ impl Db {
         role: Role,
         at: i64,
     ) -> Result<Option<Member>> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let m = with_pool!(self, pool => sqlx::query_as::<_, Member>(
                 "UPDATE members SET removed_at = NULL, role = $3, created_at = $4 \
                  WHERE org_id = $1 AND email = $2 AND removed_at IS NOT NULL \
@@ -178,6 +180,8 @@ impl Db {
         required: bool,
         at: i64,
     ) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(concat!(
                 "UPDATE organisations SET two_factor_required = $2, updated_at = ",
                 bump_updated_at!("organisations", "$3"), " WHERE id = $1"))

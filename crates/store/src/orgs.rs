@@ -136,6 +136,8 @@ impl Db {
     /// [`Db::adjust_wallet`], an atomic increment with a ledger entry, so a concurrent debit
     /// is never lost to a read-modify-write of the whole row.
     pub async fn update_org(&self, org: &Org) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let done = with_pool!(self, pool => sqlx::query(
                 "UPDATE organisations SET name = $2, plan = $3, subscription_status = $4, \
                  wallet_currency = $5, overrides = $6, billing_period_start = $7, updated_at = $8 \
@@ -203,6 +205,8 @@ impl Db {
     /// `Conflict { "members_org_id_email_key" }` if the email (in any case) is already a
     /// member of that organisation.
     pub async fn insert_member(&self, member: &Member) -> Result<Member> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let stored = with_pool!(self, pool => sqlx::query_as::<_, Member>(
                 "INSERT INTO members (id, org_id, email, role, created_at) \
                  VALUES ($1, $2, $3, $4, $5) \

@@ -268,6 +268,8 @@ impl Db {
 
     /// Sets the display name.
     pub async fn set_person_name(&self, id: Uuid, name: &str, at: i64) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(concat!(
                 "UPDATE people SET name = $2, updated_at = ", bump_updated_at!("people", "$3"),
                 " WHERE id = $1"))
@@ -301,6 +303,8 @@ impl Db {
 
     /// Stores an enrolment's sealed secret (replacing an unfinished one).
     pub async fn set_totp_pending(&self, id: Uuid, sealed: &[u8], at: i64) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(concat!(
                 "UPDATE people SET totp_pending_enc = $2, updated_at = ",
                 bump_updated_at!("people", "$3"), " WHERE id = $1"))
@@ -369,6 +373,8 @@ impl Db {
     /// Records that TOTP step `step` was accepted, if it is later than the last one.
     /// `false` when it is not: the code was already used (here or by a concurrent request).
     pub async fn accept_totp_step(&self, id: Uuid, step: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE people SET totp_last_step = $2 \
                  WHERE id = $1 AND totp_secret_enc IS NOT NULL \
@@ -388,6 +394,8 @@ impl Db {
         code_hash: &[u8],
         at: i64,
     ) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE recovery_codes SET used_at = $3 \
                  WHERE person_id = $1 AND code_hash = $2 AND used_at IS NULL")

@@ -100,6 +100,8 @@ impl Db {
         throughput_mps: Option<i64>,
         at: i64,
     ) -> Result<PhoneNumber> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let number = with_pool!(self, pool => sqlx::query_as::<_, PhoneNumber>(concat!(
                 "UPDATE phone_numbers SET status = COALESCE($2, status), \
                  throughput_mps = COALESCE($3, throughput_mps), updated_at = $4 \

@@ -173,6 +173,8 @@ impl Db {
     /// cut-off instant, see [`v7_floor`]): the oldest, in one bounded statement. Answers how
     /// many went.
     pub async fn prune_request_log(&self, cutoff_id: Uuid, limit: i64) -> Result<u64> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "DELETE FROM request_log WHERE id IN ( \
                    SELECT id FROM request_log WHERE id < $1 ORDER BY id LIMIT $2)")

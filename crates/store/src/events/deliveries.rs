@@ -350,6 +350,8 @@ impl Db {
     /// Deletes events created before `cutoff` that no delivery (nor fan-out) waits for any more, with
     /// their deliveries and attempts (cascade). Returns how many events.
     pub async fn prune_events(&self, cutoff: i64) -> Result<u64> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "DELETE FROM events WHERE created_at < $1 AND fanout IS NULL AND NOT EXISTS ( \
                    SELECT 1 FROM webhook_deliveries d \

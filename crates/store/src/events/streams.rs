@@ -212,6 +212,8 @@ impl Db {
     /// Notes that `owner` still serves stream `id` at `now` (so it does not expire); `false`
     /// when another connection took it over.
     pub async fn renew_stream_lease(&self, id: Uuid, owner: &str, now: i64) -> Result<bool> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE event_streams SET seen_at = $3 WHERE subscription_id = $1 AND lease_owner = $2")
             .bind(id)
@@ -226,6 +228,8 @@ impl Db {
     /// `owner`'s connection to stream `id` ended at `now` (the 24 hours start); nothing when
     /// another connection holds it.
     pub async fn release_event_stream(&self, id: Uuid, owner: &str, now: i64) -> Result<()> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         with_pool!(self, pool => sqlx::query(
                 "UPDATE event_streams SET lease_owner = NULL, seen_at = $3 \
                  WHERE subscription_id = $1 AND lease_owner = $2")
@@ -241,6 +245,8 @@ impl Db {
     /// Deletes the streams no connection held since `cutoff`.
     /// Returns how many.
     pub async fn prune_event_streams(&self, cutoff: i64) -> Result<u64> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "DELETE FROM webhook_subscriptions WHERE kind = 'stream' AND id IN ( \
                    SELECT subscription_id FROM event_streams WHERE seen_at < $1)")

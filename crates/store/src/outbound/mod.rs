@@ -611,6 +611,8 @@ impl Db {
 
     /// Deletes idempotency keys that expired before `now`; returns how many.
     pub async fn prune_idempotency_keys(&self, now: i64) -> Result<u64> {
+        // SQLite: in this process's write turn, not SQLite's busy handler.
+        let _turn = self.write_turn().await?;
         let n = with_pool!(self, pool => sqlx::query(
                 "DELETE FROM idempotency_keys WHERE expires_at <= $1")
             .bind(now)
