@@ -26,8 +26,17 @@ const LEASE_MS: i64 = 60_000;
 /// shared by more statuses. At the top tier, one status per webhook (about 3,000 a second,
 /// SQLite), 100 a claim applied about 2,700 a second and the backlog grew through the run
 /// (received → applied p99 up to 10.9 s); 400 applied about 3,800 a second and kept it
-/// under a second after the launch (docs/performance.md, fifth session).
-const BATCH: i64 = 400;
+/// under a second after the launch (docs/performance.md, fifth session). At a campaign's
+/// launch the network's statuses arrive at 4,000–6,000 a second for two seconds, and
+/// SQLite's one writer fell behind them in passes of 400 (status lag p99 1.05–1.17 s over
+/// three runs) but not in passes of 1,000 (0.53–0.82 s); PostgreSQL, two passes at once,
+/// kept 400 (0.49–0.78 s; with 1,000: 0.80 and 1.03 s) (ninth session).
+fn batch(db: &Db) -> i64 {
+    match db.backend() {
+        tern_store::Backend::Sqlite => 1_000,
+        tern_store::Backend::Postgres => 400,
+    }
+}
 /// Batches applied at once. Applying one is a chain of short statements (a customer's
 /// identity, conversation, message), so one at a time leaves PostgreSQL waiting on round
 /// trips; every effect is idempotent and tolerates any order (statuses are monotonic, edits
@@ -147,7 +156,7 @@ pub async fn drain_with(db: &Db, apply_db: &Db) -> Result<Report, StoreError> {
 pub async fn drain_with_retry(db: &Db, apply_db: &Db, retry: Retry) -> Result<Report, StoreError> {
     let mut total = Report::default();
     loop {
-        let items = db.claim_inbox(BATCH, LEASE_MS, now_ms()).await?;
+        let items = db.claim_inbox(batch(db), LEASE_MS, now_ms()).await?;
         if items.is_empty() {
             return Ok(total);
         }
