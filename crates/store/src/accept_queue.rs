@@ -36,8 +36,14 @@ impl AcceptQueue {
     pub fn start(db: Db) -> AcceptQueue {
         let (tx, rx) = mpsc::channel(4 * MAX_BATCH);
         let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..crate::lookups::writers(&db) {
-            tokio::spawn(write_batches(db.clone(), rx.clone()));
+        let writers = crate::lookups::writers(&db);
+        // The writers keep a connection each between batches, so they get a pool of their
+        // own (and one spare for a batch that goes item by item): kept in the API's pool,
+        // they left a test's pool of four two connections, and requests waited on each
+        // other until they timed out.
+        let own = db.with_own_pool(writers as u32 + 1);
+        for _ in 0..writers {
+            tokio::spawn(write_batches(own.clone(), rx.clone()));
         }
         AcceptQueue { db, tx }
     }
