@@ -37,6 +37,7 @@ fn batch(db: &Db) -> i64 {
         tern_store::Backend::Postgres => 400,
     }
 }
+
 /// Batches applied at once. Applying one is a chain of short statements (a customer's
 /// identity, conversation, message), so one at a time leaves PostgreSQL waiting on round
 /// trips; every effect is idempotent and tolerates any order (statuses are monotonic, edits

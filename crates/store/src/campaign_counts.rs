@@ -83,9 +83,9 @@ impl Tx {
                     if chunk.len() > 1 {
                         sqlx::query(
                             "SELECT 1 FROM campaign_counters c \
-                         JOIN UNNEST($1::uuid[], $2::int8[]) AS v (campaign_id, shard) \
-                         ON c.campaign_id = v.campaign_id AND c.shard = v.shard \
-                         ORDER BY c.campaign_id, c.shard FOR UPDATE OF c",
+                             JOIN UNNEST($1::uuid[], $2::int8[]) AS v (campaign_id, shard) \
+                             ON c.campaign_id = v.campaign_id AND c.shard = v.shard \
+                             ORDER BY c.campaign_id, c.shard FOR UPDATE OF c",
                         )
                         .bind(&campaigns)
                         .bind(&shards)

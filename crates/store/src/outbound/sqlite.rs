@@ -96,13 +96,18 @@ impl AcceptBatch for SqliteConnection {
         drop(steps);
         match run {
             Ok(()) => Ok(Some(bound)),
-            // Only the failed statement was undone: end the transaction here. Any other
-            // error leaves it to the caller, who closes the connection.
+            // Only the failed statement was undone: end the transaction here.
             Err(e) if is_over_allowance(&e) => {
                 self.execute("ROLLBACK").await?;
                 Ok(None)
             }
-            Err(e) => Err(e),
+            // Release SQLite's lock before the caller gives the write turn back (it closes
+            // this connection anyway); the rollback's own error ("no transaction is
+            // active" when BEGIN was what failed) tells nothing more.
+            Err(e) => {
+                let _ = self.execute("ROLLBACK").await;
+                Err(e)
+            }
         }
     }
 
