@@ -73,7 +73,7 @@ pub async fn deliver(db: &Db, body: &serde_json::Value) -> tern_core::inbox::Rep
     let bytes = serde_json::to_vec(body).unwrap();
     tern_core::inbox::receive(
         &tern_store::InboxQueue::start(db.clone()),
-        &bytes,
+        bytes,
         "sha256=checked",
     )
     .await
