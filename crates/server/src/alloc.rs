@@ -10,8 +10,8 @@
 //! SQLite's own allocations (page caches, prepared statements) still go to glibc's malloc,
 //! which gives each thread that contends for it an arena of its own, up to eight per core:
 //! with a thread per SQLite connection, eleven arenas held 37 MiB where SQLite's live heap
-//! was about 11 MB. Two arenas (`M_ARENA_MAX`) keep the process's peak RSS at the tier
-//! within the target; routing SQLite to mimalloc instead (`SQLITE_CONFIG_MALLOC`) did worse
+//! was about 11 MB. Two arenas (`M_ARENA_MAX`) lower the process's peak RSS at the tier by
+//! about 15 MiB; routing SQLite to mimalloc instead (`SQLITE_CONFIG_MALLOC`) did worse
 //! (docs/decisions/memory.md). `MALLOC_ARENA_MAX` still overrides this.
 
 /// `mi_option_purge_delay` in mimalloc v3's `mi_option_t` (mimalloc.h); libmimalloc-sys
@@ -28,15 +28,17 @@ pub fn configure() {
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: sets a process-wide option of glibc's malloc, before any thread but this
-        // one exists (first thing in `main`); glibc takes its own lock for it.
+        // SAFETY: sets a process-wide option of glibc's malloc (an integer store under
+        // glibc's own lock); valid at any time, and first thing in `main` every arena the
+        // process makes keeps to it.
         unsafe { libc::mallopt(libc::M_ARENA_MAX, GLIBC_ARENAS) };
     }
 }
 
-/// glibc malloc arenas (SQLite's allocator). Measured at the tier on SQLite (peak RSS,
-/// bench/campaigns.sh): the default 152–176 MiB in seven runs, two arenas 137–141 MiB in
-/// four, one 137–143 MiB in four.
+/// glibc malloc arenas (SQLite's allocator). Peak RSS at the tier on SQLite
+/// (bench/campaigns.sh, one session): the default 152–176 MiB in seven runs, two arenas
+/// (by `MALLOC_ARENA_MAX`) 137–141 MiB in four, one 137–143 MiB in four (status lag p99
+/// 433–828 ms with two, 702–1,738 with one).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const GLIBC_ARENAS: std::ffi::c_int = 2;
 
