@@ -66,7 +66,7 @@ async fn receive_test(
     // Nothing of the request is held while the store commits (see `own_copy`).
     let signature = signature.to_owned();
     drop(headers);
-    tern_core::inbox::receive(&state.core.intake, own_copy(body), &signature).await?;
+    tern_core::inbox::receive(&state.core.intake, own_copy(body), signature).await?;
     Ok((
         StatusCode::OK,
         axum::Json(serde_json::json!({"received": true})),
@@ -125,7 +125,7 @@ async fn receive(
     // Nothing of the request is held while the store commits (see `own_copy`).
     let signature = signature.to_owned();
     drop(headers);
-    tern_core::inbox::receive(&state.core.intake, own_copy(body), &signature).await?;
+    tern_core::inbox::receive(&state.core.intake, own_copy(body), signature).await?;
     metrics::counter!("tern_network_webhooks_total", "result" => "stored").increment(1);
     Ok((
         StatusCode::OK,

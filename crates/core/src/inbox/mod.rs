@@ -86,18 +86,19 @@ impl Report {
 /// Stores a notification whose signature was verified, for the inbox worker to apply
 /// ([`apply`]), committed together with the others arriving meanwhile (`intake`, bounded:
 /// a full intake makes the request wait); the network is answered as soon as it is stored.
-/// Takes the body as its own copy: a request's body shares the HTTP connection's read
-/// buffer, and holding it while the commit is awaited made the connection take another.
+/// Takes the body and signature as copies of their own: a request's body and headers share
+/// the HTTP connection's read buffer, and holding them while the commit is awaited made the
+/// connection take another.
 pub async fn receive(
     intake: &InboxQueue,
     body: Vec<u8>,
-    signature: &str,
+    signature: String,
 ) -> Result<Uuid, StoreError> {
     let id = new_id();
     let item = NewInboxItem {
         id,
         body,
-        signature: signature.to_string(),
+        signature,
         received_at: now_ms(),
     };
     intake.insert(item).await?;

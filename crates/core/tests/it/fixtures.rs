@@ -74,7 +74,7 @@ pub async fn deliver(db: &Db, body: &serde_json::Value) -> tern_core::inbox::Rep
     tern_core::inbox::receive(
         &tern_store::InboxQueue::start(db.clone()),
         bytes,
-        "sha256=checked",
+        "sha256=checked".to_owned(),
     )
     .await
     .unwrap();
